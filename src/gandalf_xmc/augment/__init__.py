@@ -1,0 +1,75 @@
+"""Augmentations: Gandalf's extra points (with subsampling) and LabelMix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..data.dataset import Split, XMCDataset
+from ..errors import ConfigError
+from ..graph import GraphConfig, label_graph
+from .gandalf import LABEL_UID_PREFIX, combine, gandalf_points, select_labels, uniform_sample
+from .labelmix import LabelMix, tail_weights
+
+# Training sets of the paper's Table 2, by name.
+TRAINING_SETS = {
+    "none": "D: original training points",
+    "gandalf": "G = D u Z: original + label points with co-occurrence soft targets",
+    "z-only": "Z: label points only",
+    "uniform": "U(G, N): N points drawn uniformly from G",
+    "identity": "Z^1 u D: original + label points with self-annotation only",
+    "glas": "G with y = sigmoid(S) (GLaS's symmetrised conditionals)",
+    "random-walk": "D u Z with ECLARE's random-walk graph",
+}
+
+
+@dataclass
+class AugmentConfig:
+    """Which training set to build and how (see ``TRAINING_SETS``)."""
+
+    training_set: str = "gandalf"
+    graph: GraphConfig = field(default_factory=GraphConfig)
+    labels_fraction: float = 1.0
+    labels_sampling: str = "random"
+    seed: int = 0
+
+
+def graph_for(config: AugmentConfig) -> GraphConfig:
+    """The graph a training set needs (identity/glas/random-walk override the graph kind)."""
+    kind = {"identity": "identity", "glas": "glas", "random-walk": "random-walk"}.get(config.training_set, config.graph.kind)
+    return GraphConfig(**{**config.graph.__dict__, "kind": kind})
+
+
+def extra_points(dataset: XMCDataset, config: AugmentConfig) -> tuple[Split, np.ndarray]:
+    """Gandalf's extra points for ``config`` and the label ids they come from."""
+    graph = label_graph(dataset.original_train_Y(), graph_for(config))
+    labels = None
+    if config.labels_fraction < 1.0:
+        labels = select_labels(dataset.label_frequencies(), config.labels_fraction, config.labels_sampling, config.seed)
+    points = gandalf_points(dataset, graph, labels)
+    ids = np.arange(dataset.n_labels) if labels is None else labels
+    return points, ids
+
+
+def training_set(dataset: XMCDataset, config: AugmentConfig) -> Split:
+    """The training split named by ``config.training_set`` (original points first)."""
+    name = config.training_set
+    if name not in TRAINING_SETS:
+        raise ConfigError(f"unknown training set {name!r}; choose one of {', '.join(TRAINING_SETS)}")
+    n = dataset.n_original_train or len(dataset.train)
+    original = Split(dataset.train.uids[:n], dataset.train.texts[:n], dataset.original_train_Y(),
+                     dataset.train.filter_pairs)
+    if name == "none":
+        return original
+    extra, _ = extra_points(dataset, config)
+    if name == "z-only":
+        return extra
+    combined = combine(original, extra)
+    if name == "uniform":
+        return uniform_sample(combined, len(original), config.seed)
+    return combined
+
+
+__all__ = ["AugmentConfig", "TRAINING_SETS", "LABEL_UID_PREFIX", "LabelMix", "combine", "extra_points",
+           "gandalf_points", "graph_for", "select_labels", "tail_weights", "training_set", "uniform_sample"]

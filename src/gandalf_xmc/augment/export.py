@@ -1,0 +1,68 @@
+"""Write Gandalf data as files any XMC tool can read (plug-and-play)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import scipy.sparse as sp
+
+from ..data.atomic import atomic_directory
+from ..data.dataset import AUGMENT_METADATA, SPLIT_FILTER_FILES, XMCDataset
+from ..data.formats import lf_json_lines, write_lf_json, write_lines, write_sparse_text
+from . import AugmentConfig, extra_points
+
+_COPIED = ("tst.json.gz", "tst.json", *SPLIT_FILTER_FILES.values())
+
+
+def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: AugmentConfig) -> dict:
+    """Write ``out_dir`` with the extra points and the combined training set.
+
+    Files:
+        ``aug.json.gz``: one line per extra point, in label order (uid, title, target_ind, target_rel);
+        ``aug_X_Y.txt``: the same targets as a sparse text matrix (header ``rows L``);
+        ``trn.json.gz``: original training points followed by the extra points;
+        ``trn_X_Y.txt``: the combined targets as a sparse text matrix;
+        ``lbl.json.gz``, ``tst.json.gz``, ``filter_labels_*.txt``: from the source, so that
+        ``out_dir`` is a complete dataset directory;
+        ``augment.json``: the settings and ``n_original_train`` (so that propensities and
+        frequency bins keep coming from the original points only).
+
+    Everything is written to a staging directory first and moved into place at the end.
+    Returns the metadata written to ``augment.json``.
+    """
+    extra, label_ids = extra_points(dataset, config)
+    n_orig = dataset.n_original_train or len(dataset.train)
+    train = dataset.train
+    meta = {
+        "source": str(dataset.path) if dataset.path else None,
+        "source_name": dataset.name,
+        "n_original_train": n_orig,
+        "n_extra": len(extra),
+        "n_labels": dataset.n_labels,
+        "extra_targets_nnz": int(extra.Y.nnz),
+        "config": {**asdict(config)},
+    }
+    with atomic_directory(out_dir) as staging:
+        original_Y = dataset.original_train_Y()
+        write_lines(staging / "aug.json.gz", lf_json_lines(extra.uids, extra.texts, extra.Y))
+        write_sparse_text(staging / "aug_X_Y.txt", extra.Y)
+        write_lines(staging / "trn.json.gz",
+                    lf_json_lines(train.uids[:n_orig], train.texts[:n_orig], original_Y, binary_rel=True),
+                    lf_json_lines(extra.uids, extra.texts, extra.Y))
+        write_sparse_text(staging / "trn_X_Y.txt", sp.vstack([original_Y, extra.Y], format="csr"))
+        write_lf_json(staging / "lbl.json.gz", dataset.label_uids, dataset.label_texts, None)
+        if "tst" in dataset.splits:
+            write_lf_json(staging / "tst.json.gz", dataset.test.uids, dataset.test.texts, dataset.test.Y, binary_rel=True)
+        if dataset.path is not None:
+            for name in _COPIED:
+                if (staging / name).exists() or (name.startswith("tst") and "tst" in dataset.splits):
+                    continue
+                src = Path(dataset.path) / name
+                if src.exists():
+                    shutil.copyfile(src, staging / name)
+        (staging / "label_ids.txt").write_text("".join(f"{j}\n" for j in label_ids.tolist()))
+        (staging / AUGMENT_METADATA).write_text(json.dumps(meta, indent=1) + "\n")
+    return meta

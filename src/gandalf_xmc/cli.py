@@ -1,0 +1,146 @@
+"""The ``gandalf`` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .errors import GandalfError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Gandalf / LabelMix label-feature augmentation for extreme multi-label classification.")
+console = Console()
+
+DATA_HELP = "Dataset directory (LF json or text layout); the embedded debian-bookworm dataset if omitted."
+
+
+def _parse_ks(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
+    except ValueError:
+        raise typer.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+    if not ks or min(ks) < 1:
+        raise typer.BadParameter("every k must be >= 1")
+    return ks
+
+
+@app.command()
+def stats(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
+          as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table.")) -> None:
+    """Dataset statistics: the paper's Table 1 columns (N, L, APpL, ALpP, AWpP) and tail figures."""
+    from .data import dataset_stats, load_dataset
+    from .experiments.demo import stats_table
+
+    ds = load_dataset(data_dir)
+    st = dataset_stats(ds)
+    if as_json:
+        print(json.dumps({"dataset": ds.name, **st}))
+    else:
+        console.print(stats_table(st, f"Dataset {ds.name}"))
+
+
+@app.command()
+def augment(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
+            out: Path = typer.Option(..., "--out", help="Output directory (a complete dataset directory)."),
+            delta: float = typer.Option(0.1, min=0.0, max=0.999999, help="Keep soft targets strictly greater than this."),
+            graph: str = typer.Option("cooccurrence", help="cooccurrence | random-walk | glas | identity"),
+            top_k: Optional[int] = typer.Option(None, "--top-k", min=0, help="Cap of non-self targets a row."),
+            labels_fraction: float = typer.Option(1.0, min=0.0, max=1.0, help="Share of labels that become points."),
+            labels_sampling: str = typer.Option("random", help="random | tail (five equi-voluminous bins, tail first)"),
+            seed: int = typer.Option(0, help="Random seed (random walk, label subsampling).")) -> None:
+    """Write Gandalf's extra points (aug.json.gz, aug_X_Y.txt) and the combined trn.json.gz."""
+    from .augment import AugmentConfig
+    from .augment.export import write_augmented_dataset
+    from .data import load_dataset
+    from .graph import GraphConfig
+
+    t0 = time.perf_counter()
+    config = AugmentConfig("gandalf", GraphConfig(kind=graph, delta=delta, top_k=top_k, seed=seed),
+                           labels_fraction, labels_sampling, seed)
+    config.graph.validate()
+    ds = load_dataset(data_dir, splits=("trn", "tst") if _has_test(data_dir) else ("trn",))
+    meta = write_augmented_dataset(ds, out, config)
+    n = max(meta["n_extra"], 1)
+    console.print(f"{meta['n_extra']:,} extra points ({meta['extra_targets_nnz'] / n:.2f} targets a point) "
+                  f"+ {meta['n_original_train']:,} original -> {out} in {time.perf_counter() - t0:.1f} s", soft_wrap=True)
+
+
+def _has_test(data_dir: Optional[Path]) -> bool:
+    from .data.dataset import embedded_dataset_path
+
+    d = Path(data_dir) if data_dir is not None else embedded_dataset_path()
+    return any((d / f).exists() for f in ("tst.json.gz", "tst.json", "tst_X.txt"))
+
+
+@app.command()
+def evaluate(pred_file: Path = typer.Argument(..., help="Predictions: sparse matrix text, one row per point, label:score."),
+             data: Optional[Path] = typer.Option(None, "--data", help=DATA_HELP),
+             split: str = typer.Option("tst", help="Which split the predictions are for."),
+             k: str = typer.Option("1,3,5", "-k", help="Comma-separated cut-offs."),
+             a: Optional[float] = typer.Option(None, "-A", help="Propensity A (default: dataset preset)."),
+             b: Optional[float] = typer.Option(None, "-B", help="Propensity B (default: dataset preset)."),
+             bins: bool = typer.Option(False, "--bins", help="Also report each of five label-frequency bins' share of P@k."),
+             as_json: bool = typer.Option(False, "--json", help="Print one JSON object (metrics in percent).")) -> None:
+    """Score a prediction file: P@k, nDCG@k, PSP@k, PSnDCG@k, R@k, C@k (filter pairs removed)."""
+    from .data import load_dataset
+    from .data.formats import read_sparse_text
+    from .data.stats import frequency_bins
+    from .metrics import bin_contributions, evaluate as evaluate_metrics, inverse_propensity
+
+    ks = _parse_ks(k)
+    ds = load_dataset(data, splits=tuple(dict.fromkeys(("trn", split))))
+    target = ds.split(split)
+    pred = read_sparse_text(pred_file, expect_shape=(len(target), ds.n_labels))
+    w = inverse_propensity(ds.original_train_Y(), *ds.propensity_constants(a, b))
+    res = evaluate_metrics(pred, target.Y, w, ks, target.filter_pairs)
+    out = {f"{m}@{kk}": res[f"{m}@{kk}"] for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "C") for kk in ks}
+    if bins:
+        contrib = bin_contributions(pred, target.Y, frequency_bins(ds.label_frequencies()), max(ks), target.filter_pairs)
+        out.update({f"bin{i + 1}_P@{max(ks)}": float(c) for i, c in enumerate(contrib)})
+    if as_json:
+        print(json.dumps(out))
+        return
+    table = Table(title=f"{pred_file.name} on {ds.name}/{split} ({int(res['n_points']):,} points with labels)")
+    table.add_column("metric")
+    for kk in ks:
+        table.add_column(f"@{kk}", justify="right")
+    for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "C"):
+        table.add_row(m, *[f"{out[f'{m}@{kk}']:.2f}" for kk in ks])
+    console.print(table)
+    if bins:
+        console.print("share of P@%d by label-frequency bin (1 = head ... 5 = tail): " % max(ks)
+                      + ", ".join(f"{out[f'bin{i + 1}_P@{max(ks)}']:.2f}" for i in range(5)))
+
+
+@app.command()
+def demo(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
+         out: Path = typer.Option(Path("gandalf-demo"), "--out", help="Where predictions and results.json go."),
+         delta: float = typer.Option(0.1, min=0.0, max=0.999999),
+         seed: int = typer.Option(0)) -> None:
+    """Run the pipeline on a dataset: stats, augment, train/predict, evaluate; print one comparison table."""
+    from .experiments.demo import run_demo
+
+    run_demo(data_dir, out, delta=delta, seed=seed, console=console)
+
+
+def main() -> None:
+    """Entry point: user errors become one line on stderr and exit status 2 (no traceback)."""
+    try:
+        app()
+    except GandalfError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

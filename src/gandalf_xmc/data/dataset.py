@@ -1,0 +1,169 @@
+"""The dataset object: texts, float-valued CSR label matrices, label texts and filter pairs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import DataFormatError
+from .formats import read_filter_pairs, read_lf_json, read_sparse_text, read_text_lines
+from .presets import propensity_constants
+
+EMBEDDED_NAME = "debian-bookworm"
+AUGMENT_METADATA = "augment.json"
+SPLIT_FILTER_FILES = {"trn": "filter_labels_train.txt", "tst": "filter_labels_test.txt"}
+
+
+def embedded_dataset_path() -> Path:
+    """Directory of the dataset shipped inside the package (debian-bookworm)."""
+    return Path(str(resources.files("gandalf_xmc") / "data" / "embedded" / EMBEDDED_NAME))
+
+
+@dataclass
+class Split:
+    """One split: ``texts[i]`` is point i, ``Y[i]`` its (possibly soft) targets, float32 CSR."""
+
+    uids: list[str]
+    texts: list[str]
+    Y: sp.csr_matrix
+    filter_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+@dataclass
+class XMCDataset:
+    """A short-text XMC dataset with label features.
+
+    Attributes:
+        name: dataset name (selects propensity constants and presets).
+        label_uids, label_texts: label i's id and text (its "label feature").
+        splits: ``"trn"``/``"tst"`` (or others) -> :class:`Split`.
+        n_original_train: number of leading training points that are original; the rest are
+            augmentation points. Propensities and frequency bins use only the original ones.
+        path: where it was read from (None if built in memory).
+    """
+
+    name: str
+    label_uids: list[str]
+    label_texts: list[str]
+    splits: dict[str, Split]
+    n_original_train: int | None = None
+    path: Path | None = None
+
+    @property
+    def n_labels(self) -> int:
+        return len(self.label_texts)
+
+    @property
+    def train(self) -> Split:
+        return self.split("trn")
+
+    @property
+    def test(self) -> Split:
+        return self.split("tst")
+
+    def split(self, name: str) -> Split:
+        try:
+            return self.splits[name]
+        except KeyError:
+            where = self.path if self.path is not None else self.name
+            raise DataFormatError(where, None, f"dataset has no '{name}' split") from None
+
+    def original_train_Y(self) -> sp.csr_matrix:
+        """Training labels of the original points only (never the augmented ones)."""
+        Y = self.train.Y
+        n = self.n_original_train if self.n_original_train is not None else Y.shape[0]
+        return Y[:n]
+
+    def label_frequencies(self) -> np.ndarray:
+        """Training positives of each label, from the original training points."""
+        Y = self.original_train_Y()
+        return np.bincount(Y.indices[Y.data > 0], minlength=self.n_labels).astype(np.int64)
+
+    def propensity_constants(self, a: float | None = None, b: float | None = None) -> tuple[float, float]:
+        """A and B of the inverse propensity model for this dataset (overrides win)."""
+        return propensity_constants(self.name, a, b)
+
+
+def _find(directory: Path, stem: str) -> Path | None:
+    for suffix in (".json.gz", ".json"):
+        candidate = directory / f"{stem}{suffix}"
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _read_split_text_layout(directory: Path, split: str, n_labels: int) -> Split:
+    texts_path = directory / f"{split}_X.txt"
+    y_path = directory / f"{split}_X_Y.txt"
+    texts = read_text_lines(texts_path)
+    if not texts:
+        raise DataFormatError(texts_path, None, "file is empty (no points)")
+    Y = read_sparse_text(y_path, expect_shape=(len(texts), n_labels), relevance=True)
+    return Split([str(i) for i in range(len(texts))], texts, Y)
+
+
+def load_dataset(path: str | Path | None = None, splits: tuple[str, ...] = ("trn", "tst"), name: str | None = None) -> XMCDataset:
+    """Load a dataset directory (the embedded dataset if ``path`` is None).
+
+    Two layouts are understood:
+
+    * LF raw: ``lbl.json[.gz]`` and ``{split}.json[.gz]`` (``uid``, ``title``, ``target_ind``,
+      optional ``target_rel``);
+    * text: ``lbl_X.txt`` (or ``Y.txt``) with one label text a line, and for each split
+      ``{split}_X.txt`` (texts) plus ``{split}_X_Y.txt`` (sparse matrix text).
+
+    ``filter_labels_train.txt`` / ``filter_labels_test.txt`` are read when present. An
+    ``augment.json`` written by ``gandalf augment`` marks how many training points are original.
+    """
+    directory = Path(path) if path is not None else embedded_dataset_path()
+    if not directory.exists():
+        raise DataFormatError(directory, None, "dataset directory not found")
+    if not directory.is_dir():
+        raise DataFormatError(directory, None, "is not a directory")
+    meta: dict = {}
+    meta_path = directory / AUGMENT_METADATA
+    if meta_path.exists():
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (json.JSONDecodeError, OSError) as exc:
+            raise DataFormatError(meta_path, None, f"unreadable metadata ({exc})") from None
+    lbl_path = _find(directory, "lbl")
+    if lbl_path is not None:
+        labels = read_lf_json(lbl_path, require_targets=False)
+        label_uids, label_texts = labels.uids, labels.texts
+        layout = "json"
+    else:
+        txt = next((p for p in (directory / "lbl_X.txt", directory / "Y.txt") if p.exists()), None)
+        if txt is None:
+            raise DataFormatError(directory / "lbl.json.gz", None, "missing label file (expected lbl.json.gz, lbl.json, lbl_X.txt or Y.txt)")
+        label_texts = read_text_lines(txt)
+        if not label_texts:
+            raise DataFormatError(txt, None, "file is empty (no labels)")
+        label_uids = [str(i) for i in range(len(label_texts))]
+        layout = "text"
+    n_labels = len(label_texts)
+    loaded: dict[str, Split] = {}
+    for split in splits:
+        if layout == "json":
+            split_path = _find(directory, split)
+            if split_path is None:
+                raise DataFormatError(directory / f"{split}.json.gz", None, f"missing '{split}' split file")
+            rec = read_lf_json(split_path, n_labels, require_targets=True)
+            assert rec.Y is not None
+            loaded[split] = Split(rec.uids, rec.texts, rec.Y)
+        else:
+            loaded[split] = _read_split_text_layout(directory, split, n_labels)
+        filter_file = directory / SPLIT_FILTER_FILES.get(split, f"filter_labels_{split}.txt")
+        if filter_file.exists():
+            loaded[split].filter_pairs = read_filter_pairs(filter_file, len(loaded[split]), n_labels)
+    n_original = meta.get("n_original_train")
+    dataset_name = name or meta.get("source_name") or (EMBEDDED_NAME if path is None else directory.resolve().name)
+    return XMCDataset(dataset_name, label_uids, label_texts, loaded, n_original, directory)

@@ -1,0 +1,459 @@
+"""Readers and writers for the Extreme Classification Repository's file formats.
+
+Every reader validates what it reads and raises :class:`~gandalf_xmc.errors.DataFormatError`
+naming the file, the 1-based line number and the problem. Every writer writes to a temporary
+name and renames, so that a failure leaves no half-written file.
+
+Formats (see REFERENCE.md):
+
+* LF raw JSON lines (``trn.json.gz``, ``tst.json.gz``, ``lbl.json.gz``): one object a line with
+  ``uid``, ``title`` and, for data points, ``target_ind`` plus optional ``target_rel``.
+* Sparse matrix text (``trn_X_Y.txt``, prediction files): header ``rows cols``, then one line a
+  row of ``index:value`` pairs (0-based); an empty line is an empty row.
+* Bag-of-words "XMLRepo" text: header ``N D L``, then ``l1,l2 f:v f:v`` a line.
+* Filter pairs (``filter_labels_test.txt``): ``row label`` a line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Iterable, Iterator
+
+import numpy as np
+import orjson
+import scipy.sparse as sp
+
+from ..errors import DataFormatError
+from .atomic import atomic_text_writer
+
+_CHUNK = 200_000  # lines parsed before their indices are packed into numpy arrays
+
+
+# --------------------------------------------------------------------------------------------
+# Reading lines safely
+
+
+def _open_text(path: Path) -> IO[str]:
+    try:
+        if path.suffix == ".gz":
+            return gzip.open(path, "rt", encoding="utf-8")
+        return open(path, "r", encoding="utf-8")
+    except FileNotFoundError:
+        raise DataFormatError(path, None, "file not found") from None
+    except IsADirectoryError:
+        raise DataFormatError(path, None, "is a directory, expected a file") from None
+    except PermissionError:
+        raise DataFormatError(path, None, "cannot read: permission denied") from None
+    except OSError as exc:
+        raise DataFormatError(path, None, f"cannot read: {exc.strerror or exc}") from None
+
+
+def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, line_without_newline)`` with 1-based numbers.
+
+    Turns the many ways a file can be broken (truncated or corrupt gzip, bad UTF-8, an
+    unreadable path) into one :class:`DataFormatError`.
+    """
+    path = Path(path)
+    fh = _open_text(path)
+    lineno = 0
+    try:
+        with fh:
+            for lineno, line in enumerate(fh, start=1):
+                yield lineno, line.rstrip("\n").rstrip("\r")
+    except EOFError:
+        raise DataFormatError(path, lineno + 1, "truncated gzip file (compressed stream ends early)") from None
+    except (gzip.BadGzipFile, zlib.error) as exc:
+        raise DataFormatError(path, lineno + 1, f"corrupt gzip file ({exc})") from None
+    except UnicodeDecodeError:
+        raise DataFormatError(path, lineno + 1, "not valid UTF-8 text") from None
+    except PermissionError:
+        raise DataFormatError(path, None, "cannot read: permission denied") from None
+    except IsADirectoryError:
+        raise DataFormatError(path, None, "is a directory, expected a file") from None
+
+
+# --------------------------------------------------------------------------------------------
+# LF raw JSON lines
+
+
+@dataclass
+class LFRecords:
+    """Contents of one LF JSON-lines file.
+
+    ``Y`` is ``None`` for label files (no ``target_ind`` field anywhere); otherwise a CSR
+    matrix of shape ``(len(texts), n_labels)`` with float32 relevance values (1.0 where the
+    file gives no ``target_rel``).
+    """
+
+    uids: list[str]
+    texts: list[str]
+    Y: sp.csr_matrix | None
+
+
+class _CsrBuilder:
+    """Accumulates rows of (indices, values) in chunks, validating each chunk with numpy."""
+
+    def __init__(self, path: Path, n_cols: int | None, check_values: bool):
+        self.path = path
+        self.n_cols = n_cols
+        self.check_values = check_values
+        self.indptr: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
+        self.indices: list[np.ndarray] = []
+        self.values: list[np.ndarray] = []
+        self._ind: list = []
+        self._val: list = []
+        self._len: list[int] = []
+        self._lines: list[int] = []
+        self._total = 0
+        self.max_index = -1
+
+    def add(self, lineno: int, indices: list, values: list | None) -> None:
+        self._ind.extend(indices)
+        if values is None:
+            self._val.extend([1.0] * len(indices))
+        else:
+            self._val.extend(values)
+        self._len.append(len(indices))
+        self._lines.append(lineno)
+        if len(self._len) >= _CHUNK:
+            self.flush()
+
+    def _fail_at(self, offsets: np.ndarray, bad_pos: int, problem: str) -> None:
+        row = int(np.searchsorted(offsets, bad_pos, side="right")) - 1
+        raise DataFormatError(self.path, self._lines[row], problem)
+
+    def flush(self) -> None:
+        if not self._len:
+            return
+        offsets = np.zeros(len(self._len) + 1, dtype=np.int64)
+        np.cumsum(self._len, out=offsets[1:])
+        try:
+            ind = np.array(self._ind)
+        except (ValueError, TypeError):
+            ind = np.array(self._ind, dtype=object)
+        if ind.size and ind.dtype.kind not in "iu":
+            for pos, value in enumerate(self._ind):
+                if not isinstance(value, int) or isinstance(value, bool):
+                    self._fail_at(offsets, pos, f"label id {value!r} is not an integer")
+        ind = ind.astype(np.int64, copy=False)
+        if ind.size:
+            neg = np.flatnonzero(ind < 0)
+            if neg.size:
+                self._fail_at(offsets, int(neg[0]), f"label id {int(ind[neg[0]])} is negative")
+            if self.n_cols is not None:
+                big = np.flatnonzero(ind >= self.n_cols)
+                if big.size:
+                    pos = int(big[0])
+                    self._fail_at(offsets, pos, f"label id {int(ind[pos])} is out of range (number of labels L = {self.n_cols})")
+            self.max_index = max(self.max_index, int(ind.max()))
+        try:
+            val = np.array(self._val, dtype=np.float64)
+        except (ValueError, TypeError):
+            for pos, value in enumerate(self._val):
+                if not isinstance(value, (int, float)) or isinstance(value, bool):
+                    self._fail_at(offsets, pos, f"relevance value {value!r} is not a number")
+            raise
+        if val.size:
+            bad = np.flatnonzero(~np.isfinite(val))
+            if bad.size:
+                self._fail_at(offsets, int(bad[0]), f"relevance value {val[bad[0]]} is not finite")
+            if self.check_values:
+                bad = np.flatnonzero((val < 0) | (val > 1))
+                if bad.size:
+                    self._fail_at(offsets, int(bad[0]), f"relevance value {val[bad[0]]:g} is outside [0, 1]")
+        self.indptr.append(offsets[1:] + self._total)
+        self._total += int(offsets[-1])
+        self.indices.append(ind.astype(np.int32))
+        self.values.append(val.astype(np.float32))
+        self._ind, self._val, self._len, self._lines = [], [], [], []
+
+    def build(self, n_rows: int) -> sp.csr_matrix:
+        self.flush()
+        n_cols = self.n_cols if self.n_cols is not None else self.max_index + 1
+        indptr = np.concatenate(self.indptr)
+        indices = np.concatenate(self.indices) if self.indices else np.zeros(0, np.int32)
+        values = np.concatenate(self.values) if self.values else np.zeros(0, np.float32)
+        Y = sp.csr_matrix((values, indices, indptr), shape=(n_rows, n_cols))
+        Y.sum_duplicates()  # duplicate ids in one row are merged (summed, then clipped to 1)
+        if Y.data.size and Y.data.max() > 1:
+            np.minimum(Y.data, 1.0, out=Y.data)
+        Y.eliminate_zeros()
+        return Y
+
+
+def read_lf_json(path: str | Path, n_labels: int | None = None, *, require_targets: bool | None = None) -> LFRecords:
+    """Read an LF JSON-lines file (optionally gzipped).
+
+    Args:
+        path: ``trn.json.gz``, ``tst.json.gz``, ``lbl.json.gz`` or an uncompressed ``.json``.
+        n_labels: L; label ids must be in ``[0, L)``. ``None`` skips that check.
+        require_targets: ``True`` for data points (every line needs ``target_ind``), ``False``
+            for label files (targets ignored), ``None`` to accept either.
+
+    Raises:
+        DataFormatError: on the first problem, naming the file and line.
+    """
+    path = Path(path)
+    uids: list[str] = []
+    texts: list[str] = []
+    builder = _CsrBuilder(path, n_labels, check_values=True)
+    n_with_targets = 0
+    for lineno, line in iter_lines(path):
+        if not line.strip():
+            raise DataFormatError(path, lineno, "empty line (every line must be one JSON object)")
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise DataFormatError(path, lineno, f"malformed JSON ({exc.args[0] if exc.args else exc})") from None
+        if not isinstance(obj, dict):
+            raise DataFormatError(path, lineno, "expected a JSON object")
+        title = obj.get("title")
+        if not isinstance(title, str):
+            raise DataFormatError(path, lineno, "missing or non-string 'title'")
+        uid = obj.get("uid", str(lineno - 1))
+        uids.append(str(uid))
+        texts.append(title)
+        if require_targets is False:
+            continue
+        ind = obj.get("target_ind")
+        if ind is None:
+            if require_targets:
+                raise DataFormatError(path, lineno, "missing 'target_ind'")
+            continue
+        n_with_targets += 1
+        if not isinstance(ind, list):
+            raise DataFormatError(path, lineno, "'target_ind' must be a list of label ids")
+        rel = obj.get("target_rel")
+        if rel is not None:
+            if not isinstance(rel, list):
+                raise DataFormatError(path, lineno, "'target_rel' must be a list of numbers")
+            if len(rel) != len(ind):
+                raise DataFormatError(path, lineno, f"'target_rel' has {len(rel)} values but 'target_ind' has {len(ind)}")
+        builder.add(lineno, ind, rel)
+    if not uids:
+        raise DataFormatError(path, None, "file is empty (no points)")
+    if n_with_targets:
+        if n_with_targets != len(uids):
+            raise DataFormatError(path, None, "some lines have 'target_ind' and others do not")
+        return LFRecords(uids, texts, builder.build(len(uids)))
+    return LFRecords(uids, texts, None)
+
+
+def lf_json_lines(uids: Iterable[str], texts: Iterable[str], Y: sp.csr_matrix | None, *, binary_rel: bool = False) -> Iterator[str]:
+    """Serialise points as LF JSON lines (with ``target_rel`` unless ``binary_rel`` and all values are 1)."""
+    if Y is not None:
+        Y = sp.csr_matrix(Y)
+    for i, (uid, text) in enumerate(zip(uids, texts)):
+        obj: dict = {"uid": uid, "title": text}
+        if Y is not None:
+            lo, hi = Y.indptr[i], Y.indptr[i + 1]
+            ind = Y.indices[lo:hi]
+            val = Y.data[lo:hi]
+            obj["target_ind"] = ind.tolist()
+            if not (binary_rel and np.all(val == 1)):
+                obj["target_rel"] = [round(float(v), 6) for v in val]
+        yield orjson.dumps(obj).decode()
+
+
+def write_lines(path: str | Path, *parts: Iterable[str]) -> None:
+    """Write the lines of each iterable in turn, atomically (gzip if ``path`` ends in .gz)."""
+    with atomic_text_writer(path) as fh:
+        for lines in parts:
+            for line in lines:
+                fh.write(line)
+                fh.write("\n")
+
+
+def write_lf_json(path: str | Path, uids: list[str], texts: list[str], Y: sp.csr_matrix | None, *, binary_rel: bool = False) -> None:
+    """Write LF JSON lines atomically (gzip if ``path`` ends in .gz)."""
+    write_lines(path, lf_json_lines(uids, texts, Y, binary_rel=binary_rel))
+
+
+# --------------------------------------------------------------------------------------------
+# Sparse matrix text
+
+
+def _parse_pairs(path: Path, lineno: int, tokens: list[str]) -> tuple[list[str], list[str]]:
+    idx, val = [], []
+    for tok in tokens:
+        i, sep, v = tok.partition(":")
+        if not sep or not i or not v:
+            raise DataFormatError(path, lineno, f"expected 'index:value', got {tok!r}")
+        idx.append(i)
+        val.append(v)
+    return idx, val
+
+
+def _to_numbers(path: Path, lineno: int, idx: list[str], val: list[str]) -> tuple[list[int], list[float]]:
+    try:
+        ints = [int(i) for i in idx]
+    except ValueError:
+        bad = next(i for i in idx if not i.lstrip("-").isdigit())
+        raise DataFormatError(path, lineno, f"index {bad!r} is not an integer") from None
+    try:
+        floats = [float(v) for v in val]
+    except ValueError:
+        for v in val:
+            try:
+                float(v)
+            except ValueError:
+                raise DataFormatError(path, lineno, f"value {v!r} is not a number") from None
+        raise
+    return ints, floats
+
+
+def _parse_header(path: Path, line: str, n_fields: int, names: str) -> list[int]:
+    parts = line.split()
+    if len(parts) != n_fields or not all(p.isdigit() for p in parts):
+        raise DataFormatError(path, 1, f"header must be '{names}' ({n_fields} non-negative integers), got {line!r}")
+    return [int(p) for p in parts]
+
+
+def read_sparse_text(path: str | Path, *, expect_shape: tuple[int | None, int | None] | None = None, relevance: bool = False) -> sp.csr_matrix:
+    """Read the sparse matrix text format (``rows cols`` header, ``index:value`` rows).
+
+    Args:
+        expect_shape: if given, ``(rows, cols)`` the header must agree with (``None`` = any).
+        relevance: values are label relevances and must lie in ``[0, 1]`` (otherwise any
+            finite real, e.g. prediction scores).
+    """
+    path = Path(path)
+    lines = iter_lines(path)
+    try:
+        _, header = next(lines)
+    except StopIteration:
+        raise DataFormatError(path, None, "file is empty (expected a 'rows cols' header)") from None
+    n_rows, n_cols = _parse_header(path, header, 2, "rows cols")
+    if expect_shape is not None:
+        for name, got, want in (("rows", n_rows, expect_shape[0]), ("columns", n_cols, expect_shape[1])):
+            if want is not None and got != want:
+                raise DataFormatError(path, 1, f"header says {got} {name} but {want} were expected")
+    builder = _CsrBuilder(path, n_cols, check_values=relevance)
+    n_read = 0
+    for lineno, line in lines:
+        n_read += 1
+        if n_read > n_rows:
+            if not line.strip():
+                continue  # tolerate trailing blank lines
+            raise DataFormatError(path, lineno, f"more rows than the header's {n_rows}")
+        idx, val = _parse_pairs(path, lineno, line.split())
+        ints, floats = _to_numbers(path, lineno, idx, val)
+        builder.add(lineno, ints, floats)
+    if n_read < n_rows:
+        raise DataFormatError(path, None, f"header says {n_rows} rows but the file has {n_read}")
+    return builder.build(n_rows)
+
+
+def _format_row(indices: np.ndarray, values: np.ndarray) -> str:
+    return " ".join(f"{i}:{v:.6g}" for i, v in zip(indices.tolist(), values.tolist()))
+
+
+def write_sparse_text(path: str | Path, M: sp.spmatrix) -> None:
+    """Write a sparse matrix in the ``rows cols`` / ``index:value`` text format, atomically."""
+    M = sp.csr_matrix(M)
+    with atomic_text_writer(path) as fh:
+        fh.write(f"{M.shape[0]} {M.shape[1]}\n")
+        for i in range(M.shape[0]):
+            lo, hi = M.indptr[i], M.indptr[i + 1]
+            fh.write(_format_row(M.indices[lo:hi], M.data[lo:hi]))
+            fh.write("\n")
+
+
+# --------------------------------------------------------------------------------------------
+# Bag-of-words XMLRepo text
+
+
+def read_bow(path: str | Path) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Read the BoW "XMLRepo" format: header ``N D L``, then ``l1,l2 f:v f:v ...`` a line.
+
+    Returns ``(X, Y)``: features ``N x D`` and binary labels ``N x L`` (float32 CSR).
+    """
+    path = Path(path)
+    lines = iter_lines(path)
+    try:
+        _, header = next(lines)
+    except StopIteration:
+        raise DataFormatError(path, None, "file is empty (expected an 'N D L' header)") from None
+    n, d, n_labels = _parse_header(path, header, 3, "N D L")
+    xb = _CsrBuilder(path, d, check_values=False)
+    yb = _CsrBuilder(path, n_labels, check_values=False)
+    n_read = 0
+    for lineno, line in lines:
+        n_read += 1
+        if n_read > n:
+            if not line.strip():
+                continue
+            raise DataFormatError(path, lineno, f"more points than the header's {n}")
+        tokens = line.split(" ")
+        labels: list[int] = []
+        if tokens and tokens[0] and ":" not in tokens[0]:
+            try:
+                labels = [int(t) for t in tokens[0].split(",") if t != ""]
+            except ValueError:
+                raise DataFormatError(path, lineno, f"label list {tokens[0]!r} is not comma-separated integers") from None
+            tokens = tokens[1:]
+        idx, val = _parse_pairs(path, lineno, [t for t in tokens if t])
+        ints, floats = _to_numbers(path, lineno, idx, val)
+        xb.add(lineno, ints, floats)
+        yb.add(lineno, labels, None)
+    if n_read < n:
+        raise DataFormatError(path, None, f"header says {n} points but the file has {n_read}")
+    return xb.build(n), yb.build(n)
+
+
+def write_bow(path: str | Path, X: sp.spmatrix, Y: sp.spmatrix) -> None:
+    """Write features and labels in the BoW "XMLRepo" format, atomically."""
+    X, Y = sp.csr_matrix(X), sp.csr_matrix(Y)
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError("X and Y must have the same number of rows")
+    with atomic_text_writer(path) as fh:
+        fh.write(f"{X.shape[0]} {X.shape[1]} {Y.shape[1]}\n")
+        for i in range(X.shape[0]):
+            labels = ",".join(map(str, Y.indices[Y.indptr[i]:Y.indptr[i + 1]].tolist()))
+            feats = _format_row(X.indices[X.indptr[i]:X.indptr[i + 1]], X.data[X.indptr[i]:X.indptr[i + 1]])
+            fh.write(f"{labels} {feats}".rstrip() + "\n")  # no labels -> line starts with a space
+
+
+# --------------------------------------------------------------------------------------------
+# Filter pairs
+
+
+def read_filter_pairs(path: str | Path, n_rows: int | None = None, n_labels: int | None = None) -> np.ndarray:
+    """Read ``row label`` pairs; returns an ``(n, 2)`` int64 array. Blank lines are skipped."""
+    path = Path(path)
+    pairs: list[tuple[int, int]] = []
+    for lineno, line in iter_lines(path):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 2:
+            raise DataFormatError(path, lineno, f"expected 'row label', got {line!r}")
+        try:
+            r, l = int(parts[0]), int(parts[1])
+        except ValueError:
+            raise DataFormatError(path, lineno, f"expected two integers, got {line!r}") from None
+        if r < 0 or l < 0:
+            raise DataFormatError(path, lineno, "row and label must be non-negative")
+        if n_rows is not None and r >= n_rows:
+            raise DataFormatError(path, lineno, f"row {r} is out of range ({n_rows} points)")
+        if n_labels is not None and l >= n_labels:
+            raise DataFormatError(path, lineno, f"label id {l} is out of range (number of labels L = {n_labels})")
+        pairs.append((r, l))
+    return np.array(pairs, dtype=np.int64).reshape(-1, 2)
+
+
+def write_filter_pairs(path: str | Path, pairs: np.ndarray) -> None:
+    """Write ``row label`` pairs, atomically."""
+    with atomic_text_writer(path) as fh:
+        for r, l in np.asarray(pairs).reshape(-1, 2).tolist():
+            fh.write(f"{r} {l}\n")
+
+
+def read_text_lines(path: str | Path) -> list[str]:
+    """Read one text a line (``trn_X.txt``-style raw texts)."""
+    return [line for _, line in iter_lines(path)]
+

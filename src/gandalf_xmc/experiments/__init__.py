@@ -1,0 +1,1 @@
+"""Paper experiments and the demo."""

@@ -1,0 +1,91 @@
+"""Label graphs whose rows are the soft targets of Gandalf's extra points."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .cooccurrence import conditional_graph
+from ..errors import ConfigError
+from .random_walk import random_walk_counts, random_walk_graph
+
+GRAPH_KINDS = ("cooccurrence", "random-walk", "glas", "identity")
+
+
+@dataclass
+class GraphConfig:
+    """How to build the label graph.
+
+    Attributes:
+        kind: ``cooccurrence`` (P[i | j], paper eq. 6), ``random-walk`` (ECLARE's graph,
+            row-normalised by its diagonal), ``glas`` (sigmoid of GLaS's symmetrised
+            conditionals, on the stored entries only) or ``identity`` (self-annotation only).
+        delta: entries must be strictly greater than this to be kept.
+        top_k: optional cap on the non-self entries of a row.
+        shrinkage: ``alpha`` in ``G_ji / (G_jj + alpha)`` (co-occurrence only; 0 = the paper).
+        point_weights: how much each training point counts in G: ``none`` (the paper) or
+            ``inverse-size`` (1 / number of labels of the point).
+        seed: random seed (random-walk only).
+    """
+
+    kind: str = "cooccurrence"
+    delta: float = 0.1
+    top_k: int | None = None
+    shrinkage: float = 0.0
+    point_weights: str = "none"
+    seed: int = 0
+    walk_length: int = 400
+    restart_prob: float = 0.8
+    walk_neighbours: int = 10
+    head_threshold: int = 500
+
+    def validate(self) -> None:
+        if self.kind not in GRAPH_KINDS:
+            raise ConfigError(f"unknown graph kind {self.kind!r}; choose one of {', '.join(GRAPH_KINDS)}")
+        if not 0.0 <= self.delta < 1.0:
+            raise ConfigError(f"delta must be in [0, 1), got {self.delta}")
+        if self.top_k is not None and self.top_k < 0:
+            raise ConfigError("top_k must be >= 0")
+        if self.shrinkage < 0:
+            raise ConfigError("shrinkage must be >= 0")
+        if self.point_weights not in ("none", "inverse-size"):
+            raise ConfigError("point_weights must be 'none' or 'inverse-size'")
+
+
+def point_weights(Y: sp.csr_matrix, scheme: str) -> np.ndarray | None:
+    """Per-point weights for co-occurrence counting (``None`` means all ones)."""
+    if scheme == "none":
+        return None
+    sizes = np.diff(sp.csr_matrix(Y).indptr).astype(np.float64)
+    return 1.0 / np.maximum(sizes, 1.0)
+
+
+def label_graph(Y: sp.spmatrix, config: GraphConfig | None = None) -> sp.csr_matrix:
+    """Soft targets of every label's extra point: row j holds ``y_j`` (``L x L`` float32 CSR).
+
+    ``Y`` must be the ORIGINAL training labels (``N x L``). The self entry of each row is 1
+    (``sigmoid(1)`` for ``glas``, whose S has 1 on the diagonal).
+    """
+    config = config or GraphConfig()
+    config.validate()
+    Y = sp.csr_matrix(Y)
+    n_labels = Y.shape[1]
+    if config.kind == "identity":
+        return sp.identity(n_labels, dtype=np.float32, format="csr")
+    if config.kind == "random-walk":
+        return random_walk_graph(Y, delta=config.delta, walk_length=config.walk_length,
+                                 restart_prob=config.restart_prob, neighbours=config.walk_neighbours,
+                                 head_threshold=config.head_threshold, seed=config.seed)
+    weights = point_weights(Y, config.point_weights)
+    if config.kind == "glas":
+        S = conditional_graph(Y, delta=config.delta, top_k=config.top_k, point_weights=weights, symmetric=True)
+        S.data = (1.0 / (1.0 + np.exp(-S.data.astype(np.float64)))).astype(np.float32)
+        return S
+    return conditional_graph(Y, delta=config.delta, top_k=config.top_k, shrinkage=config.shrinkage,
+                             point_weights=weights)
+
+
+__all__ = ["GRAPH_KINDS", "GraphConfig", "label_graph", "conditional_graph", "random_walk_graph",
+           "random_walk_counts", "point_weights"]

@@ -1,0 +1,162 @@
+"""Ranking metrics of the XMC field, computed as pyxclib and napkinXC compute them.
+
+All metrics share one preparation step (:func:`prepare`): filter pairs are removed from the
+predictions and the ground truth, test points left without labels are dropped, and each row's
+top-k predicted labels are read off (ties broken by the lower label id). Ground truth entries
+count as relevant when their value is > 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def inverse_propensity(train_Y: sp.spmatrix, a: float = 0.55, b: float = 1.5) -> np.ndarray:
+    """Jain et al.'s inverse propensities ``w_l = 1 + C (N_l + B)^-A``, ``C = (ln N - 1)(B + 1)^A``.
+
+    ``train_Y`` must hold the ORIGINAL training labels; ``N_l`` counts each label's positives.
+    """
+    Y = sp.csr_matrix(train_Y)
+    n = Y.shape[0]
+    freq = np.bincount(Y.indices[Y.data > 0], minlength=Y.shape[1]).astype(np.float64)
+    c = (np.log(n) - 1.0) * (b + 1.0) ** a
+    return 1.0 + c * np.power(freq + b, -a)
+
+
+def remove_pairs(M: sp.spmatrix, pairs: np.ndarray | None) -> sp.csr_matrix:
+    """Return a copy of ``M`` without the ``(row, label)`` entries listed in ``pairs``."""
+    M = sp.csr_matrix(M, copy=True)
+    if pairs is None or len(pairs) == 0:
+        return M
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    rows = np.repeat(np.arange(M.shape[0], dtype=np.int64), np.diff(M.indptr))
+    codes = rows * M.shape[1] + M.indices
+    keep = ~np.isin(codes, pairs[:, 0] * M.shape[1] + pairs[:, 1])
+    # rebuild rather than zero out, so that stored scores of exactly 0 survive
+    return sp.csr_matrix((M.data[keep], (rows[keep], M.indices[keep])), shape=M.shape)
+
+
+def top_k_indices(scores: sp.spmatrix, k: int) -> np.ndarray:
+    """Top-``k`` label ids of each row by score (ties: lower id first), -1 where a row has fewer."""
+    S = sp.csr_matrix(scores)
+    S.sum_duplicates()
+    n = S.shape[0]
+    out = np.full((n, k), -1, dtype=np.int64)
+    lengths = np.diff(S.indptr)
+    rows = np.repeat(np.arange(n), lengths)
+    # sort by row, then score descending, then label id ascending
+    order = np.lexsort((S.indices, -S.data.astype(np.float64), rows))
+    # rows stay contiguous after the sort, so position minus row start is the rank
+    rank = np.arange(S.nnz) - np.repeat(S.indptr[:-1], lengths)
+    keep = rank < k
+    out[rows[keep], rank[keep]] = S.indices[order][keep]
+    return out
+
+
+@dataclass
+class Prepared:
+    """Predictions and truth after filtering and dropping label-less points."""
+
+    top: np.ndarray  # (n, k) predicted label ids, -1 = none
+    hits: np.ndarray  # (n, k) bool: top[i, r] is relevant
+    truth: sp.csr_matrix  # (n, L) binary relevance
+    kept_rows: np.ndarray  # indices of the original rows that were kept
+
+
+def prepare(predictions: sp.spmatrix, truth: sp.spmatrix, k: int, filter_pairs: np.ndarray | None = None) -> Prepared:
+    """Filter, drop points without labels and compute the top-k hit matrix."""
+    P = sp.csr_matrix(predictions)
+    T = sp.csr_matrix(truth)
+    if P.shape != T.shape:
+        raise ValueError(f"predictions are {P.shape[0]} x {P.shape[1]} but the ground truth is {T.shape[0]} x {T.shape[1]}")
+    P = remove_pairs(P, filter_pairs)
+    T = remove_pairs(T, filter_pairs)
+    T.data = (T.data > 0).astype(np.float32)
+    T.eliminate_zeros()
+    kept = np.flatnonzero(np.diff(T.indptr) > 0)
+    P, T = P[kept], T[kept]
+    top = top_k_indices(P, k)
+    n_labels = T.shape[1]
+    rows = np.repeat(np.arange(T.shape[0], dtype=np.int64), np.diff(T.indptr))
+    truth_codes = np.sort(rows * n_labels + T.indices)
+    cand = np.arange(T.shape[0], dtype=np.int64)[:, None] * n_labels + np.maximum(top, 0)
+    hits = np.zeros(top.shape, dtype=bool)
+    if truth_codes.size:
+        pos = np.minimum(np.searchsorted(truth_codes, cand), truth_codes.size - 1)
+        hits = (top >= 0) & (truth_codes[pos] == cand)
+    return Prepared(top, hits, T, kept)
+
+
+def _ideal_weights(T: sp.csr_matrix, w: np.ndarray, k: int) -> np.ndarray:
+    """(n, k) inverse propensities of each row's true labels, sorted descending, 0-padded."""
+    n = T.shape[0]
+    out = np.zeros((n, k))
+    lengths = np.diff(T.indptr)
+    rows = np.repeat(np.arange(n), lengths)
+    vals = w[T.indices]
+    order = np.lexsort((-vals, rows))
+    rank = np.arange(T.nnz) - np.repeat(T.indptr[:-1], lengths)
+    keep = rank < k
+    out[rows[order][keep], rank[keep]] = vals[order][keep]
+    return out
+
+
+def evaluate(predictions: sp.spmatrix, truth: sp.spmatrix, inv_propensity: np.ndarray | None = None,
+             ks: tuple[int, ...] = (1, 3, 5), filter_pairs: np.ndarray | None = None) -> dict[str, float]:
+    """Every metric at every k, in percent: P, nDCG, PSP, PSnDCG, R and C.
+
+    * ``P@k`` = mean over points of |top-k ∩ y| / k;
+    * ``nDCG@k`` = DCG@k / ideal DCG over min(k, |y|) positions, discount 1/log2(rank + 1);
+    * ``PSP@k`` = [mean of sum of w over correct labels in top-k / k] divided by the same for the
+      best ranking (the min(k, |y|) true labels with the largest w); ``PSnDCG@k`` likewise with
+      the DCG discount;
+    * ``R@k`` = mean of |top-k ∩ y| / |y|;
+    * ``C@k`` = distinct labels correctly predicted in some top-k / distinct labels in the truth.
+
+    PS metrics are skipped when ``inv_propensity`` is None. Also returns ``n_points`` (after
+    dropping points without labels).
+    """
+    kmax = max(ks)
+    prep = prepare(predictions, truth, kmax, filter_pairs)
+    T = prep.truth
+    n = T.shape[0]
+    res: dict[str, float] = {"n_points": float(n)}
+    if n == 0:
+        raise ValueError("no test point has a label left after filtering")
+    n_true = np.diff(T.indptr).astype(np.float64)
+    discount = 1.0 / np.log2(np.arange(kmax) + 2.0)
+    hits = prep.hits.astype(np.float64)
+    if inv_propensity is not None:
+        w = np.asarray(inv_propensity, dtype=np.float64)
+        w_hits = np.where(prep.hits, w[np.maximum(prep.top, 0)], 0.0)
+        ideal_w = _ideal_weights(T, w, kmax)
+    true_labels = np.unique(T.indices)
+    for k in ks:
+        h = hits[:, :k]
+        res[f"P@{k}"] = 100.0 * h.sum(axis=1).mean() / k
+        dcg = (h * discount[:k]).sum(axis=1)
+        idcg = np.cumsum(discount[:k])[np.minimum(n_true, k).astype(np.int64) - 1]
+        res[f"nDCG@{k}"] = 100.0 * np.mean(dcg / idcg)
+        if inv_propensity is not None:
+            res[f"PSP@{k}"] = 100.0 * w_hits[:, :k].sum() / ideal_w[:, :k].sum()
+            res[f"PSnDCG@{k}"] = 100.0 * (w_hits[:, :k] * discount[:k]).sum() / (ideal_w[:, :k] * discount[:k]).sum()
+        res[f"R@{k}"] = 100.0 * np.mean(h.sum(axis=1) / n_true)
+        covered = np.unique(prep.top[:, :k][prep.hits[:, :k]])
+        res[f"C@{k}"] = 100.0 * covered.size / true_labels.size
+    return {key: float(value) for key, value in res.items()}
+
+
+def bin_contributions(predictions: sp.spmatrix, truth: sp.spmatrix, label_bins: np.ndarray, k: int = 5,
+                      filter_pairs: np.ndarray | None = None, n_bins: int | None = None) -> np.ndarray:
+    """Each label-frequency bin's contribution to P@k, in percent (they sum to P@k).
+
+    ``label_bins[l]`` is the bin of label l (see :func:`gandalf_xmc.data.stats.frequency_bins`).
+    """
+    prep = prepare(predictions, truth, k, filter_pairs)
+    n_bins = int(label_bins.max()) + 1 if n_bins is None else n_bins
+    correct = prep.top[prep.hits]
+    counts = np.bincount(label_bins[correct], minlength=n_bins).astype(np.float64)
+    return 100.0 * counts / (k * prep.truth.shape[0])

@@ -1,0 +1,5 @@
+"""Model families (one file each)."""
+
+from .knn import KNNConfig, TfidfKNN
+
+__all__ = ["KNNConfig", "TfidfKNN"]

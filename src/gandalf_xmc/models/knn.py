@@ -1,0 +1,78 @@
+"""TF-IDF k-nearest-neighbour predictor: a strong, training-free baseline that uses soft targets.
+
+A query's score for label l is ``sum over its K most similar training points n of
+cos(x, x_n)^power * y_n[l]``, so extra points with soft targets (Gandalf) or self-annotation
+contribute like any other training point, weighted by their target values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.feature_extraction.text import TfidfVectorizer
+from tqdm.auto import tqdm
+
+
+@dataclass
+class KNNConfig:
+    """Settings of :class:`TfidfKNN` (fixed a priori, never tuned on a test split)."""
+
+    n_neighbours: int = 30
+    power: float = 2.0
+    ngram_max: int = 2
+    sublinear_tf: bool = True
+    batch_size: int = 2048
+
+
+def _top_k_per_row(S: sp.csr_matrix, k: int) -> sp.csr_matrix:
+    """Keep the ``k`` largest entries of each row (ties: lower column id)."""
+    S = sp.csr_matrix(S)
+    S.sort_indices()
+    keep = np.zeros(S.nnz, dtype=bool)
+    for i in range(S.shape[0]):
+        lo, hi = S.indptr[i], S.indptr[i + 1]
+        if hi - lo <= k:
+            keep[lo:hi] = True
+        else:
+            order = np.argsort(-S.data[lo:hi], kind="stable")[:k]
+            keep[lo + order] = True
+    rows = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
+    return sp.csr_matrix((S.data[keep], (rows[keep], S.indices[keep])), shape=S.shape)
+
+
+class TfidfKNN:
+    """Fit on texts and (soft) targets; predict the top-k labels of new texts."""
+
+    def __init__(self, config: KNNConfig | None = None):
+        self.config = config or KNNConfig()
+        self.vectorizer: TfidfVectorizer | None = None
+        self.X: sp.csr_matrix | None = None
+        self.Y: sp.csr_matrix | None = None
+
+    def fit(self, texts: list[str], Y: sp.spmatrix) -> "TfidfKNN":
+        """Index the training texts; ``Y`` may hold soft targets in [0, 1]."""
+        cfg = self.config
+        self.vectorizer = TfidfVectorizer(ngram_range=(1, cfg.ngram_max), sublinear_tf=cfg.sublinear_tf,
+                                          token_pattern=r"(?u)\b\w+\b", dtype=np.float32)
+        self.X = self.vectorizer.fit_transform(texts).tocsr()
+        self.Y = sp.csr_matrix(Y, dtype=np.float32)
+        return self
+
+    def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> sp.csr_matrix:
+        """Top-``k`` label scores for each text (``len(texts) x L`` CSR)."""
+        if self.vectorizer is None or self.X is None or self.Y is None:
+            raise RuntimeError("fit the model before predicting")
+        cfg = self.config
+        XT = self.X.T.tocsr()
+        blocks = []
+        starts = range(0, len(texts), cfg.batch_size)
+        for start in tqdm(starts, desc="knn predict", disable=not progress, unit="batch"):
+            Q = self.vectorizer.transform(texts[start:start + cfg.batch_size])
+            sims = _top_k_per_row(Q @ XT, cfg.n_neighbours)
+            sims.data = np.power(np.maximum(sims.data, 0.0), cfg.power)
+            blocks.append(_top_k_per_row(sims @ self.Y, k))
+        if not blocks:
+            return sp.csr_matrix((0, self.Y.shape[1]), dtype=np.float32)
+        return sp.vstack(blocks, format="csr", dtype=np.float32)
