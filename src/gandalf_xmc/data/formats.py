@@ -17,6 +17,7 @@ Formats (see REFERENCE.md):
 from __future__ import annotations
 
 import gzip
+import json
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,9 +179,9 @@ class _CsrBuilder:
         indices = np.concatenate(self.indices) if self.indices else np.zeros(0, np.int32)
         values = np.concatenate(self.values) if self.values else np.zeros(0, np.float32)
         Y = sp.csr_matrix((values, indices, indptr), shape=(n_rows, n_cols))
-        Y.sum_duplicates()  # duplicate ids in one row are merged (summed, then clipped to 1)
-        if Y.data.size and Y.data.max() > 1:
-            np.minimum(Y.data, 1.0, out=Y.data)
+        Y.sum_duplicates()  # duplicate ids in one row are summed ...
+        if self.check_values and Y.data.size and Y.data.max() > 1:
+            np.minimum(Y.data, 1.0, out=Y.data)  # ... and, for relevances, clipped to 1
         Y.eliminate_zeros()
         return Y
 
@@ -208,7 +209,10 @@ def read_lf_json(path: str | Path, n_labels: int | None = None, *, require_targe
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            raise DataFormatError(path, lineno, f"malformed JSON ({exc.args[0] if exc.args else exc})") from None
+            try:  # Python's json accepts NaN/Infinity, which then get a precise error below
+                obj = json.loads(line)
+            except ValueError:
+                raise DataFormatError(path, lineno, f"malformed JSON ({exc.args[0] if exc.args else exc})") from None
         if not isinstance(obj, dict):
             raise DataFormatError(path, lineno, "expected a JSON object")
         title = obj.get("title")
@@ -380,7 +384,7 @@ def read_bow(path: str | Path) -> tuple[sp.csr_matrix, sp.csr_matrix]:
         raise DataFormatError(path, None, "file is empty (expected an 'N D L' header)") from None
     n, d, n_labels = _parse_header(path, header, 3, "N D L")
     xb = _CsrBuilder(path, d, check_values=False)
-    yb = _CsrBuilder(path, n_labels, check_values=False)
+    yb = _CsrBuilder(path, n_labels, check_values=True)
     n_read = 0
     for lineno, line in lines:
         n_read += 1
