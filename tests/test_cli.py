@@ -1,0 +1,68 @@
+"""The command line end to end on small data."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from gandalf_xmc.data import load_dataset, write_sparse_text
+from gandalf_xmc.metrics import evaluate, inverse_propensity
+
+from test_bad_input import run_cli
+
+
+def test_stats_json(tiny_dir, capsys):
+    code, out, _ = run_cli(["stats", str(tiny_dir), "--json"], capsys)
+    assert code == 0
+    st = json.loads(out)
+    # 4 points, 4 labels, 7 positives; words 3 + 6 + 3 + 3
+    assert st["N"] == 4 and st["L"] == 4
+    assert st["APpL"] == pytest.approx(7 / 4) and st["ALpP"] == pytest.approx(7 / 4)
+    assert st["AWpP"] == pytest.approx(15 / 4)
+    assert st["labels_0_pct"] == pytest.approx(25.0) and st["labels_le5_pct"] == pytest.approx(100.0)
+
+
+def test_evaluate_json_matches_library(tiny_dir, tmp_path, capsys):
+    ds = load_dataset(tiny_dir)
+    pred = np.array([[0.9, 0.1, 0, 0], [0, 0.2, 0.8, 0], [0.3, 0, 0, 0.6]], dtype=np.float32)
+    import scipy.sparse as sp
+
+    P = sp.csr_matrix(pred)
+    write_sparse_text(tmp_path / "pred.txt", P)
+    code, out, err = run_cli(["evaluate", str(tmp_path / "pred.txt"), "--data", str(tiny_dir), "--json"], capsys)
+    assert code == 0, err
+    got = json.loads(out)
+    keys = {f"{m}@{k}" for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "C") for k in (1, 3, 5)}
+    assert set(got) == keys
+    w = inverse_propensity(ds.train.Y, 0.55, 1.5)
+    want = evaluate(P, ds.test.Y, w, (1, 3, 5), ds.test.filter_pairs)
+    for key in keys:
+        assert got[key] == pytest.approx(want[key])
+    # test row 2's only label (3) is a filter pair: 2 points remain; both top-1 are correct
+    assert got["P@1"] == pytest.approx(100.0)
+    code, out, _ = run_cli(["evaluate", str(tmp_path / "pred.txt"), "--data", str(tiny_dir), "-k", "1,2", "--bins"], capsys)
+    assert code == 0 and "@2" in out and "bin" in out
+
+
+def test_augment_command(tiny_dir, tmp_path, capsys):
+    out = tmp_path / "aug"
+    code, stdout, err = run_cli(["augment", str(tiny_dir), "--out", str(out), "--delta", "0.4", "--graph", "glas"], capsys)
+    assert code == 0, err
+    meta = json.loads((out / "augment.json").read_text())
+    assert meta["config"]["graph"]["kind"] == "glas" and meta["config"]["graph"]["delta"] == 0.4
+    assert {"aug.json.gz", "aug_X_Y.txt", "trn.json.gz", "lbl.json.gz", "tst.json.gz"} <= {p.name for p in out.iterdir()}
+
+
+def test_demo_runs_on_a_small_dataset(tiny_dir, tmp_path, capsys):
+    code, out, err = run_cli(["demo", str(tiny_dir), "--out", str(tmp_path / "demo")], capsys)
+    assert code == 0, err
+    res = json.loads((tmp_path / "demo" / "results.json").read_text())
+    assert len(res["results"]) == 3
+    for row in res["results"].values():
+        assert 0 <= row["P@1"] <= 100
+    assert (tmp_path / "demo" / "pred_none.txt").exists()
+    # the prediction files are valid input for `gandalf evaluate`
+    code, out, err = run_cli(["evaluate", str(tmp_path / "demo" / "pred_gandalf.txt"), "--data", str(tiny_dir), "--json"], capsys)
+    assert code == 0, err
