@@ -48,7 +48,7 @@ def results_table(rows: dict[str, dict[str, float]], title: str, metrics: tuple[
         table.add_column(m, justify="right")
     has_time = any("seconds" in r for r in rows.values())
     if has_time:
-        table.add_column("time (s)", justify="right")
+        table.add_column("sec", justify="right")
     for name, r in rows.items():
         cells = [f"{r[m]:.2f}" for m in metrics]
         if has_time:
@@ -77,14 +77,14 @@ def run_demo(data_dir: str | Path | None, out_dir: str | Path, *, delta: float =
     meta = write_augmented_dataset(ds, aug_dir, AugmentConfig("gandalf", GraphConfig(delta=delta), seed=seed))
     aug_seconds = time.perf_counter() - t0
     console.print(f"augment: {meta['n_extra']:,} extra points, {meta['extra_targets_nnz']:,} soft targets "
-                  f"-> {aug_dir} ({aug_seconds:.1f} s)")
+                  f"-> {aug_dir} ({aug_seconds:.1f} s)", soft_wrap=True)
     augmented = load_dataset(aug_dir, splits=("trn",))
 
     w = inverse_propensity(ds.original_train_Y(), *ds.propensity_constants())
     settings: dict[str, XMCDataset | AugmentConfig] = {
-        "none (D)": AugmentConfig("none"),
-        f"gandalf (D u Z, delta={delta})": augmented,
-        "identity (D u Z^1)": AugmentConfig("identity", seed=seed),
+        "none": AugmentConfig("none"),  # D
+        "gandalf": augmented,  # D u Z, read back from the files just written
+        "identity": AugmentConfig("identity", seed=seed),  # D u Z^1
     }
     rows: dict[str, dict[str, float]] = {}
     for name, how in settings.items():
@@ -92,14 +92,15 @@ def run_demo(data_dir: str | Path | None, out_dir: str | Path, *, delta: float =
         train = how.train if isinstance(how, XMCDataset) else training_set(ds, how)
         model = TfidfKNN().fit(train.texts, train.Y)
         pred = model.predict(ds.test.texts, k=top_k, progress=True)
-        slug = name.split(" ")[0]
-        write_sparse_text(out_dir / f"pred_{slug}.txt", pred)
+        write_sparse_text(out_dir / f"pred_{name}.txt", pred)
         res = evaluate(pred, ds.test.Y, w, filter_pairs=ds.test.filter_pairs)
         res["seconds"] = time.perf_counter() - t0
         res["n_train"] = len(train)
         rows[name] = res
         console.print(f"{name}: P@1 {res['P@1']:.2f}  PSP@1 {res['PSP@1']:.2f}  ({res['seconds']:.1f} s)")
     console.print(results_table(rows, f"TF-IDF kNN on {ds.name} (test split, filter pairs removed)"))
+    console.print(f"none = D (original points); gandalf = D u Z (label points, co-occurrence soft targets, "
+                  f"delta={delta}); identity = D u Z^1 (label points, self target only)", soft_wrap=True)
     results = {"dataset": ds.name, "stats": stats, "augment_seconds": aug_seconds, "results": rows,
                "total_seconds": time.perf_counter() - started}
     with atomic_path(out_dir / "results.json") as tmp:
