@@ -107,3 +107,27 @@ def test_error_names_file_and_line(tmp_path, content, problem):
     with pytest.raises(DataFormatError) as info:
         read_lf_json(p, 3)
     assert info.value.line == 2 and str(p) in str(info.value) and "out of range" in str(info.value)
+
+
+def test_fast_renderer_matches_plain_formatting(tmp_path):
+    rng = np.random.default_rng(0)
+    M = sp.random(50, 1000, density=0.05, random_state=rng, format="csr", dtype=np.float32)
+    M.data = np.round(M.data * 3, 3) - 1.0  # negatives, zeros-free mix of values
+    M.data[M.data == 0] = 0.5
+    write_sparse_text(tmp_path / "m.txt", M)
+    lines = [f"{M.shape[0]} {M.shape[1]}"]
+    for i in range(M.shape[0]):
+        lo, hi = M.indptr[i], M.indptr[i + 1]
+        lines.append(" ".join(f"{j}:{v:.6g}" for j, v in zip(M.indices[lo:hi].tolist(), M.data[lo:hi].tolist())))
+    assert (tmp_path / "m.txt").read_text() == "\n".join(lines) + "\n"
+
+
+def test_lf_json_writes_rel_only_when_needed(tmp_path):
+    Y = sp.csr_matrix(np.array([[1, 1, 0], [0, 0.5, 1], [0, 0, 0]], dtype=np.float32))
+    write_lf_json(tmp_path / "a.json", ["a", "b", "c"], ['x "quoted"', "y\\n", "z"], Y, binary_rel=True)
+    lines = (tmp_path / "a.json").read_text().splitlines()
+    assert lines[0] == '{"uid":"a","title":"x \\"quoted\\"","target_ind":[0,1]}'
+    assert lines[1] == '{"uid":"b","title":"y\\\\n","target_ind":[1,2],"target_rel":[0.5,1]}'
+    assert lines[2] == '{"uid":"c","title":"z","target_ind":[]}'
+    rec = read_lf_json(tmp_path / "a.json", 3)
+    assert rec.texts[0] == 'x "quoted"'

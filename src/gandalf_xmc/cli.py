@@ -65,8 +65,9 @@ def augment(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
     config = AugmentConfig("gandalf", GraphConfig(kind=graph, delta=delta, top_k=top_k, seed=seed),
                            labels_fraction, labels_sampling, seed)
     config.graph.validate()
+    print(f"reading {data_dir or 'the embedded dataset'} ...", file=sys.stderr)
     ds = load_dataset(data_dir, splits=("trn", "tst") if _has_test(data_dir) else ("trn",))
-    meta = write_augmented_dataset(ds, out, config)
+    meta = write_augmented_dataset(ds, out, config, log=lambda line: print(line, file=sys.stderr))
     n = max(meta["n_extra"], 1)
     console.print(f"{meta['n_extra']:,} extra points ({meta['extra_targets_nnz'] / n:.2f} targets a point) "
                   f"+ {meta['n_original_train']:,} original -> {out} in {time.perf_counter() - t0:.1f} s", soft_wrap=True)

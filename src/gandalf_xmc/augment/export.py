@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Callable
 
 import scipy.sparse as sp
 
 from ..data.atomic import atomic_directory
 from ..data.dataset import AUGMENT_METADATA, SPLIT_FILTER_FILES, XMCDataset
-from ..data.formats import lf_json_lines, write_lf_json, write_lines, write_sparse_text
-from . import AugmentConfig, extra_points
+from ..data.formats import lf_json_chunks, write_lf_json, write_lines, write_sparse_text
+from . import AugmentConfig, extra_points, graph_for
 
 _COPIED = ("tst.json.gz", "tst.json", *SPLIT_FILTER_FILES.values())
 
 
-def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: AugmentConfig) -> dict:
+def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: AugmentConfig,
+                            log: Callable[[str], None] | None = None) -> dict:
     """Write ``out_dir`` with the extra points and the combined training set.
 
     Files:
@@ -31,9 +34,18 @@ def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: Au
         frequency bins keep coming from the original points only).
 
     Everything is written to a staging directory first and moved into place at the end.
-    Returns the metadata written to ``augment.json``.
+    ``log`` receives a line per stage (progress for long runs). Returns the metadata written to
+    ``augment.json``.
     """
+    started = time.perf_counter()
+
+    def say(message: str) -> None:
+        if log is not None:
+            log(f"[{time.perf_counter() - started:7.1f} s] {message}")
+
+    say(f"label graph ({graph_for(config).kind}, delta={config.graph.delta}) ...")
     extra, label_ids = extra_points(dataset, config)
+    say(f"{len(extra):,} extra points, {extra.Y.nnz:,} soft targets")
     n_orig = dataset.n_original_train or len(dataset.train)
     train = dataset.train
     meta = {
@@ -47,11 +59,12 @@ def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: Au
     }
     with atomic_directory(out_dir) as staging:
         original_Y = dataset.original_train_Y()
-        write_lines(staging / "aug.json.gz", lf_json_lines(extra.uids, extra.texts, extra.Y))
+        say("writing aug.json.gz, aug_X_Y.txt, trn.json.gz, trn_X_Y.txt ...")
+        write_lines(staging / "aug.json.gz", lf_json_chunks(extra.uids, extra.texts, extra.Y))
         write_sparse_text(staging / "aug_X_Y.txt", extra.Y)
         write_lines(staging / "trn.json.gz",
-                    lf_json_lines(train.uids[:n_orig], train.texts[:n_orig], original_Y, binary_rel=True),
-                    lf_json_lines(extra.uids, extra.texts, extra.Y))
+                    lf_json_chunks(train.uids[:n_orig], train.texts[:n_orig], original_Y, binary_rel=True),
+                    lf_json_chunks(extra.uids, extra.texts, extra.Y))
         write_sparse_text(staging / "trn_X_Y.txt", sp.vstack([original_Y, extra.Y], format="csr"))
         write_lf_json(staging / "lbl.json.gz", dataset.label_uids, dataset.label_texts, None)
         if "tst" in dataset.splits:
@@ -65,4 +78,5 @@ def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: Au
                     shutil.copyfile(src, staging / name)
         (staging / "label_ids.txt").write_text("".join(f"{j}\n" for j in label_ids.tolist()))
         (staging / AUGMENT_METADATA).write_text(json.dumps(meta, indent=1) + "\n")
+    say(f"wrote {out_dir}")
     return meta

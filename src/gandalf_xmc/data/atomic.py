@@ -35,20 +35,32 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             tmp_path.unlink()
 
 
+# gzip level 1: several times faster than the default 9 on outputs of gigabytes, ~20% larger
+GZIP_LEVEL = 1
+
+
 @contextlib.contextmanager
-def atomic_text_writer(path: str | Path, compresslevel: int = 6) -> Iterator[IO[str]]:
-    """Open ``path`` for writing text (gzip if it ends in .gz) atomically."""
+def atomic_writer(path: str | Path, compresslevel: int = GZIP_LEVEL) -> Iterator[IO[bytes]]:
+    """Open ``path`` for writing bytes (gzip if it ends in .gz) atomically."""
     path = Path(path)
     with atomic_path(path) as tmp:
-        if path.suffix == ".gz":
-            raw = gzip.open(tmp, "wb", compresslevel=compresslevel)
-            fh: IO[str] = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
-        else:
-            fh = open(tmp, "w", encoding="utf-8", newline="\n")
+        fh: IO[bytes] = gzip.open(tmp, "wb", compresslevel=compresslevel) if path.suffix == ".gz" else open(tmp, "wb")
         try:
             yield fh
         finally:
             fh.close()
+
+
+@contextlib.contextmanager
+def atomic_text_writer(path: str | Path, compresslevel: int = GZIP_LEVEL) -> Iterator[IO[str]]:
+    """Open ``path`` for writing UTF-8 text (gzip if it ends in .gz) atomically."""
+    with atomic_writer(path, compresslevel) as raw:
+        fh = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
+        try:
+            yield fh
+        finally:
+            fh.flush()
+            fh.detach()
 
 
 @contextlib.contextmanager

@@ -28,7 +28,8 @@ import orjson
 import scipy.sparse as sp
 
 from ..errors import DataFormatError
-from .atomic import atomic_text_writer
+from .atomic import atomic_text_writer, atomic_writer
+from .render import INDICES, VALUES, RowRenderer, sparse_text_chunks
 
 _CHUNK = 200_000  # lines parsed before their indices are packed into numpy arrays
 
@@ -247,34 +248,49 @@ def read_lf_json(path: str | Path, n_labels: int | None = None, *, require_targe
     return LFRecords(uids, texts, None)
 
 
-def lf_json_lines(uids: Iterable[str], texts: Iterable[str], Y: sp.csr_matrix | None, *, binary_rel: bool = False) -> Iterator[str]:
-    """Serialise points as LF JSON lines (with ``target_rel`` unless ``binary_rel`` and all values are 1)."""
-    if Y is not None:
-        Y = sp.csr_matrix(Y)
-    for i, (uid, text) in enumerate(zip(uids, texts)):
-        obj: dict = {"uid": uid, "title": text}
-        if Y is not None:
-            lo, hi = Y.indptr[i], Y.indptr[i + 1]
-            ind = Y.indices[lo:hi]
-            val = Y.data[lo:hi]
-            obj["target_ind"] = ind.tolist()
-            if not (binary_rel and np.all(val == 1)):
-                obj["target_rel"] = [round(float(v), 6) for v in val]
-        yield orjson.dumps(obj).decode()
+def lf_json_chunks(uids: list[str], texts: list[str], Y: sp.csr_matrix | None, *, binary_rel: bool = False,
+                   block_rows: int = 50_000) -> Iterator[bytes]:
+    """Serialise points as LF JSON lines, in chunks of bytes (each line ends with a newline).
+
+    ``target_rel`` is written unless ``binary_rel`` is set and all of a row's values are 1.
+    """
+    renderer = RowRenderer(Y) if Y is not None else None
+    if renderer is not None:
+        M = renderer.M
+        rows = np.repeat(np.arange(M.shape[0]), np.diff(M.indptr))
+        has_soft = np.bincount(rows, weights=(M.data != 1), minlength=M.shape[0]) > 0
+    for start in range(0, len(uids), block_rows):
+        stop = min(len(uids), start + block_rows)
+        heads = [orjson.dumps({"uid": u, "title": t})[:-1] for u, t in zip(uids[start:stop], texts[start:stop])]
+        if renderer is None:
+            yield b"".join(h + b"}\n" for h in heads)
+            continue
+        ind_text, ind_end = renderer.block(start, stop, INDICES)
+        val_text, val_end = renderer.block(start, stop, VALUES)
+        ind_begin = np.concatenate([[0], ind_end[:-1]]).tolist()
+        val_begin = np.concatenate([[0], val_end[:-1]]).tolist()
+        ind_end, val_end = ind_end.tolist(), val_end.tolist()
+        soft = (has_soft[start:stop] | (not binary_rel)).tolist()
+        parts = []
+        for r, head in enumerate(heads):
+            line = head + b',"target_ind":[' + ind_text[ind_begin[r]:ind_end[r]] + b"]"
+            if soft[r]:
+                line += b',"target_rel":[' + val_text[val_begin[r]:val_end[r]] + b"]"
+            parts.append(line + b"}\n")
+        yield b"".join(parts)
 
 
-def write_lines(path: str | Path, *parts: Iterable[str]) -> None:
-    """Write the lines of each iterable in turn, atomically (gzip if ``path`` ends in .gz)."""
-    with atomic_text_writer(path) as fh:
-        for lines in parts:
-            for line in lines:
-                fh.write(line)
-                fh.write("\n")
+def write_lines(path: str | Path, *parts: Iterable[bytes]) -> None:
+    """Write the byte chunks of each iterable in turn, atomically (gzip if ``path`` ends in .gz)."""
+    with atomic_writer(path) as fh:
+        for chunks in parts:
+            for chunk in chunks:
+                fh.write(chunk)
 
 
 def write_lf_json(path: str | Path, uids: list[str], texts: list[str], Y: sp.csr_matrix | None, *, binary_rel: bool = False) -> None:
     """Write LF JSON lines atomically (gzip if ``path`` ends in .gz)."""
-    write_lines(path, lf_json_lines(uids, texts, Y, binary_rel=binary_rel))
+    write_lines(path, lf_json_chunks(uids, texts, Y, binary_rel=binary_rel))
 
 
 # --------------------------------------------------------------------------------------------
@@ -358,13 +374,7 @@ def _format_row(indices: np.ndarray, values: np.ndarray) -> str:
 
 def write_sparse_text(path: str | Path, M: sp.spmatrix) -> None:
     """Write a sparse matrix in the ``rows cols`` / ``index:value`` text format, atomically."""
-    M = sp.csr_matrix(M)
-    with atomic_text_writer(path) as fh:
-        fh.write(f"{M.shape[0]} {M.shape[1]}\n")
-        for i in range(M.shape[0]):
-            lo, hi = M.indptr[i], M.indptr[i + 1]
-            fh.write(_format_row(M.indices[lo:hi], M.data[lo:hi]))
-            fh.write("\n")
+    write_lines(path, sparse_text_chunks(M))
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from ..graph import GraphConfig
 from ..metrics import evaluate, inverse_propensity
 from ..models import TfidfKNN
 
-DEMO_METRICS = ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5", "C@1", "C@5")
+DEMO_METRICS = ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5", "C@5")
 
 
 STAT_NAMES = {
@@ -43,7 +43,7 @@ def stats_table(stats: dict, title: str) -> Table:
 def results_table(rows: dict[str, dict[str, float]], title: str, metrics: tuple[str, ...] = DEMO_METRICS) -> Table:
     """A rich table with one row per setting and one column per metric (plus time if present)."""
     table = Table(title=title)
-    table.add_column("training data")
+    table.add_column("training data", no_wrap=True)
     for m in metrics:
         table.add_column(m, justify="right")
     has_time = any("seconds" in r for r in rows.values())

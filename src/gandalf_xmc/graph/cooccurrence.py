@@ -144,30 +144,34 @@ def conditional_graph(Y: sp.spmatrix, *, delta: float = 0.1, top_k: int | None =
     the self entry only. ``top_k`` caps the other entries a row (largest first, ties to the
     lower id). Returns an ``L x L`` float32 CSR matrix with sorted indices.
     """
-    Y = sp.csr_matrix(Y, dtype=np.float64)
+    Y = sp.csr_matrix(Y)
+    if Y.dtype not in (np.float32, np.float64):
+        Y = Y.astype(np.float32)
     Y.sum_duplicates()
     n_points, n_labels = Y.shape
     w = np.ones(n_points) if point_weights is None else np.asarray(point_weights, dtype=np.float64)
     if w.shape != (n_points,):
         raise ValueError(f"point_weights must have one weight per training point ({n_points})")
-    C = Y.tocsc()
-    C.sort_indices()
-    diag = np.asarray(C.multiply(C).T @ w).ravel()  # G_jj = sum_s w_s y_sj^2
+    rows = np.repeat(np.arange(n_points), np.diff(Y.indptr))
+    diag = np.bincount(Y.indices, weights=w[rows] * Y.data.astype(np.float64) ** 2, minlength=n_labels)  # G_jj
     # work of row j ~ sum over its points of their label counts
     row_nnz = np.diff(Y.indptr).astype(np.float64)
-    work = np.asarray(C.T @ row_nnz if C.nnz else np.zeros(n_labels)).ravel() + 1.0
+    work = np.bincount(Y.indices, weights=row_nnz[rows], minlength=n_labels) + 1.0
+    del rows
+    C = Y.tocsc()
+    C.sort_indices()
     n_chunks = max(1, min(n_labels, 16 * numba.get_num_threads()))
     bounds = _chunk_bounds(n_labels, work, n_chunks)
     mode = _SYMMETRIC if symmetric else _CONDITIONAL
     k = -1 if top_k is None else int(top_k)
-    args = (n_labels, bounds, Y.indptr.astype(np.int64), Y.indices.astype(np.int32), Y.data,
-            C.indptr.astype(np.int64), C.indices.astype(np.int32), C.data, w, diag, mode,
+    args = (n_labels, bounds, Y.indptr.astype(np.int64), Y.indices.astype(np.int32, copy=False), Y.data,
+            C.indptr.astype(np.int64), C.indices.astype(np.int32, copy=False), C.data, w, diag, mode,
             float(shrinkage), float(delta), k)
     counts = np.zeros(n_labels, dtype=np.int64)
     _count_pass(*args, counts)
     indptr = np.zeros(n_labels + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     indices = np.empty(indptr[-1], dtype=np.int32)
-    data = np.empty(indptr[-1], dtype=np.float64)
+    data = np.empty(indptr[-1], dtype=np.float32)
     _fill_pass(*args, float(self_value), indptr, indices, data)
-    return sp.csr_matrix((data.astype(np.float32), indices, indptr), shape=(n_labels, n_labels))
+    return sp.csr_matrix((data, indices, indptr), shape=(n_labels, n_labels))
