@@ -54,7 +54,9 @@ def augment(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
             top_k: Optional[int] = typer.Option(None, "--top-k", min=0, help="Cap of non-self targets a row."),
             labels_fraction: float = typer.Option(1.0, min=0.0, max=1.0, help="Share of labels that become points."),
             labels_sampling: str = typer.Option("random", help="random | tail (five equi-voluminous bins, tail first)"),
-            seed: int = typer.Option(0, help="Random seed (random walk, label subsampling).")) -> None:
+            seed: int = typer.Option(0, help="Random seed (random walk, label subsampling)."),
+            progress: Optional[bool] = typer.Option(None, "--progress/--no-progress",
+                                                    help="Stage lines on stderr (default: when stderr is a terminal).")) -> None:
     """Write Gandalf's extra points (aug.json.gz, aug_X_Y.txt) and the combined trn.json.gz."""
     from .augment import AugmentConfig
     from .augment.export import write_augmented_dataset
@@ -65,12 +67,21 @@ def augment(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
     config = AugmentConfig("gandalf", GraphConfig(kind=graph, delta=delta, top_k=top_k, seed=seed),
                            labels_fraction, labels_sampling, seed)
     config.graph.validate()
-    print(f"reading {data_dir or 'the embedded dataset'} ...", file=sys.stderr)
+    log = _stage_logger(progress)
+    if log:
+        log(f"reading {data_dir or 'the embedded dataset'} ...")
     ds = load_dataset(data_dir, splits=("trn", "tst") if _has_test(data_dir) else ("trn",))
-    meta = write_augmented_dataset(ds, out, config, log=lambda line: print(line, file=sys.stderr))
+    meta = write_augmented_dataset(ds, out, config, log=log)
     n = max(meta["n_extra"], 1)
     console.print(f"{meta['n_extra']:,} extra points ({meta['extra_targets_nnz'] / n:.2f} targets a point) "
                   f"+ {meta['n_original_train']:,} original -> {out} in {time.perf_counter() - t0:.1f} s", soft_wrap=True)
+
+
+def _stage_logger(progress: Optional[bool]):
+    """A function printing stage lines to stderr, or None when progress is off."""
+    if progress is None:
+        progress = sys.stderr.isatty()
+    return (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
 
 
 def _has_test(data_dir: Optional[Path]) -> bool:

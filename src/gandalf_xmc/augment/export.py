@@ -9,7 +9,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
-import scipy.sparse as sp
 
 from ..data.atomic import atomic_directory
 from ..data.dataset import AUGMENT_METADATA, SPLIT_FILTER_FILES, XMCDataset
@@ -65,7 +64,7 @@ def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: Au
         write_lines(staging / "trn.json.gz",
                     lf_json_chunks(train.uids[:n_orig], train.texts[:n_orig], original_Y, binary_rel=True),
                     lf_json_chunks(extra.uids, extra.texts, extra.Y))
-        write_sparse_text(staging / "trn_X_Y.txt", sp.vstack([original_Y, extra.Y], format="csr"))
+        write_sparse_text(staging / "trn_X_Y.txt", original_Y, extra.Y)
         write_lf_json(staging / "lbl.json.gz", dataset.label_uids, dataset.label_texts, None)
         if "tst" in dataset.splits:
             write_lf_json(staging / "tst.json.gz", dataset.test.uids, dataset.test.texts, dataset.test.Y, binary_rel=True)

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 
 from ..errors import DataFormatError
 from .atomic import atomic_text_writer, atomic_writer
-from .render import INDICES, VALUES, RowRenderer, sparse_text_chunks
+from .render import INDICES, VALUES, render_rows, sparse_text_chunks, split_rows
 
 _CHUNK = 200_000  # lines parsed before their indices are packed into numpy arrays
 
@@ -254,28 +254,23 @@ def lf_json_chunks(uids: list[str], texts: list[str], Y: sp.csr_matrix | None, *
 
     ``target_rel`` is written unless ``binary_rel`` is set and all of a row's values are 1.
     """
-    renderer = RowRenderer(Y) if Y is not None else None
-    if renderer is not None:
-        M = renderer.M
-        rows = np.repeat(np.arange(M.shape[0]), np.diff(M.indptr))
-        has_soft = np.bincount(rows, weights=(M.data != 1), minlength=M.shape[0]) > 0
+    M = sp.csr_matrix(Y) if Y is not None else None
     for start in range(0, len(uids), block_rows):
         stop = min(len(uids), start + block_rows)
         heads = [orjson.dumps({"uid": u, "title": t})[:-1] for u, t in zip(uids[start:stop], texts[start:stop])]
-        if renderer is None:
+        if M is None:
             yield b"".join(h + b"}\n" for h in heads)
             continue
-        ind_text, ind_end = renderer.block(start, stop, INDICES)
-        val_text, val_end = renderer.block(start, stop, VALUES)
-        ind_begin = np.concatenate([[0], ind_end[:-1]]).tolist()
-        val_begin = np.concatenate([[0], val_end[:-1]]).tolist()
-        ind_end, val_end = ind_end.tolist(), val_end.tolist()
-        soft = (has_soft[start:stop] | (not binary_rel)).tolist()
+        indices = split_rows(*render_rows(M, start, stop, INDICES))
+        values = split_rows(*render_rows(M, start, stop, VALUES))
+        block = M[start:stop]
+        not_one = np.concatenate([[0], np.cumsum(block.data != 1)])
+        soft = (not_one[block.indptr[1:]] - not_one[block.indptr[:-1]] > 0) | (not binary_rel)
         parts = []
-        for r, head in enumerate(heads):
-            line = head + b',"target_ind":[' + ind_text[ind_begin[r]:ind_end[r]] + b"]"
-            if soft[r]:
-                line += b',"target_rel":[' + val_text[val_begin[r]:val_end[r]] + b"]"
+        for head, ind, val, is_soft in zip(heads, indices, values, soft.tolist()):
+            line = head + b',"target_ind":[' + ind + b"]"
+            if is_soft:
+                line += b',"target_rel":[' + val + b"]"
             parts.append(line + b"}\n")
         yield b"".join(parts)
 
@@ -372,9 +367,10 @@ def _format_row(indices: np.ndarray, values: np.ndarray) -> str:
     return " ".join(f"{i}:{v:.6g}" for i, v in zip(indices.tolist(), values.tolist()))
 
 
-def write_sparse_text(path: str | Path, M: sp.spmatrix) -> None:
-    """Write a sparse matrix in the ``rows cols`` / ``index:value`` text format, atomically."""
-    write_lines(path, sparse_text_chunks(M))
+def write_sparse_text(path: str | Path, *parts: sp.spmatrix) -> None:
+    """Write a sparse matrix (the row-wise concatenation of ``parts``) in the ``rows cols`` /
+    ``index:value`` text format, atomically."""
+    write_lines(path, sparse_text_chunks(*parts))
 
 
 # --------------------------------------------------------------------------------------------

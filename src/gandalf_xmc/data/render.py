@@ -61,40 +61,44 @@ def _render(indptr, indices, value_ids, table, table_offsets, mode, sep, buf, ro
     return pos
 
 
-class RowRenderer:
-    """Render blocks of rows of one CSR matrix; the value table is built once for the matrix."""
+def render_rows(M: sp.csr_matrix, start: int, stop: int, mode: int) -> tuple[bytes, np.ndarray]:
+    """Rows ``start..stop-1`` of ``M`` as one bytes object and the end offset of each row in it.
 
-    def __init__(self, M: sp.spmatrix):
-        self.M = sp.csr_matrix(M)
-        values, self.value_ids = np.unique(self.M.data, return_inverse=True)
-        strings = [f"{v:.6g}".encode() for v in values.tolist()]
-        self.table = np.frombuffer(b"".join(strings), dtype=np.uint8) if strings else np.zeros(0, np.uint8)
-        self.table_offsets = np.zeros(len(strings) + 1, dtype=np.int64)
-        np.cumsum([len(s) for s in strings], out=self.table_offsets[1:])
-        self.max_value_len = max((len(s) for s in strings), default=1)
-
-    def block(self, start: int, stop: int, mode: int) -> tuple[bytes, np.ndarray]:
-        """Rows ``start..stop-1`` as one bytes object and the end offset of each row in it."""
-        M = self.M
-        lo, hi = M.indptr[start], M.indptr[stop]
-        indptr = (M.indptr[start:stop + 1] - lo).astype(np.int64)
-        n = int(hi - lo)
-        width = (_MAX_DIGITS if mode != VALUES else 0) + (self.max_value_len if mode != INDICES else 0) + 2
-        buf = np.empty(max(n * width, 1), dtype=np.uint8)
-        ends = np.empty(stop - start, dtype=np.int64)
-        sep = ord(" ") if mode == PAIRS else ord(",")
-        used = _render(indptr, M.indices[lo:hi].astype(np.int64), self.value_ids[lo:hi].astype(np.int64),
-                       self.table, self.table_offsets, mode, sep, buf, ends)
-        return buf[:used].tobytes(), ends
+    The table of formatted values is built per block, so memory stays proportional to the block.
+    """
+    lo, hi = M.indptr[start], M.indptr[stop]
+    indptr = (M.indptr[start:stop + 1] - lo).astype(np.int64)
+    values, value_ids = np.unique(M.data[lo:hi], return_inverse=True)
+    strings = [f"{v:.6g}".encode() for v in values.tolist()]
+    table = np.frombuffer(b"".join(strings), dtype=np.uint8) if strings else np.zeros(0, np.uint8)
+    offsets = np.zeros(len(strings) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in strings], out=offsets[1:])
+    max_len = max((len(x) for x in strings), default=1)
+    width = (_MAX_DIGITS if mode != VALUES else 0) + (max_len if mode != INDICES else 0) + 2
+    buf = np.empty(max(int(hi - lo) * width, 1), dtype=np.uint8)
+    ends = np.empty(stop - start, dtype=np.int64)
+    sep = ord(" ") if mode == PAIRS else ord(",")
+    used = _render(indptr, M.indices[lo:hi].astype(np.int64), value_ids.astype(np.int64), table, offsets, mode, sep, buf, ends)
+    return buf[:used].tobytes(), ends
 
 
-def sparse_text_chunks(M: sp.spmatrix, block_rows: int = 100_000) -> Iterator[bytes]:
-    """The sparse matrix text format (header, then ``i:v`` rows), as chunks of bytes."""
-    renderer = RowRenderer(M)
-    n = renderer.M.shape[0]
-    yield f"{n} {renderer.M.shape[1]}\n".encode()
-    for start in range(0, n, block_rows):
-        stop = min(n, start + block_rows)
-        text, ends = renderer.block(start, stop, PAIRS)
-        begins = np.concatenate([[0], ends[:-1]])
-        yield b"".join(text[b:e] + b"\n" for b, e in zip(begins.tolist(), ends.tolist()))
+def split_rows(text: bytes, ends: np.ndarray) -> list[bytes]:
+    """Cut the output of :func:`render_rows` into one bytes object a row."""
+    begins = np.concatenate([[0], ends[:-1]]).tolist()
+    return [text[b:e] for b, e in zip(begins, ends.tolist())]
+
+
+def sparse_text_chunks(*parts: sp.spmatrix, block_rows: int = 100_000) -> Iterator[bytes]:
+    """The sparse matrix text format of the row-wise concatenation of ``parts``, as byte chunks.
+
+    Several parts are written under one header without stacking them in memory.
+    """
+    mats = [sp.csr_matrix(M) for M in parts]
+    n_cols = {M.shape[1] for M in mats}
+    if len(n_cols) != 1:
+        raise ValueError("all parts must have the same number of columns")
+    yield f"{sum(M.shape[0] for M in mats)} {n_cols.pop()}\n".encode()
+    for M in mats:
+        for start in range(0, M.shape[0], block_rows):
+            stop = min(M.shape[0], start + block_rows)
+            yield b"".join(row + b"\n" for row in split_rows(*render_rows(M, start, stop, PAIRS)))
