@@ -98,7 +98,8 @@ def bench_dataset(name: str, path: str | None, reference_max_labels: int, workdi
     cmd = [gandalf, "augment", *([path] if path else []), "--out", str(out_dir)]
     full = measure(cmd)
     rows.append({"dataset": name, "stage": "gandalf augment (read, graph, write all files)",
-                 "seconds": full["wall_seconds"], "peak_rss_mib": full["peak_rss_mib"], "N": info["n_points"], "L": info["n_labels"]})
+                 "seconds": full["wall_seconds"], "peak_rss_mib": full["peak_rss_mib"],
+                 "N": info["n_points"], "L": info["n_labels"]})
     return rows
 
 

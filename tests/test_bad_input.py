@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -104,7 +104,8 @@ def evaluate(pred_file: Path = typer.Argument(..., help="Predictions: sparse mat
     from .data import load_dataset
     from .data.formats import read_sparse_text
     from .data.stats import frequency_bins
-    from .metrics import bin_contributions, evaluate as evaluate_metrics, inverse_propensity
+    from .metrics import bin_contributions, inverse_propensity
+    from .metrics import evaluate as evaluate_metrics
 
     ks = _parse_ks(k)
     ds = load_dataset(data, splits=tuple(dict.fromkeys(("trn", split))))

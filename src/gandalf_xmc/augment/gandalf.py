@@ -6,8 +6,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data.dataset import Split, XMCDataset
-from ..errors import ConfigError
 from ..data.stats import frequency_bins
+from ..errors import ConfigError
 
 LABEL_UID_PREFIX = "label:"
 

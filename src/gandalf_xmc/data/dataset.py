@@ -143,7 +143,8 @@ def load_dataset(path: str | Path | None = None, splits: tuple[str, ...] = ("trn
     else:
         txt = next((p for p in (directory / "lbl_X.txt", directory / "Y.txt") if p.exists()), None)
         if txt is None:
-            raise DataFormatError(directory / "lbl.json.gz", None, "missing label file (expected lbl.json.gz, lbl.json, lbl_X.txt or Y.txt)")
+            raise DataFormatError(directory / "lbl.json.gz", None,
+                                  "missing label file (expected lbl.json.gz, lbl.json, lbl_X.txt or Y.txt)")
         label_texts = read_text_lines(txt)
         if not label_texts:
             raise DataFormatError(txt, None, "file is empty (no labels)")

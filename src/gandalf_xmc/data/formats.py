@@ -19,9 +19,10 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import IO
 
 import numpy as np
 import orjson
@@ -42,7 +43,7 @@ def _open_text(path: Path) -> IO[str]:
     try:
         if path.suffix == ".gz":
             return gzip.open(path, "rt", encoding="utf-8")
-        return open(path, "r", encoding="utf-8")
+        return open(path, encoding="utf-8")
     except FileNotFoundError:
         raise DataFormatError(path, None, "file not found") from None
     except IsADirectoryError:
@@ -283,7 +284,8 @@ def write_lines(path: str | Path, *parts: Iterable[bytes]) -> None:
                 fh.write(chunk)
 
 
-def write_lf_json(path: str | Path, uids: list[str], texts: list[str], Y: sp.csr_matrix | None, *, binary_rel: bool = False) -> None:
+def write_lf_json(path: str | Path, uids: list[str], texts: list[str], Y: sp.csr_matrix | None, *,
+                  binary_rel: bool = False) -> None:
     """Write LF JSON lines atomically (gzip if ``path`` ends in .gz)."""
     write_lines(path, lf_json_chunks(uids, texts, Y, binary_rel=binary_rel))
 
@@ -328,7 +330,8 @@ def _parse_header(path: Path, line: str, n_fields: int, names: str) -> list[int]
     return [int(p) for p in parts]
 
 
-def read_sparse_text(path: str | Path, *, expect_shape: tuple[int | None, int | None] | None = None, relevance: bool = False) -> sp.csr_matrix:
+def read_sparse_text(path: str | Path, *, expect_shape: tuple[int | None, int | None] | None = None,
+                     relevance: bool = False) -> sp.csr_matrix:
     """Read the sparse matrix text format (``rows cols`` header, ``index:value`` rows).
 
     Args:

@@ -7,7 +7,7 @@ formatted once per distinct value (``%.6g``) and copied from a lookup table.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numba
 import numpy as np

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .cooccurrence import conditional_graph
 from ..errors import ConfigError
+from .cooccurrence import conditional_graph
 from .random_walk import random_walk_counts, random_walk_graph
 
 GRAPH_KINDS = ("cooccurrence", "random-walk", "glas", "identity")

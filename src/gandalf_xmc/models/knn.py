@@ -51,7 +51,7 @@ class TfidfKNN:
         self.X: sp.csr_matrix | None = None
         self.Y: sp.csr_matrix | None = None
 
-    def fit(self, texts: list[str], Y: sp.spmatrix) -> "TfidfKNN":
+    def fit(self, texts: list[str], Y: sp.spmatrix) -> TfidfKNN:
         """Index the training texts; ``Y`` may hold soft targets in [0, 1]."""
         cfg = self.config
         self.vectorizer = TfidfVectorizer(ngram_range=(1, cfg.ngram_max), sublinear_tf=cfg.sublinear_tf,
