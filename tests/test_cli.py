@@ -66,3 +66,41 @@ def test_demo_runs_on_a_small_dataset(tiny_dir, tmp_path, capsys):
     # the prediction files are valid input for `gandalf evaluate`
     code, out, err = run_cli(["evaluate", str(tmp_path / "demo" / "pred_gandalf.txt"), "--data", str(tiny_dir), "--json"], capsys)
     assert code == 0, err
+
+
+def test_train_predict_evaluate(tiny_dir, tmp_path, capsys):
+    model_dir = tmp_path / "model"
+    code, out, err = run_cli(["train", "--data", str(tiny_dir), "--augment", "gandalf", "--epochs", "2",
+                              "--valid-fraction", "0.25", "--out", str(model_dir)], capsys)
+    assert code == 0, err
+    assert {"model.json", "weights.pt", "features.json", "labels.json.gz", "training.json", "clusters.npy"} <= {
+        p.name for p in model_dir.iterdir()}
+    info = json.loads((model_dir / "training.json").read_text())
+    assert info["augment"]["training_set"] == "gandalf" and info["n_valid"] == 1
+    code, out, err = run_cli(["predict", str(model_dir), "--text", "red apple", "-k", "2"], capsys)
+    assert code == 0, err
+    assert out.count("L") >= 2  # two label uids printed
+    pred = tmp_path / "pred.txt"
+    code, out, err = run_cli(["predict", str(model_dir), "--data", str(tiny_dir), "--out", str(pred)], capsys)
+    assert code == 0, err
+    code, out, err = run_cli(["evaluate", str(pred), "--data", str(tiny_dir), "--json"], capsys)
+    assert code == 0, err
+
+
+def test_predict_new_points_without_targets(tiny_dir, tmp_path, capsys):
+    from conftest import write_json_lines
+
+    model_dir = tmp_path / "model"
+    assert run_cli(["train", "--data", str(tiny_dir), "--epochs", "1", "--out", str(model_dir)], capsys)[0] == 0
+    new = tmp_path / "new"
+    new.mkdir()
+    write_json_lines(new / "tst.json.gz", [{"uid": "q1", "title": "green apple pie"}, {"uid": "q2", "title": "whale"}])
+    code, out, err = run_cli(["predict", str(model_dir), "--data", str(new), "--out", str(tmp_path / "p.txt"), "-k", "3"], capsys)
+    assert code == 0, err
+    lines = (tmp_path / "p.txt").read_text().splitlines()
+    assert lines[0] == "2 4" and len(lines) == 3
+
+
+def test_predict_rejects_a_non_model_directory(tmp_path, capsys):
+    code, _, err = run_cli(["predict", str(tmp_path), "--text", "x"], capsys)
+    assert code == 2 and "not a model directory" in err and "Traceback" not in err

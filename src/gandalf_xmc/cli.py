@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -130,6 +131,76 @@ def evaluate(pred_file: Path = typer.Argument(..., help="Predictions: sparse mat
     if bins:
         console.print("share of P@%d by label-frequency bin (1 = head ... 5 = tail): " % max(ks)
                       + ", ".join(f"{out[f'bin{i + 1}_P@{max(ks)}']:.2f}" for i in range(5)))
+
+
+@app.command()
+def train(model: str = typer.Option("astec", "--model", help="Model family: astec."),
+          data: Optional[Path] = typer.Option(None, "--data", help=DATA_HELP),
+          augment: str = typer.Option("none", help="none | gandalf | identity | z-only | uniform | glas | random-walk"),
+          delta: float = typer.Option(0.1, min=0.0, max=0.999999),
+          out: Path = typer.Option(..., "--out", help="Model directory to write."),
+          epochs: int = typer.Option(20, min=1),
+          valid_fraction: float = typer.Option(0.05, min=0.0, max=0.5,
+                                               help="Share of training points held out for model selection."),
+          seed: int = typer.Option(0),
+          resume: bool = typer.Option(False, help="Continue from OUT/checkpoints/last.pt.")) -> None:
+    """Train a model (soft-target BCE over label-cluster shortlists) and save a self-contained model directory."""
+    from .augment import AugmentConfig
+    from .data import load_dataset
+    from .graph import GraphConfig
+    from .models.classifier import ENCODERS, ModelConfig
+    from .train.loop import TrainConfig
+    from .train.pipeline import train_model
+
+    if model not in ENCODERS:
+        raise typer.BadParameter(f"unknown model {model!r}; choose one of {', '.join(ENCODERS)}")
+    ds = load_dataset(data, splits=("trn",))
+    config = ModelConfig(family=model, train=TrainConfig(epochs=epochs, seed=seed))
+    trained = train_model(ds, out, config, AugmentConfig(augment, GraphConfig(delta=delta), seed=seed), valid_fraction, resume)
+    res = trained.result
+    console.print(f"trained {model} on {ds.name} ({augment}) in {res.seconds:.0f} s, {res.examples_per_second:,.0f} ex/s; "
+                  f"best epoch {res.best_epoch + 1} (valid {config.train.select_metric} {res.best_score:.2f}) -> {out}",
+                  soft_wrap=True)
+
+
+@app.command()
+def predict(model_dir: Path = typer.Argument(..., help="A directory written by 'gandalf train'."),
+            text: Optional[str] = typer.Option(None, "--text", help="One query; prints its top labels."),
+            data: Optional[Path] = typer.Option(None, "--data", help="Dataset directory whose split to predict."),
+            split: str = typer.Option("tst"),
+            out: Optional[Path] = typer.Option(None, "--out", help="Prediction file (sparse text) for --data."),
+            k: Optional[int] = typer.Option(None, "-k", min=1,
+                                            help="Labels per query (default 5 with --text, 100 with --out).")) -> None:
+    """Predict the top-k labels of one query (--text) or of a dataset split (--data ... --out FILE)."""
+    from .data.dataset import embedded_dataset_path, find_split_file
+    from .data.formats import read_lf_json, write_sparse_text
+    from .errors import DataFormatError
+    from .train.pipeline import load_model
+
+    model, label_uids, label_texts = load_model(model_dir)
+    if text is not None:
+        k = k or 5
+        pred = model.predict([text], k=k)
+        order = np.argsort(-pred.data, kind="stable")
+        table = Table(title=f"top {k} labels for {text!r}")
+        for col in ("rank", "label", "text", "score"):
+            table.add_column(col, justify="right" if col in ("rank", "score") else "left")
+        for rank, pos in enumerate(order, start=1):
+            j = int(pred.indices[pos])
+            table.add_row(str(rank), label_uids[j], label_texts[j], f"{pred.data[pos]:.3f}")
+        console.print(table)
+        return
+    if out is None:
+        raise typer.BadParameter("give --text QUERY, or --data DIR (optional) with --out FILE")
+    directory = Path(data) if data is not None else embedded_dataset_path()
+    split_path = find_split_file(directory, split)
+    if split_path is None:
+        raise DataFormatError(directory / f"{split}.json.gz", None, f"missing '{split}' split file")
+    points = read_lf_json(split_path, len(label_texts), require_targets=None)
+    k = k or 100
+    pred = model.predict(points.texts, k=k, progress=True)
+    write_sparse_text(out, pred)
+    console.print(f"wrote top-{k} predictions of {len(points.texts):,} points to {out}")
 
 
 @app.command()

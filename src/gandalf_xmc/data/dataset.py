@@ -92,7 +92,8 @@ class XMCDataset:
         return propensity_constants(self.name, a, b)
 
 
-def _find(directory: Path, stem: str) -> Path | None:
+def find_split_file(directory: Path, stem: str) -> Path | None:
+    """``{stem}.json.gz`` or ``{stem}.json`` in ``directory``, if present."""
     for suffix in (".json.gz", ".json"):
         candidate = directory / f"{stem}{suffix}"
         if candidate.exists():
@@ -135,7 +136,7 @@ def load_dataset(path: str | Path | None = None, splits: tuple[str, ...] = ("trn
             meta = json.loads(meta_path.read_text())
         except (json.JSONDecodeError, OSError) as exc:
             raise DataFormatError(meta_path, None, f"unreadable metadata ({exc})") from None
-    lbl_path = _find(directory, "lbl")
+    lbl_path = find_split_file(directory, "lbl")
     if lbl_path is not None:
         labels = read_lf_json(lbl_path, require_targets=False)
         label_uids, label_texts = labels.uids, labels.texts
@@ -154,7 +155,7 @@ def load_dataset(path: str | Path | None = None, splits: tuple[str, ...] = ("trn
     loaded: dict[str, Split] = {}
     for split in splits:
         if layout == "json":
-            split_path = _find(directory, split)
+            split_path = find_split_file(directory, split)
             if split_path is None:
                 raise DataFormatError(directory / f"{split}.json.gz", None, f"missing '{split}' split file")
             rec = read_lf_json(split_path, n_labels, require_targets=True)

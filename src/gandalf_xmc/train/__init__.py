@@ -1,0 +1,1 @@
+"""Training: the one soft-target loop, label-cluster shortlists, checkpoints."""

@@ -1,0 +1,241 @@
+"""The one training loop for every neural model.
+
+Each point is scored on its own shortlist: the labels of its (soft) targets plus the labels of
+its top meta-classifier clusters (hard negatives), so the cost grows with the shortlist, not
+with L. The loss
+is binary cross-entropy with logits against the (soft) targets, so a target of 0.35 pulls its
+score towards logit(0.35). Sparse tables (embeddings, label and cluster classifiers) are
+updated with SparseAdam, the rest with AdamW. After every epoch the model is scored on a
+validation split carved from the training data, a checkpoint is written (``last.pt``) and the
+best model so far is kept (``best.pt``); training stops early when the selection metric has not
+improved for ``patience`` epochs, and ``resume=True`` continues from ``last.pt``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch.nn import functional as F
+from tqdm.auto import tqdm
+
+from ..data.atomic import atomic_path
+from ..metrics import evaluate
+from ..models.neural import FeatureBatch, XMCNetwork
+
+
+@dataclass
+class TrainConfig:
+    """Settings of :func:`fit` (defaults are fixed a priori, never tuned on a test split)."""
+
+    epochs: int = 20
+    batch_size: int = 256
+    lr: float = 0.01  # SparseAdam, sparse tables
+    dense_lr: float = 0.002  # AdamW, dense layers
+    weight_decay: float = 0.0
+    train_clusters: int = 4  # top meta clusters per point whose labels are hard negatives
+    predict_clusters: int = 32  # clusters searched per query at prediction time
+    meta_loss_weight: float = 1.0
+    patience: int = 3
+    select_metric: str = "P@1"
+    seed: int = 0
+    threads: int | None = None
+
+
+@dataclass
+class TrainResult:
+    best_epoch: int
+    best_score: float
+    history: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+    examples_per_second: float = 0.0
+
+
+def _cluster_targets(Yb: sp.csr_matrix, assign: np.ndarray, n_clusters: int) -> torch.Tensor:
+    """Meta targets: a cluster's target is the largest target among its labels."""
+    T = np.zeros((Yb.shape[0], n_clusters), dtype=np.float32)
+    rows = np.repeat(np.arange(Yb.shape[0]), np.diff(Yb.indptr))
+    np.maximum.at(T, (rows, assign[Yb.indices]), Yb.data)
+    return torch.from_numpy(T)
+
+
+def _candidates(Yb: sp.csr_matrix, top_clusters: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each point's shortlist and targets: its positives plus the labels of its top clusters.
+
+    Returns ``(ids, targets)``, both ``B x K``; ids are -1 where a row has fewer candidates (and
+    where a cluster label repeats one of the row's positives, so that no label counts twice).
+    """
+    n = Yb.shape[0]
+    hard = members[top_clusters].reshape(n, -1)  # B x (c * m), -1 padded
+    lengths = np.diff(Yb.indptr)
+    width = int(lengths.max()) if n else 0
+    pos = np.full((n, width), -1, dtype=np.int64)
+    rows = np.repeat(np.arange(n), lengths)
+    slot = np.arange(Yb.nnz) - np.repeat(Yb.indptr[:-1], lengths)
+    pos[rows, slot] = Yb.indices
+    pos_t = np.zeros((n, width), dtype=np.float32)
+    pos_t[rows, slot] = Yb.data
+    # drop cluster candidates that are already positives of the row
+    n_labels = Yb.shape[1]
+    codes = np.sort(rows * n_labels + Yb.indices)
+    cand_codes = np.arange(n)[:, None] * n_labels + np.maximum(hard, 0)
+    if codes.size:
+        at = np.minimum(np.searchsorted(codes, cand_codes), codes.size - 1)
+        hard = np.where(codes[at] == cand_codes, -1, hard)
+    ids = np.concatenate([pos, hard], axis=1)
+    targets = np.concatenate([pos_t, np.zeros(hard.shape, dtype=np.float32)], axis=1)
+    return ids, targets
+
+
+@torch.no_grad()
+def predict(network: XMCNetwork, X: sp.csr_matrix, members: np.ndarray, k: int = 100, n_clusters: int = 32,
+            batch_size: int = 256, progress: bool = False) -> sp.csr_matrix:
+    """Top-``k`` label scores (sigmoid probabilities) for each row of features ``X``."""
+    network.eval()
+    X = sp.csr_matrix(X)
+    n_clusters = min(n_clusters, members.shape[0])
+    rows, cols, vals = [], [], []
+    for start in tqdm(range(0, X.shape[0], batch_size), desc="predict", disable=not progress, unit="batch"):
+        Xb = X[start:start + batch_size]
+        z = network.encode(FeatureBatch.from_csr(Xb))
+        top = torch.topk(network.meta_scores(z), n_clusters, dim=1).indices.numpy()
+        cand = torch.from_numpy(members[top].reshape(top.shape[0], -1))
+        scores = network.candidate_scores(z, cand).masked_fill(cand < 0, float("-inf"))
+        kk = min(k, cand.shape[1])
+        best = torch.topk(scores, kk, dim=1)
+        ids = torch.gather(cand, 1, best.indices).numpy()
+        val = torch.sigmoid(best.values).numpy()
+        ok = np.isfinite(best.values.numpy()) & (ids >= 0)
+        r = np.repeat(np.arange(start, start + Xb.shape[0]), kk).reshape(-1, kk)
+        rows.append(r[ok])
+        cols.append(ids[ok])
+        vals.append(val[ok])
+    n_labels = network.labels.num_embeddings
+    if not rows:
+        return sp.csr_matrix((X.shape[0], n_labels), dtype=np.float32)
+    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(X.shape[0], n_labels),
+                         dtype=np.float32)
+
+
+def _save(path: Path, state: dict) -> None:
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def fit(network: XMCNetwork, X: sp.csr_matrix, Y: sp.csr_matrix, assign: np.ndarray, members: np.ndarray,
+        valid: tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray] | None, config: TrainConfig,
+        checkpoint_dir: str | Path | None = None, resume: bool = False, example_weights: np.ndarray | None = None,
+        progress: bool = True, on_epoch: Callable[[dict], None] | None = None) -> TrainResult:
+    """Train ``network`` on features ``X`` and (soft) targets ``Y``.
+
+    Args:
+        assign, members: label -> cluster, and the padded cluster -> labels table.
+        valid: ``(X_valid, Y_valid, inverse_propensities)`` for model selection, or None (then
+            the last epoch is kept).
+        checkpoint_dir: where ``last.pt`` and ``best.pt`` go; needed for ``resume``.
+        example_weights: optional per-point loss weights.
+    """
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    torch.manual_seed(config.seed)
+    X, Y = sp.csr_matrix(X), sp.csr_matrix(Y, dtype=np.float32)
+    n = X.shape[0]
+    n_clusters = members.shape[0]
+    sparse_opt = torch.optim.SparseAdam(network.sparse_parameters(), lr=config.lr)
+    dense_opt = torch.optim.AdamW(network.dense_parameters(), lr=config.dense_lr, weight_decay=config.weight_decay)
+    ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
+    if ckpt is not None:
+        ckpt.mkdir(parents=True, exist_ok=True)
+    result = TrainResult(best_epoch=-1, best_score=-np.inf)
+    start_epoch = 0
+    if resume:
+        if ckpt is None or not (ckpt / "last.pt").exists():
+            raise FileNotFoundError("nothing to resume: no last.pt checkpoint")
+        state = torch.load(ckpt / "last.pt", weights_only=False)
+        network.load_state_dict(state["model"])
+        sparse_opt.load_state_dict(state["sparse_opt"])
+        dense_opt.load_state_dict(state["dense_opt"])
+        result = TrainResult(**state["result"])
+        start_epoch = state["epoch"] + 1
+    weights = None if example_weights is None else torch.as_tensor(example_weights, dtype=torch.float32)
+    best_state: dict | None = None  # in-memory copy of the best model when there is no checkpoint dir
+    started = time.perf_counter()
+    seen = 0
+    stale = sum(1 for h in result.history if h["epoch"] > result.best_epoch)
+    for epoch in range(start_epoch, config.epochs):
+        if valid is not None and stale >= config.patience:
+            break
+        network.train()
+        rng = np.random.default_rng([config.seed, epoch])  # epoch-keyed: resuming replays the same order
+        torch.manual_seed(config.seed * 1000 + epoch)
+        order = rng.permutation(n)
+        total_loss, t0 = 0.0, time.perf_counter()
+        bar = tqdm(range(0, n, config.batch_size), desc=f"epoch {epoch + 1}/{config.epochs}", disable=not progress,
+                   unit="batch", leave=False)
+        for step, start in enumerate(bar):
+            idx = np.sort(order[start:start + config.batch_size])
+            Xb, Yb = X[idx], Y[idx]
+            z = network.encode(FeatureBatch.from_csr(Xb))
+            meta = network.meta_scores(z)
+            top = torch.topk(meta.detach(), min(config.train_clusters, n_clusters), dim=1).indices.numpy()
+            ids, targets = _candidates(Yb, top, members)
+            ids_t = torch.from_numpy(ids)
+            logits = network.candidate_scores(z, ids_t)
+            valid_mask = (ids_t >= 0).float()
+            w = valid_mask if weights is None else valid_mask * weights[idx][:, None]
+            loss = F.binary_cross_entropy_with_logits(logits, torch.from_numpy(targets), weight=w, reduction="sum") / w.sum()
+            w = None if weights is None else weights[idx][:, None]
+            meta_loss = F.binary_cross_entropy_with_logits(meta, _cluster_targets(Yb, assign, n_clusters), weight=w)
+            loss_all = loss + config.meta_loss_weight * meta_loss
+            sparse_opt.zero_grad()
+            dense_opt.zero_grad()
+            loss_all.backward()
+            sparse_opt.step()
+            dense_opt.step()
+            total_loss += float(loss_all.detach())
+            seen += idx.size
+            if step % 20 == 0:
+                rate = (start + idx.size) / max(time.perf_counter() - t0, 1e-9)
+                bar.set_postfix(loss=f"{total_loss / (step + 1):.4f}", ex_s=f"{rate:,.0f}")
+        epoch_seconds = time.perf_counter() - t0
+        record = {"epoch": epoch, "loss": total_loss / max(1, -(-n // config.batch_size)), "seconds": epoch_seconds,
+                  "examples_per_second": n / max(epoch_seconds, 1e-9)}
+        if valid is not None:
+            Xv, Yv, inv_prop = valid
+            pred = predict(network, Xv, members, k=10, n_clusters=config.predict_clusters)
+            scores = evaluate(pred, Yv, inv_prop, ks=(1, 3, 5))
+            record.update({m: scores[m] for m in ("P@1", "P@5", "PSP@1", "PSP@5")})
+            score = scores[config.select_metric]
+        else:
+            score = float(epoch)
+        result.history.append(record)
+        if score > result.best_score:
+            result.best_score, result.best_epoch = score, epoch
+            stale = 0
+            if ckpt is not None:
+                _save(ckpt / "best.pt", {"model": network.state_dict(), "epoch": epoch})
+            else:
+                best_state = {k: v.detach().clone() for k, v in network.state_dict().items()}
+        else:
+            stale += 1
+        if ckpt is not None:
+            _save(ckpt / "last.pt", {"model": network.state_dict(), "sparse_opt": sparse_opt.state_dict(),
+                                     "dense_opt": dense_opt.state_dict(), "epoch": epoch, "result": asdict(result)})
+        if on_epoch is not None:
+            on_epoch(record)
+        if progress:
+            shown = ", ".join(f"{k} {v:.2f}" for k, v in record.items() if k in ("P@1", "PSP@1", "P@5", "PSP@5"))
+            tqdm.write(f"epoch {epoch + 1}: loss {record['loss']:.4f}, {record['examples_per_second']:,.0f} ex/s"
+                       + (f", valid {shown}" if shown else ""))
+    if ckpt is not None and (ckpt / "best.pt").exists():
+        network.load_state_dict(torch.load(ckpt / "best.pt", weights_only=False)["model"])
+    elif best_state is not None:
+        network.load_state_dict(best_state)
+    result.seconds = time.perf_counter() - started
+    result.examples_per_second = seen / max(result.seconds, 1e-9)
+    return result

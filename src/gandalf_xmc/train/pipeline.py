@@ -1,0 +1,68 @@
+"""Train a model on a dataset with an augmentation, with a validation split carved from the
+original training points (never the test split), and write a self-contained model directory."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from ..augment import AugmentConfig, training_set
+from ..data.atomic import atomic_directory
+from ..data.dataset import Split, XMCDataset
+from ..data.formats import read_lf_json, write_lf_json
+from ..errors import DataFormatError
+from ..metrics import inverse_propensity
+from ..models.classifier import ModelConfig, NeuralXMC
+
+LABELS_FILE = "labels.json.gz"
+TRAINING_FILE = "training.json"
+
+
+def carve_validation(dataset: XMCDataset, fraction: float, seed: int) -> tuple[XMCDataset, Split]:
+    """Split the ORIGINAL training points into (dataset with the rest as training, validation split)."""
+    n = dataset.n_original_train or len(dataset.train)
+    n_valid = int(round(fraction * n))
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(n)
+    valid_idx, train_idx = np.sort(perm[:n_valid]), np.sort(perm[n_valid:])
+    tr = dataset.train
+    pick = lambda idx: Split([tr.uids[i] for i in idx], [tr.texts[i] for i in idx], tr.Y[idx])  # noqa: E731
+    rest = XMCDataset(dataset.name, dataset.label_uids, dataset.label_texts, {"trn": pick(train_idx)}, path=dataset.path)
+    return rest, pick(valid_idx)
+
+
+def train_model(dataset: XMCDataset, out_dir: str | Path, model_config: ModelConfig, augment: AugmentConfig,
+                valid_fraction: float = 0.05, resume: bool = False, progress: bool = True) -> NeuralXMC:
+    """Train and save to ``out_dir`` (weights, features, clusters, label texts, settings, history).
+
+    Checkpoints go to ``out_dir/checkpoints`` so that ``resume=True`` continues an interrupted run.
+    The augmentation's label graph is built from the training part only, so the validation
+    points' labels never leak into the extra points.
+    """
+    out = Path(out_dir)
+    rest, valid = carve_validation(dataset, valid_fraction, model_config.train.seed)
+    train = training_set(rest, augment)
+    inv = inverse_propensity(rest.train.Y, *dataset.propensity_constants())
+    model = NeuralXMC(model_config)
+    model.fit(train.texts, train.Y, dataset.label_texts, valid=(valid.texts, valid.Y, inv) if len(valid) else None,
+              checkpoint_dir=out / "checkpoints", resume=resume, progress=progress)
+    with atomic_directory(out) as staging:
+        model.save(staging)
+        write_lf_json(staging / LABELS_FILE, dataset.label_uids, dataset.label_texts, None)
+        info = {"dataset": dataset.name, "source": str(dataset.path) if dataset.path else None,
+                "augment": asdict(augment), "valid_fraction": valid_fraction, "n_train": len(train),
+                "n_valid": len(valid), "propensity": list(dataset.propensity_constants())}
+        (staging / TRAINING_FILE).write_text(json.dumps(info, indent=1) + "\n")
+    return model
+
+
+def load_model(model_dir: str | Path) -> tuple[NeuralXMC, list[str], list[str]]:
+    """A saved model with its label uids and texts."""
+    d = Path(model_dir)
+    if not (d / "model.json").is_file():
+        raise DataFormatError(d, None, "not a model directory (no model.json); train one with 'gandalf train'")
+    labels = read_lf_json(d / LABELS_FILE, require_targets=False)
+    return NeuralXMC.load(d), labels.uids, labels.texts

@@ -1,0 +1,81 @@
+"""The training loop: soft targets, determinism, checkpoints/resume, shortlists, save/load."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from gandalf_xmc.models.classifier import ModelConfig, NeuralXMC
+from gandalf_xmc.train.loop import TrainConfig
+from gandalf_xmc.train.shortlist import balanced_clusters, cluster_members, shortlist_recall
+
+TEXTS = ["alpha beta", "gamma delta", "alpha gamma", "epsilon zeta", "beta zeta"]
+LABELS = ["alpha", "gamma", "zeta", "omega"]
+Y = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 0]], dtype=np.float32))
+
+
+def small_config(**train):
+    base = dict(epochs=3, batch_size=2, lr=0.05, dense_lr=0.01, train_clusters=2, predict_clusters=4, seed=0, threads=1)
+    base.update(train)
+    return ModelConfig(dim=16, dropout=0.0, max_cluster_size=1, cluster_dim=3, train=TrainConfig(**base))
+
+
+def test_soft_target_is_learned_not_rounded():
+    # one point, label 0 with target 0.35: BCE is minimised at sigmoid(score) = 0.35
+    Ysoft = sp.csr_matrix(np.array([[0.35, 0, 0, 0]], dtype=np.float32))
+    model = NeuralXMC(small_config(epochs=300, batch_size=1, lr=0.05))
+    model.fit(["alpha beta"], Ysoft, LABELS, progress=False)
+    p = model.predict(["alpha beta"], k=4).toarray()[0]
+    assert p[0] == pytest.approx(0.35, abs=0.03)
+
+
+def test_same_seed_same_model_and_resume_matches(tmp_path):
+    a = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, checkpoint_dir=tmp_path / "a", progress=False)
+    b = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, progress=False)
+    for (name, x), (_, y) in zip(a.network.state_dict().items(), b.network.state_dict().items()):
+        assert torch.equal(x, y), name
+    # stop after 2 epochs, then resume to 4: same weights as the uninterrupted run
+    NeuralXMC(small_config(epochs=2)).fit(TEXTS, Y, LABELS, checkpoint_dir=tmp_path / "c", progress=False)
+    c = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, checkpoint_dir=tmp_path / "c", resume=True, progress=False)
+    assert c.result.history[-1]["epoch"] == 3 and len(c.result.history) == 4
+    for (name, x), (_, y) in zip(a.network.state_dict().items(), c.network.state_dict().items()):
+        assert torch.equal(x, y), name
+
+
+def test_early_stopping_keeps_the_best_epoch():
+    inv = np.ones(4)
+    model = NeuralXMC(small_config(epochs=30, patience=2)).fit(TEXTS, Y, LABELS, valid=(TEXTS, Y, inv), progress=False)
+    hist = model.result.history
+    assert len(hist) < 30  # stopped early
+    assert model.result.best_score == max(h["P@1"] for h in hist)
+    assert all(h["epoch"] <= model.result.best_epoch + 2 for h in hist)
+
+
+def test_save_load_predicts_the_same(tmp_path):
+    model = NeuralXMC(small_config()).fit(TEXTS, Y, LABELS, progress=False)
+    model.save(tmp_path / "m")
+    again = NeuralXMC.load(tmp_path / "m")
+    a = model.predict(["alpha zeta", "unknown"], k=3)
+    b = again.predict(["alpha zeta", "unknown"], k=3)
+    assert (a != b).nnz == 0
+
+
+def test_balanced_clusters_and_members():
+    rng = np.random.default_rng(0)
+    V = rng.normal(size=(103, 5)).astype(np.float32)
+    assign = balanced_clusters(V, max_cluster_size=8, seed=0)
+    sizes = np.bincount(assign)
+    assert sizes.max() <= 8 and sizes.min() >= 4  # halving keeps clusters balanced
+    table, sz = cluster_members(assign)
+    for c in range(table.shape[0]):
+        members = table[c][table[c] >= 0]
+        assert sorted(members.tolist()) == np.flatnonzero(assign == c).tolist()
+        assert sz[c] == members.size
+
+
+def test_shortlist_recall_by_hand():
+    truth = sp.csr_matrix(np.array([[1, 1, 0], [0, 0, 1]], dtype=np.float32))
+    cand = sp.csr_matrix(np.array([[1, 0, 1], [0, 0, 1]], dtype=np.float32))
+    assert shortlist_recall(cand, truth) == pytest.approx(100 * 2 / 3)
