@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -12,11 +13,35 @@ import torch
 
 from ..train.loop import TrainConfig, TrainResult, fit, predict
 from ..train.shortlist import balanced_clusters, cluster_members, label_representations
+from . import sentence
 from .astec import BagOfEmbeddings
+from .dual_encoder import FrozenEmbeddings
 from .features import TextFeaturizer
 from .neural import XMCNetwork
 
-ENCODERS = {"astec": BagOfEmbeddings}
+
+@dataclass(frozen=True)
+class Family:
+    """A model family: its encoder, what it reads (``tfidf`` or ``minilm`` embeddings) and whether
+    its label classifiers start from the label texts' vectors."""
+
+    build: Callable[[int, int, float], torch.nn.Module]  # (n_features, dim, dropout) -> encoder
+    inputs: str
+    fixed_dim: int | None = None
+    init_from_label_text: bool = False
+    train_defaults: dict = field(default_factory=dict)  # TrainConfig fields this family changes
+
+    def train_config(self, **overrides) -> TrainConfig:
+        """The family's training settings, then ``overrides``."""
+        return TrainConfig(**{**self.train_defaults, **overrides})
+
+
+FAMILIES: dict[str, Family] = {
+    "astec": Family(lambda n, d, p: BagOfEmbeddings(n, d, p), "tfidf"),
+    # chosen on the validation split: fine-tuning erodes the label-text prior after an epoch or two
+    "dual-encoder": Family(lambda n, d, p: FrozenEmbeddings(), "minilm", sentence.EMBEDDING_DIM, True,
+                           {"lr": 0.001, "correction_l2": 0.1, "epochs": 4, "patience": 2}),
+}
 
 
 @dataclass
@@ -28,6 +53,7 @@ class ModelConfig:
     dropout: float = 0.2
     max_cluster_size: int = 32
     cluster_dim: int = 64
+    init_scale: float = 5.0  # label classifiers start at init_scale x label-text vector (when the family does)
     train: TrainConfig = field(default_factory=TrainConfig)
 
 
@@ -40,8 +66,11 @@ class NeuralXMC:
 
     def __init__(self, config: ModelConfig | None = None):
         self.config = config or ModelConfig()
-        if self.config.family not in ENCODERS:
-            raise ValueError(f"unknown model family {self.config.family!r}")
+        if self.config.family not in FAMILIES:
+            raise ValueError(f"unknown model family {self.config.family!r}; choose one of {', '.join(FAMILIES)}")
+        self.family = FAMILIES[self.config.family]
+        if self.family.fixed_dim is not None:
+            self.config.dim = self.family.fixed_dim
         self.featurizer: TextFeaturizer | None = None
         self.network: XMCNetwork | None = None
         self.assign: np.ndarray | None = None
@@ -50,41 +79,58 @@ class NeuralXMC:
 
     def _build(self, n_features: int, n_labels: int, n_clusters: int) -> XMCNetwork:
         cfg = self.config
-        encoder = ENCODERS[cfg.family](n_features, cfg.dim, cfg.dropout)
-        return XMCNetwork(encoder, cfg.dim, n_labels, n_clusters)
+        return XMCNetwork(self.family.build(n_features, cfg.dim, cfg.dropout), cfg.dim, n_labels, n_clusters)
+
+    def features(self, texts: list[str], progress: bool = False) -> sp.csr_matrix | np.ndarray:
+        """The model's input for texts: TF-IDF rows or sentence embeddings."""
+        if self.family.inputs == "minilm":
+            return sentence.embed(texts, progress=progress)
+        if self.featurizer is None:
+            raise RuntimeError("fit or load the model first")
+        return self.featurizer.transform(texts)
 
     def fit(self, texts: list[str], Y: sp.csr_matrix, label_texts: list[str],
-            valid: tuple[list[str], sp.csr_matrix, np.ndarray] | None = None, example_weights: np.ndarray | None = None,
+            valid: tuple | None = None, example_weights: np.ndarray | None = None,
             checkpoint_dir: str | Path | None = None, resume: bool = False, progress: bool = True) -> NeuralXMC:
-        """Train on ``texts`` with (soft) targets ``Y``; ``valid`` = (texts, Y, inverse propensities)."""
+        """Train on ``texts`` with (soft) targets ``Y``.
+
+        ``valid`` = (texts, Y, inverse propensities[, filter pairs]) selects the best epoch.
+        """
         cfg = self.config
         torch.manual_seed(cfg.train.seed)
-        self.featurizer = TextFeaturizer().fit(list(texts) + list(label_texts))
-        X = self.featurizer.transform(texts)
-        Z = self.featurizer.transform(label_texts)
+        if self.family.inputs == "tfidf":
+            self.featurizer = TextFeaturizer().fit(list(texts) + list(label_texts))
+        X = self.features(texts, progress)
+        Z = self.features(label_texts, progress)
         reps = label_representations(X, Y, Z, cfg.cluster_dim, cfg.train.seed)
         self.assign = balanced_clusters(reps, cfg.max_cluster_size, cfg.train.seed)
         self.members, _ = cluster_members(self.assign)
-        self.network = self._build(self.featurizer.n_features, len(label_texts), self.members.shape[0])
-        v = None if valid is None else (self.featurizer.transform(valid[0]), valid[1], valid[2])
+        n_features = self.featurizer.n_features if self.featurizer is not None else X.shape[1]
+        self.network = self._build(n_features, len(label_texts), self.members.shape[0])
+        if self.family.init_from_label_text:
+            self.network.init_from_label_vectors(Z, self.assign, cfg.init_scale)
+        v = None if valid is None else (self.features(valid[0]), *valid[1:])
         self.result = fit(self.network, X, Y, self.assign, self.members, v, cfg.train, checkpoint_dir, resume,
                           example_weights, progress)
         return self
 
     def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> sp.csr_matrix:
-        if self.network is None or self.featurizer is None or self.members is None:
+        if self.network is None or self.members is None:
             raise RuntimeError("fit or load the model first")
-        return predict(self.network, self.featurizer.transform(texts), self.members, k,
-                       self.config.train.predict_clusters, progress=progress)
+        return predict(self.network, self.features(texts), self.members, k, self.config.train.predict_clusters,
+                       progress=progress)
 
     def save(self, directory: str | Path) -> None:
         """Write config, features, clusters and weights into ``directory``."""
-        assert self.network is not None and self.featurizer is not None and self.assign is not None
+        assert self.network is not None and self.assign is not None
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
+        n_features = self.featurizer.n_features if self.featurizer is not None else self.config.dim
         (d / "model.json").write_text(json.dumps({"model": asdict(self.config), "n_labels": int(self.assign.size),
+                                                  "n_features": n_features,
                                                   "result": asdict(self.result) if self.result else None}, indent=1))
-        self.featurizer.save(d)
+        if self.featurizer is not None:
+            self.featurizer.save(d)
         np.save(d / "clusters.npy", self.assign)
         torch.save(self.network.state_dict(), d / "weights.pt")
 
@@ -95,10 +141,11 @@ class NeuralXMC:
         m = spec["model"]
         config = ModelConfig(**{**m, "train": TrainConfig(**m["train"])})
         model = cls(config)
-        model.featurizer = TextFeaturizer.load(d)
+        if model.family.inputs == "tfidf":
+            model.featurizer = TextFeaturizer.load(d)
         model.assign = np.load(d / "clusters.npy")
         model.members, _ = cluster_members(model.assign)
-        model.network = model._build(model.featurizer.n_features, int(spec["n_labels"]), model.members.shape[0])
+        model.network = model._build(int(spec["n_features"]), int(spec["n_labels"]), model.members.shape[0])
         model.network.load_state_dict(torch.load(d / "weights.pt", weights_only=True))
         model.network.eval()
         return model

@@ -19,6 +19,13 @@ class FeatureBatch:
     offsets: torch.Tensor
     weights: torch.Tensor
 
+    @staticmethod
+    def of_rows(X: sp.csr_matrix | np.ndarray, rows: np.ndarray | slice) -> FeatureBatch | torch.Tensor:
+        """The model input for some rows: EmbeddingBag form for sparse features, a tensor for dense ones."""
+        if sp.issparse(X):
+            return FeatureBatch.from_csr(X[rows])
+        return torch.from_numpy(np.ascontiguousarray(X[rows], dtype=np.float32))
+
     @classmethod
     def from_csr(cls, X: sp.csr_matrix) -> FeatureBatch:
         X = sp.csr_matrix(X)
@@ -46,20 +53,50 @@ class XMCNetwork(nn.Module):
         for bias in (self.meta_bias, self.label_bias):
             nn.init.constant_(bias.weight, init_bias)  # labels are rare: start from a low prior
         self.register_buffer("all_clusters", torch.arange(n_clusters), persistent=False)
+        # fixed starting points of the classifiers (label-text vectors); the tables then hold corrections
+        self.register_buffer("label_prior", torch.zeros(0))
+        self.register_buffer("meta_prior", torch.zeros(0))
 
-    def encode(self, batch: FeatureBatch) -> torch.Tensor:
+    def encode(self, batch: FeatureBatch | torch.Tensor) -> torch.Tensor:
         return self.encoder(batch)
+
+    @torch.no_grad()
+    def init_from_label_vectors(self, label_vectors: np.ndarray, assign: np.ndarray, scale: float) -> None:
+        """Classifiers become ``w_l = scale * v_l + eta_l`` (cluster: its centroid + eta), eta starting at 0.
+
+        ``v_l`` is label l's text vector (the self-proximity postulate, w_l ~ Phi(z_l)); training
+        moves only the corrections ``eta``, which :meth:`correction_penalty` keeps small.
+        """
+        V = torch.from_numpy(np.ascontiguousarray(label_vectors, dtype=np.float32))
+        centroids = torch.zeros(self.meta.num_embeddings, V.shape[1])
+        centroids.index_add_(0, torch.from_numpy(assign), V)
+        self.label_prior = scale * V
+        self.meta_prior = scale * torch.nn.functional.normalize(centroids, dim=1)
+        self.labels.weight.zero_()
+        self.meta.weight.zero_()
+
+    def _label_weights(self, ids: torch.Tensor) -> torch.Tensor:
+        W = self.labels(ids)
+        return W + self.label_prior[ids] if self.label_prior.numel() else W
+
+    def correction_penalty(self, label_ids: torch.Tensor) -> torch.Tensor:
+        """Mean squared norm of the corrections of the given labels and of all clusters (0 without priors)."""
+        if not self.label_prior.numel():
+            return torch.zeros(())
+        uniq = torch.unique(label_ids.clamp(min=0))
+        return self.labels(uniq).pow(2).sum(1).mean() + self.meta(self.all_clusters).pow(2).sum(1).mean()
 
     def meta_scores(self, z: torch.Tensor) -> torch.Tensor:
         """``B x C`` logits of every cluster (looked up, so that their gradient stays sparse)."""
         ids = self.all_clusters
-        return z @ self.meta(ids).T + self.meta_bias(ids).T
+        W = self.meta(ids) + self.meta_prior if self.meta_prior.numel() else self.meta(ids)
+        return z @ W.T + self.meta_bias(ids).T
 
     def candidate_scores(self, z: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         """``B x K`` logits where row i scores its own ``candidates[i]`` (ids >= 0)."""
         # look each distinct label up once: the sparse gradient then has one row per label
         uniq, inverse = torch.unique(candidates.clamp(min=0), return_inverse=True)
-        W = self.labels(uniq)[inverse]  # B x K x d
+        W = self._label_weights(uniq)[inverse]  # B x K x d
         b = self.label_bias(uniq).squeeze(-1)[inverse]
         return torch.einsum("bd,bkd->bk", z, W) + b
 

