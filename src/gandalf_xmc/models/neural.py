@@ -75,6 +75,13 @@ class XMCNetwork(nn.Module):
         self.labels.weight.zero_()
         self.meta.weight.zero_()
 
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """As nn.Module's, but the label-text priors take the saved shapes (they start empty)."""
+        for name in ("label_prior", "meta_prior"):
+            if name in state_dict:
+                setattr(self, name, torch.empty_like(state_dict[name]))
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
     def _label_weights(self, ids: torch.Tensor) -> torch.Tensor:
         W = self.labels(ids)
         return W + self.label_prior[ids] if self.label_prior.numel() else W

@@ -1,0 +1,57 @@
+"""Dual-encoder family: offline MiniLM embeddings, label-text initialisation, cache, CLI."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from gandalf_xmc.models import sentence
+from gandalf_xmc.models.classifier import FAMILIES, ModelConfig, NeuralXMC
+from gandalf_xmc.models.neural import XMCNetwork
+
+from test_bad_input import run_cli
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GANDALF_CACHE", str(tmp_path / "cache"))
+
+
+def test_embeddings_are_normalised_cached_and_semantic(tmp_path):
+    texts = ["a red apple", "a green apple", "deep sea whale"]
+    E = sentence.embed(texts)
+    assert E.shape == (3, 384) and E.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(E, axis=1), 1.0, rtol=1e-5)
+    assert E[0] @ E[1] > E[0] @ E[2]  # apples are closer to each other than to a whale
+    assert len(list((tmp_path / "cache" / "minilm").glob("*.npy"))) == 1
+    np.testing.assert_array_equal(sentence.embed(texts), E)  # served from the cache
+
+
+def test_classifiers_start_at_the_label_text_prior():
+    V = np.eye(4, 3, dtype=np.float32)
+    net = XMCNetwork(torch.nn.Identity(), 3, n_labels=4, n_clusters=2, init_bias=0.0)
+    net.init_from_label_vectors(V, np.array([0, 0, 1, 1]), scale=5.0)
+    z = torch.tensor([[1.0, 0.0, 0.0]])
+    scores = net.candidate_scores(z, torch.tensor([[0, 1, 2, 3]]))
+    np.testing.assert_allclose(scores.detach().numpy(), [[5.0, 0.0, 0.0, 0.0]])
+    assert float(net.correction_penalty(torch.tensor([0, 1])).detach()) == 0.0
+
+
+def test_dual_encoder_zero_shot_prefers_the_matching_label():
+    labels = ["red apple", "blue whale", "green pepper", "steel hammer"]
+    Y = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 1, 0, 0]], dtype=np.float32))
+    config = ModelConfig(family="dual-encoder", max_cluster_size=2, train=FAMILIES["dual-encoder"].train_config(epochs=1, lr=1e-6))
+    model = NeuralXMC(config).fit(["fresh red apples", "whale watching trip"], Y, labels, progress=False)
+    P = model.predict(["a hammer made of steel", "green peppers"], k=1)
+    assert P.indices.tolist() == [3, 2]  # labels never seen in training, found through their text
+
+
+def test_train_and_predict_dual_encoder_from_the_cli(tiny_dir, tmp_path, capsys):
+    code, out, err = run_cli(["train", "--model", "dual-encoder", "--data", str(tiny_dir), "--epochs", "1",
+                              "--out", str(tmp_path / "m")], capsys)
+    assert code == 0, err
+    code, out, err = run_cli(["predict", str(tmp_path / "m"), "--text", "blue whale", "-k", "1"], capsys)
+    assert code == 0, err
+    assert "L3" in out and "blue whale" in out
