@@ -19,7 +19,8 @@ def private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("GANDALF_CACHE", str(tmp_path / "cache"))
 
 
-def test_embeddings_are_normalised_cached_and_semantic(tmp_path):
+def test_embeddings_are_normalised_cached_and_semantic(tmp_path, monkeypatch):
+    monkeypatch.setattr(sentence, "CACHE_MIN_TEXTS", 2)
     texts = ["a red apple", "a green apple", "deep sea whale"]
     E = sentence.embed(texts)
     assert E.shape == (3, 384) and E.dtype == np.float32
@@ -27,6 +28,8 @@ def test_embeddings_are_normalised_cached_and_semantic(tmp_path):
     assert E[0] @ E[1] > E[0] @ E[2]  # apples are closer to each other than to a whale
     assert len(list((tmp_path / "cache" / "minilm").glob("*.npy"))) == 1
     np.testing.assert_array_equal(sentence.embed(texts), E)  # served from the cache
+    sentence.embed(["one query"])
+    assert len(list((tmp_path / "cache" / "minilm").glob("*.npy"))) == 1  # single queries are not cached
 
 
 def test_classifiers_start_at_the_label_text_prior():

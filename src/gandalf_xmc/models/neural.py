@@ -107,6 +107,17 @@ class XMCNetwork(nn.Module):
         b = self.label_bias(uniq).squeeze(-1)[inverse]
         return torch.einsum("bd,bkd->bk", z, W) + b
 
+    def pair_scores(self, z: torch.Tensor, rows: torch.Tensor, label_ids: torch.Tensor) -> torch.Tensor:
+        """Logits of flat (point, label) pairs: ``z[rows[i]] . w[label_ids[i]] + b[label_ids[i]]``.
+
+        Cost follows the number of pairs, so a point with hundreds of soft targets does not widen
+        everybody else's shortlist.
+        """
+        uniq, inverse = torch.unique(label_ids, return_inverse=True)
+        W = self._label_weights(uniq)
+        b = self.label_bias(uniq).squeeze(-1)
+        return (z[rows] * W[inverse]).sum(1) + b[inverse]
+
     def sparse_parameters(self) -> list[nn.Parameter]:
         return [p for m in self.modules() if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse
                 for p in m.parameters(recurse=False)]

@@ -12,6 +12,7 @@ import numpy as np
 from ..data.atomic import atomic_path
 
 EMBEDDING_DIM = 384
+CACHE_MIN_TEXTS = 1000  # single queries and small batches are encoded, not cached
 _MODEL = None
 
 
@@ -32,10 +33,15 @@ def _model():
 
 
 def embed(texts: list[str], cache: bool = True, progress: bool = False, batch_size: int = 128) -> np.ndarray:
-    """L2-normalised ``len(texts) x 384`` float32 embeddings (from the disk cache when possible)."""
+    """L2-normalised ``len(texts) x 384`` float32 embeddings.
+
+    Lists of at least ``CACHE_MIN_TEXTS`` texts (training sets, label sets, test splits) are cached
+    on disk by the hash of their texts; smaller ones (single queries) are always encoded.
+    """
     texts = list(texts)
     if not texts:
         return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
+    cache = cache and len(texts) >= CACHE_MIN_TEXTS
     key = hashlib.sha1("\x00".join(texts).encode()).hexdigest()
     path = cache_dir() / "minilm" / f"{key}.npy"
     if cache and path.exists():

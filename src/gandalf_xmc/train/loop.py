@@ -65,32 +65,25 @@ def _cluster_targets(Yb: sp.csr_matrix, assign: np.ndarray, n_clusters: int) -> 
     return torch.from_numpy(T)
 
 
-def _candidates(Yb: sp.csr_matrix, top_clusters: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each point's shortlist and targets: its positives plus the labels of its top clusters.
-
-    Returns ``(ids, targets)``, both ``B x K``; ids are -1 where a row has fewer candidates (and
-    where a cluster label repeats one of the row's positives, so that no label counts twice).
-    """
-    n = Yb.shape[0]
+def _candidate_pairs(Yb: sp.csr_matrix, top_clusters: np.ndarray, members: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each point's shortlist as flat (row, label, target) triples: its (soft) positives plus the
+    labels of its top clusters that are not already among its positives."""
+    n, n_labels = Yb.shape
+    pos_rows = np.repeat(np.arange(n), np.diff(Yb.indptr))
     hard = members[top_clusters].reshape(n, -1)  # B x (c * m), -1 padded
-    lengths = np.diff(Yb.indptr)
-    width = int(lengths.max()) if n else 0
-    pos = np.full((n, width), -1, dtype=np.int64)
-    rows = np.repeat(np.arange(n), lengths)
-    slot = np.arange(Yb.nnz) - np.repeat(Yb.indptr[:-1], lengths)
-    pos[rows, slot] = Yb.indices
-    pos_t = np.zeros((n, width), dtype=np.float32)
-    pos_t[rows, slot] = Yb.data
-    # drop cluster candidates that are already positives of the row
-    n_labels = Yb.shape[1]
-    codes = np.sort(rows * n_labels + Yb.indices)
-    cand_codes = np.arange(n)[:, None] * n_labels + np.maximum(hard, 0)
-    if codes.size:
-        at = np.minimum(np.searchsorted(codes, cand_codes), codes.size - 1)
-        hard = np.where(codes[at] == cand_codes, -1, hard)
-    ids = np.concatenate([pos, hard], axis=1)
-    targets = np.concatenate([pos_t, np.zeros(hard.shape, dtype=np.float32)], axis=1)
-    return ids, targets
+    hard_rows = np.repeat(np.arange(n), hard.shape[1])
+    hard = hard.ravel()
+    keep = hard >= 0
+    if Yb.nnz:
+        codes = np.sort(pos_rows * n_labels + Yb.indices)
+        cand = hard_rows * n_labels + np.maximum(hard, 0)
+        at = np.minimum(np.searchsorted(codes, cand), codes.size - 1)
+        keep &= codes[at] != cand
+    rows = np.concatenate([pos_rows, hard_rows[keep]])
+    labels = np.concatenate([Yb.indices.astype(np.int64), hard[keep]])
+    targets = np.concatenate([Yb.data.astype(np.float32), np.zeros(int(keep.sum()), dtype=np.float32)])
+    return rows, labels, targets
 
 
 @torch.no_grad()
@@ -186,12 +179,11 @@ def fit(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, as
             z = network.encode(FeatureBatch.of_rows(X, idx))
             meta = network.meta_scores(z)
             top = torch.topk(meta.detach(), min(config.train_clusters, n_clusters), dim=1).indices.numpy()
-            ids, targets = _candidates(Yb, top, members)
-            ids_t = torch.from_numpy(ids)
-            logits = network.candidate_scores(z, ids_t)
-            valid_mask = (ids_t >= 0).float()
-            w = valid_mask if weights is None else valid_mask * weights[idx][:, None]
-            loss = F.binary_cross_entropy_with_logits(logits, torch.from_numpy(targets), weight=w, reduction="sum") / w.sum()
+            rows, labels, targets = _candidate_pairs(Yb, top, members)
+            rows_t, ids_t = torch.from_numpy(rows), torch.from_numpy(labels)
+            logits = network.pair_scores(z, rows_t, ids_t)
+            pw = None if weights is None else weights[idx][rows_t]
+            loss = F.binary_cross_entropy_with_logits(logits, torch.from_numpy(targets), weight=pw)
             w = None if weights is None else weights[idx][:, None]
             meta_loss = F.binary_cross_entropy_with_logits(meta, _cluster_targets(Yb, assign, n_clusters), weight=w)
             loss_all = loss + config.meta_loss_weight * meta_loss
