@@ -79,3 +79,10 @@ def test_shortlist_recall_by_hand():
     truth = sp.csr_matrix(np.array([[1, 1, 0], [0, 0, 1]], dtype=np.float32))
     cand = sp.csr_matrix(np.array([[1, 0, 1], [0, 0, 1]], dtype=np.float32))
     assert shortlist_recall(cand, truth) == pytest.approx(100 * 2 / 3)
+
+
+def test_history_records_shortlist_recall():
+    inv = np.ones(4)
+    model = NeuralXMC(small_config(epochs=2)).fit(TEXTS, Y, LABELS, valid=(TEXTS, Y, inv), progress=False)
+    # 4 clusters of one label each, 4 searched per query: every label is a candidate
+    assert all(h["shortlist_recall"] == pytest.approx(100.0) for h in model.result.history)

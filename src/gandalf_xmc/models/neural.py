@@ -101,11 +101,10 @@ class XMCNetwork(nn.Module):
 
     def candidate_scores(self, z: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         """``B x K`` logits where row i scores its own ``candidates[i]`` (ids >= 0)."""
-        # look each distinct label up once: the sparse gradient then has one row per label
+        # score the batch against its distinct candidates once (B x U), then pick each row's own
         uniq, inverse = torch.unique(candidates.clamp(min=0), return_inverse=True)
-        W = self._label_weights(uniq)[inverse]  # B x K x d
-        b = self.label_bias(uniq).squeeze(-1)[inverse]
-        return torch.einsum("bd,bkd->bk", z, W) + b
+        S = z @ self._label_weights(uniq).T + self.label_bias(uniq).T
+        return torch.gather(S, 1, inverse)
 
     def pair_scores(self, z: torch.Tensor, rows: torch.Tensor, label_ids: torch.Tensor) -> torch.Tensor:
         """Logits of flat (point, label) pairs: ``z[rows[i]] . w[label_ids[i]] + b[label_ids[i]]``.
