@@ -14,7 +14,7 @@ from ..data.dataset import AUGMENT_METADATA, SPLIT_FILTER_FILES, XMCDataset
 from ..data.formats import lf_json_chunks, write_lf_json, write_lines, write_sparse_text
 from . import AugmentConfig, extra_points, graph_for
 
-_COPIED = ("tst.json.gz", "tst.json", *SPLIT_FILTER_FILES.values())
+_COPIED_TEST = ("tst.json.gz", "tst.json")  # copied as they are when the test split was not loaded
 
 
 def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: AugmentConfig,
@@ -68,9 +68,8 @@ def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: Au
         if "tst" in dataset.splits:
             write_lf_json(staging / "tst.json.gz", dataset.test.uids, dataset.test.texts, dataset.test.Y, binary_rel=True)
         if dataset.path is not None:
-            for name in _COPIED:
-                if (staging / name).exists() or (name.startswith("tst") and "tst" in dataset.splits):
-                    continue
+            names = list(SPLIT_FILTER_FILES.values()) + ([] if "tst" in dataset.splits else list(_COPIED_TEST))
+            for name in names:
                 src = Path(dataset.path) / name
                 if src.exists():
                     shutil.copyfile(src, staging / name)

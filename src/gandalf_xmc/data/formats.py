@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from ..errors import DataFormatError
 from .atomic import atomic_text_writer, atomic_writer
-from .render import INDICES, VALUES, render_rows, sparse_text_chunks, split_rows
+from .render import INDICES, PAIRS, VALUES, render_rows, sparse_text_chunks, split_rows
 
 _CHUNK = 200_000  # lines parsed before their indices are packed into numpy arrays
 
@@ -366,10 +366,6 @@ def read_sparse_text(path: str | Path, *, expect_shape: tuple[int | None, int | 
     return builder.build(n_rows)
 
 
-def _format_row(indices: np.ndarray, values: np.ndarray) -> str:
-    return " ".join(f"{i}:{v:.6g}" for i, v in zip(indices.tolist(), values.tolist()))
-
-
 def write_sparse_text(path: str | Path, *parts: sp.spmatrix) -> None:
     """Write a sparse matrix (the row-wise concatenation of ``parts``) in the ``rows cols`` /
     ``index:value`` text format, atomically."""
@@ -423,12 +419,17 @@ def write_bow(path: str | Path, X: sp.spmatrix, Y: sp.spmatrix) -> None:
     X, Y = sp.csr_matrix(X), sp.csr_matrix(Y)
     if X.shape[0] != Y.shape[0]:
         raise ValueError("X and Y must have the same number of rows")
-    with atomic_text_writer(path) as fh:
-        fh.write(f"{X.shape[0]} {X.shape[1]} {Y.shape[1]}\n")
-        for i in range(X.shape[0]):
-            labels = ",".join(map(str, Y.indices[Y.indptr[i]:Y.indptr[i + 1]].tolist()))
-            feats = _format_row(X.indices[X.indptr[i]:X.indptr[i + 1]], X.data[X.indptr[i]:X.indptr[i + 1]])
-            fh.write(f"{labels} {feats}".rstrip() + "\n")  # no labels -> line starts with a space
+
+    def chunks(block_rows: int = 100_000) -> Iterator[bytes]:
+        yield f"{X.shape[0]} {X.shape[1]} {Y.shape[1]}\n".encode()
+        for start in range(0, X.shape[0], block_rows):
+            stop = min(X.shape[0], start + block_rows)
+            labels = split_rows(*render_rows(Y, start, stop, INDICES))
+            feats = split_rows(*render_rows(X, start, stop, PAIRS))
+            # no labels -> the line starts with a space
+            yield b"".join((lab + b" " + feat).rstrip() + b"\n" for lab, feat in zip(labels, feats))
+
+    write_lines(path, chunks())
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.feature_extraction.text import TfidfVectorizer
 from tqdm.auto import tqdm
+
+from .features import TextFeaturizer
 
 
 @dataclass
@@ -22,7 +23,6 @@ class KNNConfig:
     n_neighbours: int = 30
     power: float = 2.0
     ngram_max: int = 2
-    sublinear_tf: bool = True
     batch_size: int = 2048
 
 
@@ -47,29 +47,27 @@ class TfidfKNN:
 
     def __init__(self, config: KNNConfig | None = None):
         self.config = config or KNNConfig()
-        self.vectorizer: TfidfVectorizer | None = None
+        self.featurizer: TextFeaturizer | None = None
         self.X: sp.csr_matrix | None = None
         self.Y: sp.csr_matrix | None = None
 
     def fit(self, texts: list[str], Y: sp.spmatrix) -> TfidfKNN:
         """Index the training texts; ``Y`` may hold soft targets in [0, 1]."""
-        cfg = self.config
-        self.vectorizer = TfidfVectorizer(ngram_range=(1, cfg.ngram_max), sublinear_tf=cfg.sublinear_tf,
-                                          token_pattern=r"(?u)\b\w+\b", dtype=np.float32)
-        self.X = self.vectorizer.fit_transform(texts).tocsr()
+        self.featurizer = TextFeaturizer(self.config.ngram_max).fit(texts)
+        self.X = self.featurizer.transform(texts)
         self.Y = sp.csr_matrix(Y, dtype=np.float32)
         return self
 
     def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> sp.csr_matrix:
         """Top-``k`` label scores for each text (``len(texts) x L`` CSR)."""
-        if self.vectorizer is None or self.X is None or self.Y is None:
+        if self.featurizer is None or self.X is None or self.Y is None:
             raise RuntimeError("fit the model before predicting")
         cfg = self.config
         XT = self.X.T.tocsr()
         blocks = []
         starts = range(0, len(texts), cfg.batch_size)
         for start in tqdm(starts, desc="knn predict", disable=not progress, unit="batch"):
-            Q = self.vectorizer.transform(texts[start:start + cfg.batch_size])
+            Q = self.featurizer.transform(texts[start:start + cfg.batch_size])
             sims = _top_k_per_row(Q @ XT, cfg.n_neighbours)
             sims.data = np.power(np.maximum(sims.data, 0.0), cfg.power)
             blocks.append(_top_k_per_row(sims @ self.Y, k))

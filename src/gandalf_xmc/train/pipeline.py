@@ -34,9 +34,9 @@ def carve_validation(dataset: XMCDataset, fraction: float, seed: int) -> tuple[X
         # filter pairs follow their rows (reciprocal pairs are removed when scoring validation too)
         new_row = np.full(len(tr), -1, dtype=np.int64)
         new_row[idx] = np.arange(idx.size)
-        fp = tr.filter_pairs[(tr.filter_pairs[:, 0] < len(tr))] if tr.filter_pairs.size else tr.filter_pairs
-        fp = fp[new_row[fp[:, 0]] >= 0] if fp.size else fp
-        fp = np.stack([new_row[fp[:, 0]], fp[:, 1]], axis=1) if fp.size else np.zeros((0, 2), dtype=np.int64)
+        fp = tr.filter_pairs.reshape(-1, 2)
+        fp = fp[new_row[fp[:, 0]] >= 0]
+        fp = np.stack([new_row[fp[:, 0]], fp[:, 1]], axis=1)
         return Split([tr.uids[i] for i in idx], [tr.texts[i] for i in idx], tr.Y[idx], fp)
 
     rest = XMCDataset(dataset.name, dataset.label_uids, dataset.label_texts, {"trn": pick(train_idx)}, path=dataset.path)
