@@ -68,15 +68,21 @@ def test_demo_runs_on_a_small_dataset(tiny_dir, tmp_path, capsys):
     assert code == 0, err
 
 
-def test_train_predict_evaluate(tiny_dir, tmp_path, capsys):
+@pytest.mark.parametrize("model,augment,own_files", [
+    ("linear", "gandalf", {"features.json", "weights_indptr.npy", "shortlist_points.npz"}),
+    ("linear", "labelmix", {"features.json"}),
+    ("astec", "labelmix", {"features.json", "clusters.npy"}),
+    ("inceptionxml", "identity", {"tokenizer.json", "clusters.npy"}),
+])
+def test_train_predict_evaluate(tiny_dir, tmp_path, capsys, model, augment, own_files):
     model_dir = tmp_path / "model"
-    code, out, err = run_cli(["train", "--data", str(tiny_dir), "--augment", "gandalf", "--epochs", "2",
+    code, out, err = run_cli(["train", "--model", model, "--data", str(tiny_dir), "--augment", augment, "--epochs", "2",
                               "--valid-fraction", "0.25", "--out", str(model_dir)], capsys)
     assert code == 0, err
-    assert {"model.json", "weights.pt", "features.json", "labels.json.gz", "training.json", "clusters.npy"} <= {
+    assert {"model.json", "weights.pt", "labels.json.gz", "training.json"} | own_files <= {
         p.name for p in model_dir.iterdir()}
     info = json.loads((model_dir / "training.json").read_text())
-    assert info["augment"]["training_set"] == "gandalf" and info["n_valid"] == 1
+    assert info["augment"]["training_set"] == augment and info["n_valid"] == 1
     code, out, err = run_cli(["predict", str(model_dir), "--text", "red apple", "-k", "2"], capsys)
     assert code == 0, err
     assert out.count("L") >= 2  # two label uids printed

@@ -86,3 +86,34 @@ def test_history_records_shortlist_recall():
     model = NeuralXMC(small_config(epochs=2)).fit(TEXTS, Y, LABELS, valid=(TEXTS, Y, inv), progress=False)
     # 4 clusters of one label each, 4 searched per query: every label is a candidate
     assert all(h["shortlist_recall"] == pytest.approx(100.0) for h in model.result.history)
+
+
+def test_labelmix_batches_are_seeded_per_epoch_so_resume_replays_them(tmp_path):
+    from gandalf_xmc.augment import LabelMix
+
+    graph = sp.csr_matrix(np.eye(4, dtype=np.float32))
+
+    def mixer():
+        return LabelMix(graph, LABELS, np.ones(4), prob=0.5, seed=0)
+
+    a = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, progress=False, mixer=mixer())
+    NeuralXMC(small_config(epochs=2)).fit(TEXTS, Y, LABELS, checkpoint_dir=tmp_path / "c", progress=False, mixer=mixer())
+    c = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, checkpoint_dir=tmp_path / "c", resume=True,
+                                              progress=False, mixer=mixer())
+    plain = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, progress=False)
+    for (name, x), (_, y) in zip(a.network.state_dict().items(), c.network.state_dict().items()):
+        assert torch.equal(x, y), name
+    # the transform did change the batches: the embeddings differ from plain training
+    assert not torch.equal(a.network.encoder.embed.weight, plain.network.encoder.embed.weight)
+
+
+def test_inceptionxml_fits_saves_and_loads(tmp_path):
+    config = ModelConfig(family="inceptionxml", dim=16, dropout=0.0, max_cluster_size=1, cluster_dim=3,
+                         train=TrainConfig(epochs=2, batch_size=2, train_clusters=2, predict_clusters=4, seed=0, threads=1))
+    model = NeuralXMC(config).fit(TEXTS, Y, LABELS, progress=False)
+    model.save(tmp_path / "m")
+    again = NeuralXMC.load(tmp_path / "m")
+    queries = ["alpha zeta", "unknown"]
+    assert (model.predict(queries, k=3) != again.predict(queries, k=3)).nnz == 0
+    ids = model.tokens.transform(["alpha beta"])
+    assert ids.shape == (1, 16) and (ids[0, :2] > 0).all() and (ids[0, 2:] == 0).all()

@@ -134,28 +134,30 @@ def evaluate(pred_file: Path = typer.Argument(..., help="Predictions: sparse mat
 
 
 @app.command()
-def train(model: str = typer.Option("astec", "--model", help="Model family: astec | dual-encoder."),
+def train(model: str = typer.Option("linear", "--model", help="linear | astec | inceptionxml | dual-encoder."),
           data: Optional[Path] = typer.Option(None, "--data", help=DATA_HELP),
-          augment: str = typer.Option("none", help="none | gandalf | identity | z-only | uniform | glas | random-walk"),
+          augment: str = typer.Option("none", help="none | gandalf | identity | labelmix | z-only | uniform | glas | "
+                                                   "random-walk"),
           delta: float = typer.Option(0.1, min=0.0, max=0.999999),
           out: Path = typer.Option(..., "--out", help="Model directory to write."),
-          epochs: Optional[int] = typer.Option(None, min=1, help="Default: the family's (astec 20, dual-encoder 4)."),
+          epochs: Optional[int] = typer.Option(None, min=1, help="Default: the model's (linear 8, astec 20, "
+                                               "inceptionxml 10, dual-encoder 4)."),
           valid_fraction: float = typer.Option(0.05, min=0.0, max=0.5,
                                                help="Share of training points held out for model selection."),
           seed: int = typer.Option(0),
           resume: bool = typer.Option(False, help="Continue from OUT/checkpoints/last.pt.")) -> None:
-    """Train a model (soft-target BCE over label-cluster shortlists) and save a self-contained model directory."""
+    """Train a model (soft-target BCE over shortlists) and save a self-contained model directory."""
     from .augment import AugmentConfig
     from .data import load_dataset
     from .graph import GraphConfig
-    from .models.classifier import FAMILIES, ModelConfig
+    from .models.registry import MODEL_NAMES, model_config
     from .train.pipeline import train_model
 
-    if model not in FAMILIES:
-        raise typer.BadParameter(f"unknown model {model!r}; choose one of {', '.join(FAMILIES)}")
+    if model not in MODEL_NAMES:
+        raise typer.BadParameter(f"unknown model {model!r}; choose one of {', '.join(MODEL_NAMES)}")
     ds = load_dataset(data, splits=("trn",))
     overrides = {"seed": seed, **({"epochs": epochs} if epochs else {})}
-    config = ModelConfig(family=model, train=FAMILIES[model].train_config(**overrides))
+    config = model_config(model, **overrides)
     trained = train_model(ds, out, config, AugmentConfig(augment, GraphConfig(delta=delta), seed=seed), valid_fraction, resume)
     res = trained.result
     console.print(f"trained {model} on {ds.name} ({augment}) in {res.seconds:.0f} s, {res.examples_per_second:,.0f} ex/s; "

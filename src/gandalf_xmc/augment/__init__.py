@@ -21,6 +21,7 @@ TRAINING_SETS = {
     "identity": "Z^1 u D: original + label points with self-annotation only",
     "glas": "G with y = sigmoid(S) (GLaS's symmetrised conditionals)",
     "random-walk": "D u Z with ECLARE's random-walk graph",
+    "labelmix": "D, each batch transformed by LabelMix (p 0.4, tail-skewed label choice)",
 }
 
 
@@ -60,7 +61,7 @@ def training_set(dataset: XMCDataset, config: AugmentConfig) -> Split:
     n = dataset.n_original_train or len(dataset.train)
     original = Split(dataset.train.uids[:n], dataset.train.texts[:n], dataset.original_train_Y(),
                      dataset.train.filter_pairs)
-    if name == "none":
+    if name in ("none", "labelmix"):  # LabelMix transforms batches while training: see labelmix_for
         return original
     extra, _ = extra_points(dataset, config)
     if name == "z-only":
@@ -71,5 +72,15 @@ def training_set(dataset: XMCDataset, config: AugmentConfig) -> Split:
     return combined
 
 
+def labelmix_for(dataset: XMCDataset, config: AugmentConfig, prob: float = 0.4) -> LabelMix | None:
+    """The LabelMix batch transform when ``config`` asks for it (else None): co-occurrence soft
+    targets thresholded at ``config.graph.delta``, label choice weighted by ``freq^-0.5``."""
+    if config.training_set != "labelmix":
+        return None
+    graph = label_graph(dataset.original_train_Y(), GraphConfig(**{**config.graph.__dict__, "kind": "cooccurrence"}))
+    return LabelMix(graph, dataset.label_texts, tail_weights(dataset.label_frequencies()), prob=prob,
+                    threshold=config.graph.delta, seed=config.seed)
+
+
 __all__ = ["AugmentConfig", "TRAINING_SETS", "LABEL_UID_PREFIX", "LabelMix", "combine", "extra_points",
-           "gandalf_points", "graph_for", "select_labels", "tail_weights", "training_set", "uniform_sample"]
+           "gandalf_points", "graph_for", "labelmix_for", "select_labels", "tail_weights", "training_set", "uniform_sample"]

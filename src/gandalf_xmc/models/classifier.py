@@ -17,13 +17,14 @@ from . import sentence
 from .astec import BagOfEmbeddings
 from .dual_encoder import FrozenEmbeddings
 from .features import TextFeaturizer
+from .inception import InceptionEncoder, WordPieces, token_bags
 from .neural import XMCNetwork
 
 
 @dataclass(frozen=True)
 class Family:
-    """A model family: its encoder, what it reads (``tfidf`` or ``minilm`` embeddings) and whether
-    its label classifiers start from the label texts' vectors."""
+    """A model family: its encoder, what it reads (``tfidf`` rows, ``minilm`` embeddings or word-piece
+    ``tokens``) and whether its label classifiers start from the label texts' vectors."""
 
     build: Callable[[int, int, float], torch.nn.Module]  # (n_features, dim, dropout) -> encoder
     inputs: str
@@ -38,6 +39,8 @@ class Family:
 
 FAMILIES: dict[str, Family] = {
     "astec": Family(lambda n, d, p: BagOfEmbeddings(n, d, p), "tfidf"),
+    "inceptionxml": Family(lambda n, d, p: InceptionEncoder(n, d, p), "tokens",
+                           train_defaults={"epochs": 10, "dense_lr": 0.001}),
     # chosen on the validation split: fine-tuning erodes the label-text prior after an epoch or two
     "dual-encoder": Family(lambda n, d, p: FrozenEmbeddings(), "minilm", sentence.EMBEDDING_DIM, True,
                            {"lr": 0.001, "correction_l2": 0.1, "epochs": 4, "patience": 2}),
@@ -72,6 +75,7 @@ class NeuralXMC:
         if self.family.fixed_dim is not None:
             self.config.dim = self.family.fixed_dim
         self.featurizer: TextFeaturizer | None = None
+        self.tokens: WordPieces | None = None
         self.network: XMCNetwork | None = None
         self.assign: np.ndarray | None = None
         self.members: np.ndarray | None = None
@@ -82,19 +86,31 @@ class NeuralXMC:
         return XMCNetwork(self.family.build(n_features, cfg.dim, cfg.dropout), cfg.dim, n_labels, n_clusters)
 
     def features(self, texts: list[str], progress: bool = False) -> sp.csr_matrix | np.ndarray:
-        """The model's input for texts: TF-IDF rows or sentence embeddings."""
+        """The model's input for texts: TF-IDF rows, sentence embeddings or word-piece ids."""
         if self.family.inputs == "minilm":
             return sentence.embed(texts, progress=progress)
+        if self.family.inputs == "tokens":
+            self.tokens = self.tokens or WordPieces()
+            return self.tokens.transform(texts)
         if self.featurizer is None:
             raise RuntimeError("fit or load the model first")
         return self.featurizer.transform(texts)
 
+    def _n_features(self, X=None) -> int:
+        if self.featurizer is not None:
+            return self.featurizer.n_features
+        if self.tokens is not None:
+            return self.tokens.vocab_size
+        return self.config.dim if X is None else X.shape[1]
+
     def fit(self, texts: list[str], Y: sp.csr_matrix, label_texts: list[str],
             valid: tuple | None = None, example_weights: np.ndarray | None = None,
-            checkpoint_dir: str | Path | None = None, resume: bool = False, progress: bool = True) -> NeuralXMC:
+            checkpoint_dir: str | Path | None = None, resume: bool = False, progress: bool = True,
+            mixer=None) -> NeuralXMC:
         """Train on ``texts`` with (soft) targets ``Y``.
 
-        ``valid`` = (texts, Y, inverse propensities[, filter pairs]) selects the best epoch.
+        ``valid`` = (texts, Y, inverse propensities[, filter pairs]) selects the best epoch;
+        ``mixer`` (a :class:`gandalf_xmc.augment.LabelMix`) transforms every training batch.
         """
         cfg = self.config
         torch.manual_seed(cfg.train.seed)
@@ -102,16 +118,22 @@ class NeuralXMC:
             self.featurizer = TextFeaturizer().fit(list(texts) + list(label_texts))
         X = self.features(texts, progress)
         Z = self.features(label_texts, progress)
-        reps = label_representations(X, Y, Z, cfg.cluster_dim, cfg.train.seed)
+        if self.tokens is not None:  # cluster labels on bags of word pieces
+            reps = label_representations(token_bags(X, self.tokens.vocab_size), Y,
+                                         token_bags(Z, self.tokens.vocab_size), cfg.cluster_dim, cfg.train.seed)
+        else:
+            reps = label_representations(X, Y, Z, cfg.cluster_dim, cfg.train.seed)
         self.assign = balanced_clusters(reps, cfg.max_cluster_size, cfg.train.seed)
         self.members, _ = cluster_members(self.assign)
-        n_features = self.featurizer.n_features if self.featurizer is not None else X.shape[1]
-        self.network = self._build(n_features, len(label_texts), self.members.shape[0])
+        self.network = self._build(self._n_features(X), len(label_texts), self.members.shape[0])
+        if hasattr(self.network.encoder, "init_pretrained"):
+            self.network.encoder.init_pretrained()
         if self.family.init_from_label_text:
             self.network.init_from_label_vectors(Z, self.assign, cfg.init_scale)
         v = None if valid is None else (self.features(valid[0]), *valid[1:])
+        mix = None if mixer is None else (mixer, list(texts), self.features)
         self.result = fit(self.network, X, Y, self.assign, self.members, v, cfg.train, checkpoint_dir, resume,
-                          example_weights, progress)
+                          example_weights, progress, mixer=mix)
         return self
 
     def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> sp.csr_matrix:
@@ -125,12 +147,14 @@ class NeuralXMC:
         assert self.network is not None and self.assign is not None
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        n_features = self.featurizer.n_features if self.featurizer is not None else self.config.dim
+        n_features = self._n_features()
         (d / "model.json").write_text(json.dumps({"model": asdict(self.config), "n_labels": int(self.assign.size),
                                                   "n_features": n_features,
                                                   "result": asdict(self.result) if self.result else None}, indent=1))
         if self.featurizer is not None:
             self.featurizer.save(d)
+        if self.tokens is not None:
+            self.tokens.save(d)
         np.save(d / "clusters.npy", self.assign)
         torch.save(self.network.state_dict(), d / "weights.pt")
 
@@ -143,6 +167,8 @@ class NeuralXMC:
         model = cls(config)
         if model.family.inputs == "tfidf":
             model.featurizer = TextFeaturizer.load(d)
+        if model.family.inputs == "tokens":
+            model.tokens = WordPieces(tokenizer_file=d / "tokenizer.json")
         model.assign = np.load(d / "clusters.npy")
         model.members, _ = cluster_members(model.assign)
         model.network = model._build(int(spec["n_features"]), int(spec["n_labels"]), model.members.shape[0])

@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
+from ..sparse_ops import top_k_per_row
 from .features import TextFeaturizer
 
 
@@ -24,22 +25,6 @@ class KNNConfig:
     power: float = 2.0
     ngram_max: int = 2
     batch_size: int = 2048
-
-
-def _top_k_per_row(S: sp.csr_matrix, k: int) -> sp.csr_matrix:
-    """Keep the ``k`` largest entries of each row (ties: lower column id)."""
-    S = sp.csr_matrix(S)
-    S.sort_indices()
-    keep = np.zeros(S.nnz, dtype=bool)
-    for i in range(S.shape[0]):
-        lo, hi = S.indptr[i], S.indptr[i + 1]
-        if hi - lo <= k:
-            keep[lo:hi] = True
-        else:
-            order = np.argsort(-S.data[lo:hi], kind="stable")[:k]
-            keep[lo + order] = True
-    rows = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
-    return sp.csr_matrix((S.data[keep], (rows[keep], S.indices[keep])), shape=S.shape)
 
 
 class TfidfKNN:
@@ -68,9 +53,9 @@ class TfidfKNN:
         starts = range(0, len(texts), cfg.batch_size)
         for start in tqdm(starts, desc="knn predict", disable=not progress, unit="batch"):
             Q = self.featurizer.transform(texts[start:start + cfg.batch_size])
-            sims = _top_k_per_row(Q @ XT, cfg.n_neighbours)
+            sims = top_k_per_row(Q @ XT, cfg.n_neighbours)
             sims.data = np.power(np.maximum(sims.data, 0.0), cfg.power)
-            blocks.append(_top_k_per_row(sims @ self.Y, k))
+            blocks.append(top_k_per_row(sims @ self.Y, k))
         if not blocks:
             return sp.csr_matrix((0, self.Y.shape[1]), dtype=np.float32)
         return sp.vstack(blocks, format="csr", dtype=np.float32)

@@ -24,6 +24,8 @@ class FeatureBatch:
         """The model input for some rows: EmbeddingBag form for sparse features, a tensor for dense ones."""
         if sp.issparse(X):
             return FeatureBatch.from_csr(X[rows])
+        if np.issubdtype(X.dtype, np.integer):  # token ids
+            return torch.from_numpy(np.ascontiguousarray(X[rows], dtype=np.int64))
         return torch.from_numpy(np.ascontiguousarray(X[rows], dtype=np.float32))
 
     @classmethod

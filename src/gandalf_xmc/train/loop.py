@@ -1,4 +1,4 @@
-"""The one training loop for every neural model.
+"""The one training loop for every trained model (:func:`run`), and the neural networks' objective.
 
 Each point is scored on its own shortlist: the labels of its (soft) targets plus the labels of
 its top meta-classifier clusters (hard negatives), so the cost grows with the shortlist, not
@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -139,31 +140,34 @@ def _save(path: Path, state: dict) -> None:
         torch.save(state, tmp)
 
 
-def fit(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, assign: np.ndarray, members: np.ndarray,
-        valid: tuple | None, config: TrainConfig,
-        checkpoint_dir: str | Path | None = None, resume: bool = False, example_weights: np.ndarray | None = None,
-        progress: bool = True, on_epoch: Callable[[dict], None] | None = None) -> TrainResult:
-    """Train ``network`` on features ``X`` and (soft) targets ``Y``.
+class Objective(Protocol):
+    """What :func:`run` trains: a module, its optimizers and a loss over a batch of example ids."""
 
-    Args:
-        assign, members: label -> cluster, and the padded cluster -> labels table.
-        valid: ``(X_valid, Y_valid, inverse_propensities[, filter_pairs])`` for model selection,
-            or None (then the last epoch is kept).
-        checkpoint_dir: where ``last.pt`` and ``best.pt`` go; needed for ``resume``.
-        example_weights: optional per-point loss weights.
+    module: torch.nn.Module  # everything checkpointed
+    optimizers: dict[str, torch.optim.Optimizer]
+    n_examples: int
+
+    def loss(self, idx: np.ndarray) -> torch.Tensor:
+        """Mean loss of the examples ``idx`` (sorted ids)."""
+
+    def validate(self) -> dict[str, float] | None:
+        """Validation metrics (must hold ``select_metric``), or None when there is no validation split."""
+
+    def start_epoch(self, epoch: int) -> None:
+        """Called before each epoch (e.g. to reseed a batch transform so that resuming replays it)."""
+
+
+def run(objective: Objective, config: TrainConfig, checkpoint_dir: str | Path | None = None, resume: bool = False,
+        progress: bool = True, on_epoch: Callable[[dict], None] | None = None) -> TrainResult:
+    """The epoch loop shared by every model: shuffled batches, a progress bar with loss and
+    examples/s, validation and model selection, checkpoints, early stopping and resume.
+
+    At the end ``objective.module`` holds the best epoch's weights (the last ones without validation).
     """
     if config.threads:
         torch.set_num_threads(config.threads)
     torch.manual_seed(config.seed)
-    X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X, dtype=np.float32)
-    Y = sp.csr_matrix(Y, dtype=np.float32)
-    n = X.shape[0]
-    n_clusters = members.shape[0]
-    sparse_opt = torch.optim.SparseAdam(network.sparse_parameters(), lr=config.lr)
-    dense_params = network.dense_parameters()
-    # a frozen encoder has no dense parameters: keep an (idle) optimizer so checkpoints look alike
-    dense_opt = torch.optim.AdamW(dense_params or [torch.nn.Parameter(torch.zeros(1))], lr=config.dense_lr,
-                                  weight_decay=config.weight_decay)
+    module, optimizers, n = objective.module, objective.optimizers, objective.n_examples
     ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
     if ckpt is not None:
         ckpt.mkdir(parents=True, exist_ok=True)
@@ -173,48 +177,36 @@ def fit(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, as
         if ckpt is None or not (ckpt / "last.pt").exists():
             raise FileNotFoundError("nothing to resume: no last.pt checkpoint")
         state = torch.load(ckpt / "last.pt", weights_only=False)
-        network.load_state_dict(state["model"])
-        sparse_opt.load_state_dict(state["sparse_opt"])
-        dense_opt.load_state_dict(state["dense_opt"])
+        module.load_state_dict(state["model"])
+        for name, opt in optimizers.items():
+            opt.load_state_dict(state["optimizers"][name])
         result = TrainResult(**state["result"])
         start_epoch = state["epoch"] + 1
-    weights = None if example_weights is None else torch.as_tensor(example_weights, dtype=torch.float32)
     best_state: dict | None = None  # in-memory copy of the best model when there is no checkpoint dir
     started = time.perf_counter()
     seen = 0
+    validating = True
     stale = sum(1 for h in result.history if h["epoch"] > result.best_epoch)
     for epoch in range(start_epoch, config.epochs):
-        if valid is not None and stale >= config.patience:
+        if validating and result.history and stale >= config.patience:
             break
-        network.train()
+        module.train()
         rng = np.random.default_rng([config.seed, epoch])  # epoch-keyed: resuming replays the same order
         torch.manual_seed(config.seed * 1000 + epoch)
         order = rng.permutation(n)
+        objective.start_epoch(epoch)
         total_loss, t0 = 0.0, time.perf_counter()
         bar = tqdm(range(0, n, config.batch_size), desc=f"epoch {epoch + 1}/{config.epochs}", disable=not progress,
                    unit="batch", leave=False)
         for step, start in enumerate(bar):
             idx = np.sort(order[start:start + config.batch_size])
-            Yb = Y[idx]
-            z = network.encode(FeatureBatch.of_rows(X, idx))
-            meta = network.meta_scores(z)
-            top = torch.topk(meta.detach(), min(config.train_clusters, n_clusters), dim=1).indices.numpy()
-            rows, labels, targets = _candidate_pairs(Yb, top, members)
-            rows_t, ids_t = torch.from_numpy(rows), torch.from_numpy(labels)
-            logits = network.pair_scores(z, rows_t, ids_t)
-            pw = None if weights is None else weights[idx][rows_t]
-            loss = F.binary_cross_entropy_with_logits(logits, torch.from_numpy(targets), weight=pw)
-            w = None if weights is None else weights[idx][:, None]
-            meta_loss = F.binary_cross_entropy_with_logits(meta, _cluster_targets(Yb, assign, n_clusters), weight=w)
-            loss_all = loss + config.meta_loss_weight * meta_loss
-            if config.correction_l2 > 0:
-                loss_all = loss_all + config.correction_l2 * network.correction_penalty(ids_t)
-            sparse_opt.zero_grad()
-            dense_opt.zero_grad()
-            loss_all.backward()
-            sparse_opt.step()
-            dense_opt.step()
-            total_loss += float(loss_all.detach())
+            loss = objective.loss(idx)
+            for opt in optimizers.values():
+                opt.zero_grad()
+            loss.backward()
+            for opt in optimizers.values():
+                opt.step()
+            total_loss += float(loss.detach())
             seen += idx.size
             if step % 20 == 0:
                 rate = (start + idx.size) / max(time.perf_counter() - t0, 1e-9)
@@ -222,13 +214,12 @@ def fit(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, as
         epoch_seconds = time.perf_counter() - t0
         record = {"epoch": epoch, "loss": total_loss / max(1, -(-n // config.batch_size)), "seconds": epoch_seconds,
                   "examples_per_second": n / max(epoch_seconds, 1e-9)}
-        if valid is not None:
-            Xv, Yv, inv_prop = valid[:3]
-            pred = predict(network, Xv, members, k=10, n_clusters=config.predict_clusters)
-            scores = evaluate(pred, Yv, inv_prop, ks=(1, 3, 5), filter_pairs=valid[3] if len(valid) > 3 else None)
-            record.update({m: scores[m] for m in ("P@1", "P@5", "PSP@1", "PSP@5")})
-            record["shortlist_recall"] = shortlist_recall(candidate_sets(network, Xv, members, config.predict_clusters), Yv)
-            score = scores[config.select_metric]
+        module.eval()
+        metrics = objective.validate()
+        validating = metrics is not None
+        if metrics is not None:
+            record.update(metrics)
+            score = metrics[config.select_metric]
         else:
             score = float(epoch)
         result.history.append(record)
@@ -236,14 +227,14 @@ def fit(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, as
             result.best_score, result.best_epoch = score, epoch
             stale = 0
             if ckpt is not None:
-                _save(ckpt / "best.pt", {"model": network.state_dict(), "epoch": epoch})
+                _save(ckpt / "best.pt", {"model": module.state_dict(), "epoch": epoch})
             else:
-                best_state = {k: v.detach().clone() for k, v in network.state_dict().items()}
+                best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
         else:
             stale += 1
         if ckpt is not None:
-            _save(ckpt / "last.pt", {"model": network.state_dict(), "sparse_opt": sparse_opt.state_dict(),
-                                     "dense_opt": dense_opt.state_dict(), "epoch": epoch, "result": asdict(result)})
+            _save(ckpt / "last.pt", {"model": module.state_dict(), "epoch": epoch, "result": asdict(result),
+                                     "optimizers": {name: opt.state_dict() for name, opt in optimizers.items()}})
         if on_epoch is not None:
             on_epoch(record)
         if progress:
@@ -252,9 +243,96 @@ def fit(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, as
             tqdm.write(f"epoch {epoch + 1}: loss {record['loss']:.4f}, {record['examples_per_second']:,.0f} ex/s"
                        + (f", valid {shown}" if shown else ""))
     if ckpt is not None and (ckpt / "best.pt").exists():
-        network.load_state_dict(torch.load(ckpt / "best.pt", weights_only=False)["model"])
+        module.load_state_dict(torch.load(ckpt / "best.pt", weights_only=False)["model"])
     elif best_state is not None:
-        network.load_state_dict(best_state)
+        module.load_state_dict(best_state)
+    module.eval()
     result.seconds = time.perf_counter() - started
     result.examples_per_second = seen / max(result.seconds, 1e-9)
     return result
+
+
+def validation_metrics(predictions: sp.csr_matrix, valid: tuple) -> dict[str, float]:
+    """P@1/5 and PSP@1/5 of ``predictions`` on ``valid = (features, Y, inverse propensities[, filter pairs])``."""
+    scores = evaluate(predictions, valid[1], valid[2], ks=(1, 3, 5), filter_pairs=valid[3] if len(valid) > 3 else None)
+    return {m: scores[m] for m in ("P@1", "P@5", "PSP@1", "PSP@5")}
+
+
+class NetworkObjective:
+    """Soft-target BCE of an :class:`XMCNetwork` over each point's cluster shortlist, plus the meta loss."""
+
+    def __init__(self, network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, assign: np.ndarray,
+                 members: np.ndarray, valid: tuple | None, config: TrainConfig,
+                 example_weights: np.ndarray | None = None, mixer: tuple | None = None):
+        """``mixer = (transform, texts, featurize)``: each batch's texts and targets go through
+        ``transform`` (LabelMix) and the batch's features are recomputed with ``featurize``."""
+        self.module = self.network = network
+        self.X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
+        self.Y = sp.csr_matrix(Y, dtype=np.float32)
+        self.assign, self.members, self.valid, self.config = assign, members, valid, config
+        self.n_examples = self.X.shape[0]
+        self.weights = None if example_weights is None else torch.as_tensor(example_weights, dtype=torch.float32)
+        self.mixer = mixer
+        dense_params = network.dense_parameters()
+        # a frozen encoder has no dense parameters: keep an (idle) optimizer so checkpoints look alike
+        self.optimizers = {
+            "sparse": torch.optim.SparseAdam(network.sparse_parameters(), lr=config.lr),
+            "dense": torch.optim.AdamW(dense_params or [torch.nn.Parameter(torch.zeros(1))], lr=config.dense_lr,
+                                       weight_decay=config.weight_decay)}
+
+    def loss(self, idx: np.ndarray) -> torch.Tensor:
+        network, config, n_clusters = self.network, self.config, self.members.shape[0]
+        Yb = self.Y[idx]
+        if self.mixer is not None:
+            transform, texts, featurize = self.mixer
+            mixed, Yb = transform([texts[i] for i in idx], Yb)
+            z = network.encode(FeatureBatch.of_rows(featurize(mixed), slice(None)))
+        else:
+            z = network.encode(FeatureBatch.of_rows(self.X, idx))
+        meta = network.meta_scores(z)
+        top = torch.topk(meta.detach(), min(config.train_clusters, n_clusters), dim=1).indices.numpy()
+        rows, labels, targets = _candidate_pairs(Yb, top, self.members)
+        rows_t, ids_t = torch.from_numpy(rows), torch.from_numpy(labels)
+        logits = network.pair_scores(z, rows_t, ids_t)
+        weights = None if self.weights is None else self.weights[idx]
+        loss = F.binary_cross_entropy_with_logits(logits, torch.from_numpy(targets),
+                                                  weight=None if weights is None else weights[rows_t])
+        meta_loss = F.binary_cross_entropy_with_logits(meta, _cluster_targets(Yb, self.assign, n_clusters),
+                                                       weight=None if weights is None else weights[:, None])
+        loss = loss + config.meta_loss_weight * meta_loss
+        if config.correction_l2 > 0:
+            loss = loss + config.correction_l2 * self.network.correction_penalty(ids_t)
+        return loss
+
+    def start_epoch(self, epoch: int) -> None:
+        if self.mixer is not None:
+            self.mixer[0].rng = np.random.default_rng([self.config.seed, epoch, 7])
+
+    def validate(self) -> dict[str, float] | None:
+        if self.valid is None:
+            return None
+        Xv, Yv = self.valid[:2]
+        pred = predict(self.network, Xv, self.members, k=10, n_clusters=self.config.predict_clusters)
+        metrics = validation_metrics(pred, self.valid)
+        metrics["shortlist_recall"] = shortlist_recall(
+            candidate_sets(self.network, Xv, self.members, self.config.predict_clusters), Yv)
+        return metrics
+
+
+def fit(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, assign: np.ndarray, members: np.ndarray,
+        valid: tuple | None, config: TrainConfig,
+        checkpoint_dir: str | Path | None = None, resume: bool = False, example_weights: np.ndarray | None = None,
+        progress: bool = True, on_epoch: Callable[[dict], None] | None = None, mixer: tuple | None = None
+        ) -> TrainResult:
+    """Train ``network`` on features ``X`` and (soft) targets ``Y`` with :func:`run`.
+
+    Args:
+        assign, members: label -> cluster, and the padded cluster -> labels table.
+        valid: ``(X_valid, Y_valid, inverse_propensities[, filter_pairs])`` for model selection,
+            or None (then the last epoch is kept).
+        checkpoint_dir: where ``last.pt`` and ``best.pt`` go; needed for ``resume``.
+        example_weights: optional per-point loss weights.
+        mixer: optional ``(LabelMix, texts, featurize)`` batch transform.
+    """
+    objective = NetworkObjective(network, X, Y, assign, members, valid, config, example_weights, mixer)
+    return run(objective, config, checkpoint_dir, resume, progress, on_epoch)

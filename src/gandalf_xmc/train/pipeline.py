@@ -9,13 +9,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..augment import AugmentConfig, training_set
+from ..augment import AugmentConfig, labelmix_for, training_set
 from ..data.atomic import atomic_directory
 from ..data.dataset import Split, XMCDataset
 from ..data.formats import read_lf_json, write_lf_json
 from ..errors import DataFormatError
 from ..metrics import inverse_propensity
 from ..models.classifier import ModelConfig, NeuralXMC
+from ..models.linear import LinearConfig, SparseLinearXMC
+from ..models.registry import build_model, load_trained
 
 LABELS_FILE = "labels.json.gz"
 TRAINING_FILE = "training.json"
@@ -43,8 +45,8 @@ def carve_validation(dataset: XMCDataset, fraction: float, seed: int) -> tuple[X
     return rest, pick(valid_idx)
 
 
-def train_model(dataset: XMCDataset, out_dir: str | Path, model_config: ModelConfig, augment: AugmentConfig,
-                valid_fraction: float = 0.05, resume: bool = False, progress: bool = True) -> NeuralXMC:
+def train_model(dataset: XMCDataset, out_dir: str | Path, model_config: ModelConfig | LinearConfig, augment: AugmentConfig,
+                valid_fraction: float = 0.05, resume: bool = False, progress: bool = True) -> NeuralXMC | SparseLinearXMC:
     """Train and save to ``out_dir`` (weights, features, clusters, label texts, settings, history).
 
     Checkpoints go to ``out_dir/checkpoints`` so that ``resume=True`` continues an interrupted run.
@@ -55,10 +57,10 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config: ModelCon
     rest, valid = carve_validation(dataset, valid_fraction, model_config.train.seed)
     train = training_set(rest, augment)
     inv = inverse_propensity(rest.train.Y, *dataset.propensity_constants())
-    model = NeuralXMC(model_config)
+    model = build_model(model_config)
     model.fit(train.texts, train.Y, dataset.label_texts,
               valid=(valid.texts, valid.Y, inv, valid.filter_pairs) if len(valid) else None,
-              checkpoint_dir=out / "checkpoints", resume=resume, progress=progress)
+              checkpoint_dir=out / "checkpoints", resume=resume, progress=progress, mixer=labelmix_for(rest, augment))
     with atomic_directory(out) as staging:
         model.save(staging)
         write_lf_json(staging / LABELS_FILE, dataset.label_uids, dataset.label_texts, None)
@@ -69,10 +71,10 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config: ModelCon
     return model
 
 
-def load_model(model_dir: str | Path) -> tuple[NeuralXMC, list[str], list[str]]:
+def load_model(model_dir: str | Path) -> tuple[NeuralXMC | SparseLinearXMC, list[str], list[str]]:
     """A saved model with its label uids and texts."""
     d = Path(model_dir)
     if not (d / "model.json").is_file():
         raise DataFormatError(d, None, "not a model directory (no model.json); train one with 'gandalf train'")
     labels = read_lf_json(d / LABELS_FILE, require_targets=False)
-    return NeuralXMC.load(d), labels.uids, labels.texts
+    return load_trained(d), labels.uids, labels.texts

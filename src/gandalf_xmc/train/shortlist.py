@@ -9,10 +9,15 @@ hierarchical 2-means into clusters of at most ``max_cluster_size`` labels.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.decomposition import TruncatedSVD
 from sklearn.preprocessing import normalize
+from tqdm.auto import tqdm
+
+from ..sparse_ops import top_k_per_row, union_of_top_k
 
 
 def label_representations(point_features: sp.csr_matrix, Y: sp.csr_matrix, label_features: sp.csr_matrix,
@@ -71,3 +76,82 @@ def shortlist_recall(candidates: sp.csr_matrix, truth: sp.csr_matrix) -> float:
     C.data[:] = 1.0
     hit = T.multiply(C).sum()
     return 100.0 * float(hit) / max(float(T.sum()), 1.0)
+
+
+class NeighbourShortlist:
+    """A text's candidate labels: the labels of its nearest training points plus the labels whose
+    own text is most similar to it (both TF-IDF cosine).
+
+    For every candidate pair it also gives two scores that a ranker can use as features: the
+    neighbours' vote (sum of ``cos^2 x target`` over the ``n_neighbours`` nearest points, divided by
+    the row's largest vote) and the cosine between the text and the label's text. The label-text
+    half finds labels with few or no training points, which the neighbours rarely offer.
+    """
+
+    N_FEATURES = 2
+
+    def __init__(self, n_neighbours: int = 30, knn_labels: int = 100, text_labels: int = 50, batch_size: int = 2048):
+        self.n_neighbours, self.knn_labels, self.text_labels = n_neighbours, knn_labels, text_labels
+        self.batch_size = batch_size
+        self.XT: sp.csr_matrix | None = None
+        self.ZT: sp.csr_matrix | None = None
+        self.Y: sp.csr_matrix | None = None
+
+    def fit(self, X: sp.csr_matrix, Y: sp.csr_matrix, Z: sp.csr_matrix) -> NeighbourShortlist:
+        """Index training features ``X`` with (soft) targets ``Y`` and label-text features ``Z``."""
+        self.XT = sp.csr_matrix(X, dtype=np.float32).T.tocsr()
+        self.Y = sp.csr_matrix(Y, dtype=np.float32)
+        self.ZT = sp.csr_matrix(Z, dtype=np.float32).T.tocsr()
+        return self
+
+    def _block(self, Q: sp.csr_matrix, first_row: int | None, extra: sp.csr_matrix | None):
+        S = (Q @ self.XT).tocsr()
+        if first_row is not None:  # leave each training point out of its own neighbours
+            r = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
+            S.data[S.indices == r + first_row] = 0.0
+            S.eliminate_zeros()
+        S = top_k_per_row(S, self.n_neighbours)
+        S.data = np.square(np.maximum(S.data, 0.0))
+        votes = (S @ self.Y).tocsr()
+        peak = np.zeros(votes.shape[0], dtype=np.float32)
+        np.maximum.at(peak, np.repeat(np.arange(votes.shape[0]), np.diff(votes.indptr)), votes.data)
+        votes = sp.diags(1.0 / np.maximum(peak, 1e-12)) @ votes
+        return union_of_top_k(votes, (Q @ self.ZT).tocsr(), self.knn_labels, self.text_labels, extra)
+
+    def pairs(self, Q: sp.csr_matrix, exclude_self: bool = False, extra: sp.csr_matrix | None = None,
+              progress: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Candidate pairs of the rows of ``Q`` as (indptr, labels, features): row i's candidates are
+        ``labels[indptr[i]:indptr[i+1]]`` (ascending), with ``features`` of shape (pairs, 2).
+
+        ``exclude_self``: ``Q`` is the training matrix itself (leave-one-out neighbours);
+        ``extra``: labels to add to each row's candidates (training positives).
+        """
+        assert self.XT is not None, "fit the shortlist first"
+        Q = sp.csr_matrix(Q, dtype=np.float32)
+        indptrs, cols, feats = [np.zeros(1, dtype=np.int64)], [], []
+        for start in tqdm(range(0, Q.shape[0], self.batch_size), desc="shortlist", disable=not progress, unit="batch"):
+            stop = start + self.batch_size
+            ip, c, f = self._block(Q[start:stop], start if exclude_self else None,
+                                   None if extra is None else extra[start:stop])
+            indptrs.append(ip[1:].astype(np.int64) + indptrs[-1][-1])
+            cols.append(c.astype(np.int64))
+            feats.append(f)
+        if not cols:
+            return indptrs[0], np.zeros(0, dtype=np.int64), np.zeros((0, self.N_FEATURES), dtype=np.float32)
+        return np.concatenate(indptrs), np.concatenate(cols), np.concatenate(feats)
+
+    def candidates(self, Q: sp.csr_matrix) -> sp.csr_matrix:
+        """Binary ``n x L`` matrix of each row's candidates (for shortlist recall)."""
+        indptr, cols, _ = self.pairs(Q)
+        return sp.csr_matrix((np.ones(cols.size, dtype=np.float32), cols, indptr), shape=(Q.shape[0], self.Y.shape[1]))
+
+    def save(self, directory: str | Path, prefix: str = "shortlist") -> None:
+        d = Path(directory)
+        sp.save_npz(d / f"{prefix}_points.npz", self.XT.T.tocsr(), compressed=False)
+        sp.save_npz(d / f"{prefix}_targets.npz", self.Y, compressed=False)
+        sp.save_npz(d / f"{prefix}_label_texts.npz", self.ZT.T.tocsr(), compressed=False)
+
+    def load_arrays(self, directory: str | Path, prefix: str = "shortlist") -> NeighbourShortlist:
+        d = Path(directory)
+        return self.fit(sp.load_npz(d / f"{prefix}_points.npz"), sp.load_npz(d / f"{prefix}_targets.npz"),
+                        sp.load_npz(d / f"{prefix}_label_texts.npz"))

