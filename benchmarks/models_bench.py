@@ -1,13 +1,15 @@
-"""Train every model family without augmentation, with Gandalf and with identity targets on the
+"""Train every model without augmentation, with Gandalf and with identity targets on the
 embedded dataset; report test P@1/3/5, PSP@1/3/5, C@1/5, training time, peak memory, single-query
 latency p50/p99 and batch throughput.
 
-    python benchmarks/models_bench.py                       # all families x {none, gandalf, identity}
-    python benchmarks/models_bench.py --models astec --augments none gandalf --seeds 0 1 2
+    python benchmarks/models_bench.py                       # all models x {none, gandalf, identity}
+    python benchmarks/models_bench.py --models linear --augments none gandalf --seeds 0 1 2
 
-Settings are each family's defaults (chosen on a validation split carved from the training data);
+``knn`` (TF-IDF kNN, training-free) is a reference row. Settings are each model's defaults
+(chosen on a validation split carved from the training data);
 the test split is only scored here. Each configuration runs in its own process, so the peak
-resident memory (wait4) is its own. Prints a table and writes ``benchmarks/results/models.json``.
+resident memory (wait4) is its own. Prints a table (and mean +- standard deviation over seeds when
+there are several) and writes ``benchmarks/results/models.json`` (or ``--out``).
 """
 
 from __future__ import annotations
@@ -29,14 +31,21 @@ import numpy as np
 from gandalf_xmc.augment import AugmentConfig
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.metrics import evaluate, inverse_propensity
-from gandalf_xmc.models.classifier import FAMILIES, ModelConfig
+from gandalf_xmc.augment import training_set
+from gandalf_xmc.models import TfidfKNN
+from gandalf_xmc.models.registry import model_config
 from gandalf_xmc.train.pipeline import train_model
 family, augment, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
 ds = load_dataset()
-config = ModelConfig(family=family, train=FAMILIES[family].train_config(seed=seed))
 t0 = time.perf_counter()
-with tempfile.TemporaryDirectory() as out:
-    model = train_model(ds, out, config, AugmentConfig(augment, seed=seed), progress=False)
+if family == "knn":
+    train = training_set(ds, AugmentConfig(augment, seed=seed))
+    model = TfidfKNN().fit(train.texts, train.Y)
+    best_epoch, examples_per_second = -1, float("nan")
+else:
+    with tempfile.TemporaryDirectory() as out:
+        model = train_model(ds, out, model_config(family, seed=seed), AugmentConfig(augment, seed=seed), progress=False)
+    best_epoch, examples_per_second = model.result.best_epoch, model.result.examples_per_second
 train_seconds = time.perf_counter() - t0
 texts = ds.test.texts
 model.predict(texts[:50], k=10)  # warm up
@@ -51,8 +60,7 @@ for text in texts[:300]:
 w = inverse_propensity(ds.original_train_Y(), *ds.propensity_constants())
 res = evaluate(pred, ds.test.Y, w, ks=(1, 3, 5), filter_pairs=ds.test.filter_pairs)
 out = {k: res[k] for k in ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5", "C@1", "C@5")}
-out.update(train_seconds=train_seconds, best_epoch=model.result.best_epoch,
-           train_examples_per_second=model.result.examples_per_second,
+out.update(train_seconds=train_seconds, best_epoch=best_epoch, train_examples_per_second=examples_per_second,
            latency_ms_p50=float(np.percentile(lat, 50)), latency_ms_p99=float(np.percentile(lat, 99)),
            batch_queries_per_second=len(texts) / batch_seconds)
 print(json.dumps(out))
@@ -77,9 +85,10 @@ def run(family: str, augment: str, seed: int) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", nargs="+", default=["astec", "dual-encoder"])
+    ap.add_argument("--models", nargs="+", default=["knn", "linear", "astec", "inceptionxml", "dual-encoder"])
     ap.add_argument("--augments", nargs="+", default=["none", "gandalf", "identity"])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    ap.add_argument("--out", type=Path, default=RESULTS / "models.json")
     args = ap.parse_args(argv)
     RESULTS.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -94,8 +103,23 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{family:<13} {augment:<9} {seed:>4} " + " ".join(f"{r[c]:>6.2f}" for c in cols)
                       + f" {r['train_seconds']:>8.0f} {r['peak_rss_mib']:>8.0f} {r['latency_ms_p50']:>7.2f}"
                       f" {r['latency_ms_p99']:>7.2f} {r['batch_queries_per_second']:>7.0f}", flush=True)
-                (RESULTS / "models.json").write_text(json.dumps({"rows": rows}, indent=1) + "\n")
-    print(f"wrote {RESULTS / 'models.json'}")
+                args.out.write_text(json.dumps({"rows": rows, "summary": summarise(rows, cols)}, indent=1) + "\n")
+    if len(args.seeds) > 1:
+        print("\nmean +- std over seeds " + " ".join(map(str, args.seeds)))
+        for key, stats in summarise(rows, cols).items():
+            print(f"{key:<23} " + " ".join(f"{stats[c][0]:>6.2f}+-{stats[c][1]:<4.2f}" for c in cols))
+    print(f"wrote {args.out}")
+
+
+def summarise(rows: list[dict], cols: tuple[str, ...]) -> dict:
+    """"model/augment" -> metric -> (mean, sample standard deviation) over seeds."""
+    import statistics
+
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault(f"{r['model']}/{r['augment']}", []).append(r)
+    return {key: {c: (statistics.fmean(g[c] for g in rs), statistics.stdev(g[c] for g in rs) if len(rs) > 1 else 0.0)
+                  for c in (*cols, "train_seconds")} for key, rs in groups.items()}
 
 
 if __name__ == "__main__":

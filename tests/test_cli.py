@@ -55,11 +55,14 @@ def test_augment_command(tiny_dir, tmp_path, capsys):
     assert {"aug.json.gz", "aug_X_Y.txt", "trn.json.gz", "lbl.json.gz", "tst.json.gz"} <= {p.name for p in out.iterdir()}
 
 
-def test_demo_runs_on_a_small_dataset(tiny_dir, tmp_path, capsys):
-    code, out, err = run_cli(["demo", str(tiny_dir), "--out", str(tmp_path / "demo")], capsys)
+@pytest.mark.parametrize("model", ["linear", "knn"])
+def test_demo_runs_on_a_small_dataset(tiny_dir, tmp_path, capsys, model):
+    code, out, err = run_cli(["demo", str(tiny_dir), "--out", str(tmp_path / "demo"), "--model", model], capsys)
     assert code == 0, err
     res = json.loads((tmp_path / "demo" / "results.json").read_text())
-    assert len(res["results"]) == 3
+    assert len(res["results"]) == 3 and res["model"] == model
+    # 4 training points; gandalf (read back from the written files) and identity add the 4 label points
+    assert {k: v["n_train"] for k, v in res["results"].items()} == {"none": 4, "gandalf": 8, "identity": 8}
     for row in res["results"].values():
         assert 0 <= row["P@1"] <= 100
     assert (tmp_path / "demo" / "pred_none.txt").exists()
@@ -110,3 +113,16 @@ def test_predict_new_points_without_targets(tiny_dir, tmp_path, capsys):
 def test_predict_rejects_a_non_model_directory(tmp_path, capsys):
     code, _, err = run_cli(["predict", str(tmp_path), "--text", "x"], capsys)
     assert code == 2 and "not a model directory" in err and "Traceback" not in err
+
+
+def test_validation_is_carved_from_original_points_and_extra_points_stay(tiny_dir, tmp_path, capsys):
+    from gandalf_xmc.train.pipeline import carve_validation
+
+    assert run_cli(["augment", str(tiny_dir), "--out", str(tmp_path / "aug")], capsys)[0] == 0
+    ds = load_dataset(tmp_path / "aug", splits=("trn",))
+    assert ds.n_original_train == 4 and len(ds.train) == 8
+    rest, valid = carve_validation(ds, 0.25, seed=0)
+    assert len(valid) == 1 and not valid.uids[0].startswith("label:")
+    assert len(rest.train) == 7 and rest.n_original_train == 3
+    assert [u.startswith("label:") for u in rest.train.uids] == [False] * 3 + [True] * 4
+    assert valid.uids[0] not in rest.train.uids

@@ -207,13 +207,17 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
 
 @app.command()
 def demo(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
-         out: Path = typer.Option(Path("gandalf-demo"), "--out", help="Where predictions and results.json go."),
+         out: Path = typer.Option(Path("gandalf-demo"), "--out", help="Where models, predictions and results.json go."),
+         model: str = typer.Option("linear", "--model", help="linear (the best) | astec | inceptionxml | dual-encoder "
+                                   "| knn (training-free, fastest)."),
+         epochs: Optional[int] = typer.Option(None, min=1, help="Default: the model's."),
          delta: float = typer.Option(0.1, min=0.0, max=0.999999),
          seed: int = typer.Option(0)) -> None:
-    """Run the pipeline on a dataset: stats, augment, train/predict, evaluate; print one comparison table."""
+    """Run the pipeline on a dataset: stats, augment, train/predict without augmentation, with Gandalf
+    (from the written files) and with identity label points, evaluate; print one comparison table."""
     from .experiments.demo import run_demo
 
-    run_demo(data_dir, out, delta=delta, seed=seed, console=console)
+    run_demo(data_dir, out, model=model, delta=delta, seed=seed, console=console, epochs=epochs)
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ from .labelmix import LabelMix, tail_weights
 
 # Training sets of the paper's Table 2, by name.
 TRAINING_SETS = {
-    "none": "D: original training points",
+    "none": "D: the training points as given (a directory written by `gandalf augment` gives D u Z)",
     "gandalf": "G = D u Z: original + label points with co-occurrence soft targets",
     "z-only": "Z: label points only",
     "uniform": "U(G, N): N points drawn uniformly from G",
@@ -58,10 +58,12 @@ def training_set(dataset: XMCDataset, config: AugmentConfig) -> Split:
     name = config.training_set
     if name not in TRAINING_SETS:
         raise ConfigError(f"unknown training set {name!r}; choose one of {', '.join(TRAINING_SETS)}")
+    if name == "none":
+        return dataset.train
     n = dataset.n_original_train or len(dataset.train)
     original = Split(dataset.train.uids[:n], dataset.train.texts[:n], dataset.original_train_Y(),
                      dataset.train.filter_pairs)
-    if name in ("none", "labelmix"):  # LabelMix transforms batches while training: see labelmix_for
+    if name == "labelmix":  # LabelMix transforms batches while training: see labelmix_for
         return original
     extra, _ = extra_points(dataset, config)
     if name == "z-only":

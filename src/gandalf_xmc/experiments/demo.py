@@ -15,6 +15,7 @@ from ..data.atomic import atomic_path
 from ..data.dataset import XMCDataset, load_dataset
 from ..data.formats import write_sparse_text
 from ..data.stats import dataset_stats
+from ..errors import ConfigError
 from ..graph import GraphConfig
 from ..metrics import evaluate, inverse_propensity
 from ..models import TfidfKNN
@@ -57,14 +58,20 @@ def results_table(rows: dict[str, dict[str, float]], title: str, metrics: tuple[
     return table
 
 
-def run_demo(data_dir: str | Path | None, out_dir: str | Path, *, delta: float = 0.1, seed: int = 0,
-             console: Console | None = None, top_k: int = 20) -> dict:
-    """Run the whole pipeline with the TF-IDF kNN predictor and return every number.
+def run_demo(data_dir: str | Path | None, out_dir: str | Path, *, model: str = "linear", delta: float = 0.1,
+             seed: int = 0, console: Console | None = None, top_k: int = 20, epochs: int | None = None) -> dict:
+    """Run the whole pipeline with ``model`` (default: the best one, ``linear``; ``knn`` is the
+    training-free TF-IDF kNN) and return every number.
 
     Writes to ``out_dir``: ``augmented/`` (Gandalf data as files, then read back for training, to
-    show they are plug-and-play), ``pred_<setting>.txt`` (prediction files for ``gandalf
-    evaluate``) and ``results.json``.
+    show they are plug-and-play), ``model_<setting>/`` (trained models for ``gandalf predict``),
+    ``pred_<setting>.txt`` (prediction files for ``gandalf evaluate``) and ``results.json``.
     """
+    from ..models.registry import MODEL_NAMES, model_config
+    from ..train.pipeline import train_model
+
+    if model != "knn" and model not in MODEL_NAMES:
+        raise ConfigError(f"unknown model {model!r}; choose knn or one of {', '.join(MODEL_NAMES)}")
     console = console or Console()
     out_dir = Path(out_dir)
     started = time.perf_counter()
@@ -84,24 +91,33 @@ def run_demo(data_dir: str | Path | None, out_dir: str | Path, *, delta: float =
     settings: dict[str, XMCDataset | AugmentConfig] = {
         "none": AugmentConfig("none"),  # D
         "gandalf": augmented,  # D u Z, read back from the files just written
-        "identity": AugmentConfig("identity", seed=seed),  # D u Z^1
+        "identity": AugmentConfig("identity", seed=seed),  # D u Z^1, built in memory
     }
     rows: dict[str, dict[str, float]] = {}
     for name, how in settings.items():
         t0 = time.perf_counter()
-        train = how.train if isinstance(how, XMCDataset) else training_set(ds, how)
-        model = TfidfKNN().fit(train.texts, train.Y)
-        pred = model.predict(ds.test.texts, k=top_k, progress=True)
+        if model == "knn":
+            train = how.train if isinstance(how, XMCDataset) else training_set(ds, how)
+            predictor = TfidfKNN().fit(train.texts, train.Y)
+            n_train = len(train)
+        else:
+            source, augment = (how, AugmentConfig("none")) if isinstance(how, XMCDataset) else (ds, how)
+            overrides = {"seed": seed, **({"epochs": epochs} if epochs else {})}
+            console.print(f"training {model} on {name} ...")
+            predictor = train_model(source, out_dir / f"model_{name}", model_config(model, **overrides), augment)
+            n_train = json.loads((out_dir / f"model_{name}" / "training.json").read_text())["n_train"]
+        pred = predictor.predict(ds.test.texts, k=top_k, progress=True)
         write_sparse_text(out_dir / f"pred_{name}.txt", pred)
         res = evaluate(pred, ds.test.Y, w, filter_pairs=ds.test.filter_pairs)
         res["seconds"] = time.perf_counter() - t0
-        res["n_train"] = len(train)
+        res["n_train"] = n_train
         rows[name] = res
         console.print(f"{name}: P@1 {res['P@1']:.2f}  PSP@1 {res['PSP@1']:.2f}  ({res['seconds']:.1f} s)")
-    console.print(results_table(rows, f"TF-IDF kNN on {ds.name} (test split, filter pairs removed)"))
+    title = "TF-IDF kNN" if model == "knn" else f"{model} model"
+    console.print(results_table(rows, f"{title} on {ds.name} (test split, filter pairs removed)"))
     console.print(f"none = D (original points); gandalf = D u Z (label points, co-occurrence soft targets, "
                   f"delta={delta}); identity = D u Z^1 (label points, self target only)", soft_wrap=True)
-    results = {"dataset": ds.name, "stats": stats, "augment_seconds": aug_seconds, "results": rows,
+    results = {"dataset": ds.name, "model": model, "stats": stats, "augment_seconds": aug_seconds, "results": rows,
                "total_seconds": time.perf_counter() - started}
     with atomic_path(out_dir / "results.json") as tmp:
         tmp.write_text(json.dumps(results, indent=1, default=float) + "\n")

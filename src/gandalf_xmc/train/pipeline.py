@@ -24,13 +24,17 @@ TRAINING_FILE = "training.json"
 
 
 def carve_validation(dataset: XMCDataset, fraction: float, seed: int) -> tuple[XMCDataset, Split]:
-    """Split the ORIGINAL training points into (dataset with the rest as training, validation split)."""
-    n = dataset.n_original_train or len(dataset.train)
+    """Split the ORIGINAL training points into (dataset with the rest as training, validation split).
+
+    Extra points already in the training file (a directory written by ``gandalf augment``) stay in
+    the training part, after the remaining original points.
+    """
+    tr = dataset.train
+    n = dataset.n_original_train or len(tr)
     n_valid = int(round(fraction * n))
     rng = np.random.default_rng(seed)
     perm = rng.permutation(n)
     valid_idx, train_idx = np.sort(perm[:n_valid]), np.sort(perm[n_valid:])
-    tr = dataset.train
 
     def pick(idx: np.ndarray) -> Split:
         # filter pairs follow their rows (reciprocal pairs are removed when scoring validation too)
@@ -41,7 +45,9 @@ def carve_validation(dataset: XMCDataset, fraction: float, seed: int) -> tuple[X
         fp = np.stack([new_row[fp[:, 0]], fp[:, 1]], axis=1)
         return Split([tr.uids[i] for i in idx], [tr.texts[i] for i in idx], tr.Y[idx], fp)
 
-    rest = XMCDataset(dataset.name, dataset.label_uids, dataset.label_texts, {"trn": pick(train_idx)}, path=dataset.path)
+    kept = np.concatenate([train_idx, np.arange(n, len(tr))])
+    rest = XMCDataset(dataset.name, dataset.label_uids, dataset.label_texts, {"trn": pick(kept)},
+                      n_original_train=train_idx.size if len(tr) > n else None, path=dataset.path)
     return rest, pick(valid_idx)
 
 
@@ -56,7 +62,7 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config: ModelCon
     out = Path(out_dir)
     rest, valid = carve_validation(dataset, valid_fraction, model_config.train.seed)
     train = training_set(rest, augment)
-    inv = inverse_propensity(rest.train.Y, *dataset.propensity_constants())
+    inv = inverse_propensity(rest.original_train_Y(), *dataset.propensity_constants())
     model = build_model(model_config)
     model.fit(train.texts, train.Y, dataset.label_texts,
               valid=(valid.texts, valid.Y, inv, valid.filter_pairs) if len(valid) else None,
