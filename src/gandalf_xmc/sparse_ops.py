@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numba
 import numpy as np
 import scipy.sparse as sp
+
+SERIAL_BELOW = 256  # rows: smaller inputs (single queries) run on the calling thread only
+
+
+@contextmanager
+def threads_for(n_rows: int) -> Iterator[None]:
+    """Run numba parallel kernels on one thread for small inputs: waking the pool costs more than
+    the work, and a busy core would stall a single query until it is free."""
+    if n_rows >= SERIAL_BELOW:
+        yield
+        return
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -44,7 +64,8 @@ def top_k_per_row(S: sp.spmatrix, k: int) -> sp.csr_matrix:
     """The ``k`` largest entries of each row of ``S`` (ties: lower column id) as float32 CSR."""
     S = sp.csr_matrix(S, dtype=np.float32)
     S.sum_duplicates()
-    keep = _top_k_mask(S.indptr.astype(np.int64), S.indices, S.data, int(k))
+    with threads_for(S.shape[0]):
+        keep = _top_k_mask(S.indptr.astype(np.int64), S.indices, S.data, int(k))
     rows = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
     indptr = np.zeros(S.shape[0] + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows[keep], minlength=S.shape[0]), out=indptr[1:])
@@ -116,9 +137,10 @@ def union_of_top_k(votes: sp.csr_matrix, text: sp.csr_matrix, k_votes: int, k_te
     text.sum_duplicates()
     extra = sp.csr_matrix((n, n_labels), dtype=np.float32) if extra is None else sp.csr_matrix(extra)
     width = k_votes + k_text + int(np.diff(extra.indptr).max(initial=0))
-    counts, cols, feats = _union_kernel(n, n_labels, votes.indptr.astype(np.int64), votes.indices, votes.data,
-                                        text.indptr.astype(np.int64), text.indices, text.data,
-                                        extra.indptr.astype(np.int64), extra.indices, k_votes, k_text, width, 256)
+    with threads_for(n):
+        counts, cols, feats = _union_kernel(n, n_labels, votes.indptr.astype(np.int64), votes.indices, votes.data,
+                                            text.indptr.astype(np.int64), text.indices, text.data,
+                                            extra.indptr.astype(np.int64), extra.indices, k_votes, k_text, width, 256)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     keep = np.arange(width)[None, :] < counts[:, None]

@@ -24,7 +24,7 @@ import torch
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from ..sparse_ops import top_k_per_row
+from ..sparse_ops import threads_for, top_k_per_row
 from ..train.loop import TrainConfig, TrainResult, run, validation_metrics
 from ..train.shortlist import NeighbourShortlist, shortlist_recall
 from .features import TextFeaturizer
@@ -115,8 +115,10 @@ class WeightTable:
         lengths = np.diff(X.indptr)[rows]
         offsets = np.zeros(rows.size + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        ids, values = _bag_ids(self.indptr, self.labels, X.indptr.astype(np.int64), X.indices, X.data.astype(np.float32),
-                               rows.astype(np.int64), labels.astype(np.int32), offsets, self.size)
+        with threads_for(X.shape[0]):
+            ids, values = _bag_ids(self.indptr, self.labels, X.indptr.astype(np.int64), X.indices,
+                                   X.data.astype(np.float32), rows.astype(np.int64), labels.astype(np.int32), offsets,
+                                   self.size)
         return ids, values, offsets
 
 
