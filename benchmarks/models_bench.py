@@ -27,7 +27,11 @@ RESULTS = HERE / "results"
 
 CHILD = r"""
 import json, sys, time, tempfile
-import numpy as np
+import numba, numpy as np, torch
+threads = int(sys.argv[4])
+if threads:
+    torch.set_num_threads(threads)
+    numba.set_num_threads(threads)
 from gandalf_xmc.augment import AugmentConfig
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.metrics import evaluate, inverse_propensity
@@ -67,10 +71,10 @@ print(json.dumps(out))
 """
 
 
-def run(family: str, augment: str, seed: int) -> dict:
+def run(family: str, augment: str, seed: int, threads: int = 0) -> dict:
     t0 = time.perf_counter()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, family, augment, str(seed)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, family, augment, str(seed), str(threads)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env)
     out = proc.stdout.read().decode()
     err = proc.stderr.read().decode()
@@ -78,7 +82,7 @@ def run(family: str, augment: str, seed: int) -> dict:
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{family}/{augment} failed:\n{err[-3000:]}")
     row = json.loads(out.strip().splitlines()[-1])
-    row.update(model=family, augment=augment, seed=seed, peak_rss_mib=usage.ru_maxrss / 1024.0,
+    row.update(model=family, augment=augment, seed=seed, threads=threads, peak_rss_mib=usage.ru_maxrss / 1024.0,
                wall_seconds=time.perf_counter() - t0)
     return row
 
@@ -89,6 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--augments", nargs="+", default=["none", "gandalf", "identity"])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--out", type=Path, default=RESULTS / "models.json")
+    ap.add_argument("--threads", type=int, default=0, help="torch/numba threads per run (0: library default)")
     args = ap.parse_args(argv)
     RESULTS.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -98,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     for family in args.models:
         for augment in args.augments:
             for seed in args.seeds:
-                r = run(family, augment, seed)
+                r = run(family, augment, seed, args.threads)
                 rows.append(r)
                 print(f"{family:<13} {augment:<9} {seed:>4} " + " ".join(f"{r[c]:>6.2f}" for c in cols)
                       + f" {r['train_seconds']:>8.0f} {r['peak_rss_mib']:>8.0f} {r['latency_ms_p50']:>7.2f}"

@@ -24,7 +24,9 @@ RESULTS = HERE / "results"
 
 CHILD = r"""
 import json, sys, time
-import numpy as np
+import numba, numpy as np, torch
+if int(sys.argv[5]):
+    torch.set_num_threads(int(sys.argv[5])); numba.set_num_threads(int(sys.argv[5]))
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.models.classifier import NeuralXMC
 from gandalf_xmc.models.registry import model_config
@@ -57,16 +59,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--points", type=int, default=300_000)
     ap.add_argument("--model", default="astec", choices=["astec", "inceptionxml"])
     ap.add_argument("--cluster-size", type=int, default=128, help="labels per meta cluster (32 at <= 200k labels)")
+    ap.add_argument("--threads", type=int, default=0, help="torch/numba threads (0: library default)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", CHILD, str(args.data), str(args.points), args.model,
-                             str(args.cluster_size)], stdout=subprocess.PIPE)
+                             str(args.cluster_size), str(args.threads)], stdout=subprocess.PIPE)
     out = proc.stdout.read().decode()
     _, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"run failed (exit {os.waitstatus_to_exitcode(status)})")
     row = json.loads(out.strip().splitlines()[-1])
-    row.update(model=args.model, cluster_size=args.cluster_size, peak_rss_mib=usage.ru_maxrss / 1024.0,
+    row.update(model=args.model, cluster_size=args.cluster_size, threads=args.threads, peak_rss_mib=usage.ru_maxrss / 1024.0,
                wall_seconds=time.perf_counter() - t0)
     for key, value in row.items():
         print(f"{key:<22} {value:,.2f}" if isinstance(value, float) else f"{key:<22} {value}")

@@ -57,6 +57,7 @@ class ModelConfig:
     max_cluster_size: int = 32
     cluster_dim: int = 64
     init_scale: float = 5.0  # label classifiers start at init_scale x label-text vector (when the family does)
+    max_features: int = 1_000_000  # TF-IDF vocabulary cap: the embedding table has this many rows at most
     train: TrainConfig = field(default_factory=TrainConfig)
 
 
@@ -115,7 +116,7 @@ class NeuralXMC:
         cfg = self.config
         torch.manual_seed(cfg.train.seed)
         if self.family.inputs == "tfidf":
-            self.featurizer = TextFeaturizer().fit(list(texts) + list(label_texts))
+            self.featurizer = TextFeaturizer(max_features=cfg.max_features).fit(list(texts) + list(label_texts))
         X = self.features(texts, progress)
         Z = self.features(label_texts, progress)
         if self.tokens is not None:  # cluster labels on bags of word pieces

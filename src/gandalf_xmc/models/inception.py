@@ -86,7 +86,7 @@ class InceptionEncoder(nn.Module):
                  seq_len: int = 16, filters: int = 16, widths: tuple[int, ...] = (4, 8, 16)):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0, sparse=True)
-        nn.init.normal_(self.embed.weight, std=0.05)
+        nn.init.normal_(self.embed.weight, std=1.0)
         with torch.no_grad():
             self.embed.weight[0].zero_()
         self.inception = nn.ModuleList(nn.Conv1d(seq_len, filters, w, padding=w // 2) for w in widths)
@@ -98,9 +98,10 @@ class InceptionEncoder(nn.Module):
 
     @torch.no_grad()
     def init_pretrained(self) -> None:
-        """Start the token embeddings from all-MiniLM-L6-v2's."""
+        """Start the token embeddings from all-MiniLM-L6-v2's, rescaled to unit variance: at their
+        own scale (std ~0.05) the convolution biases swamp them and every text encodes alike."""
         E = torch.from_numpy(pretrained_token_embeddings().astype(np.float32))
-        self.embed.weight[:E.shape[0]] = E
+        self.embed.weight[:E.shape[0]] = E / E.std()
         self.embed.weight[0].zero_()
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
