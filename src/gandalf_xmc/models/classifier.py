@@ -129,6 +129,8 @@ class NeuralXMC:
         self.network = self._build(self._n_features(X), len(label_texts), self.members.shape[0])
         if hasattr(self.network.encoder, "init_pretrained"):
             self.network.encoder.init_pretrained()
+        if hasattr(self.network.encoder, "fit_token_weights"):
+            self.network.encoder.fit_token_weights(np.concatenate([X, Z]))
         if self.family.init_from_label_text:
             self.network.init_from_label_vectors(Z, self.assign, cfg.init_scale)
         v = None if valid is None else (self.features(valid[0]), *valid[1:])

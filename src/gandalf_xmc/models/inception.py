@@ -93,8 +93,21 @@ class InceptionEncoder(nn.Module):
         self.mix = nn.Conv1d(filters * len(widths), filters, kernel_size=16, stride=8)
         length = (embed_dim + 1 - 16) // 8 + 1  # inception outputs have embed_dim + 1 positions (even widths)
         self.project = nn.Linear(filters * length, dim)
-        self.bag = nn.Linear(embed_dim, dim)  # residual path: mean of the token embeddings
+        self.bag = nn.Linear(embed_dim, dim)  # residual path: weighted mean of the token embeddings
         self.dropout = nn.Dropout(dropout)
+        # inverse document frequency of each word piece: rare pieces carry a short text's meaning
+        self.register_buffer("token_weight", torch.ones(vocab_size))
+
+    @torch.no_grad()
+    def fit_token_weights(self, ids: np.ndarray) -> None:
+        """Set word-piece weights to smoothed IDF ``log((1 + N) / (1 + df)) + 1`` over ``ids``' rows."""
+        n = ids.shape[0]
+        rows = np.repeat(np.arange(n), ids.shape[1])
+        flat = ids.ravel()
+        keep = flat > 0
+        pairs = np.unique(rows[keep] * self.token_weight.numel() + flat[keep])
+        df = np.bincount(pairs % self.token_weight.numel(), minlength=self.token_weight.numel())
+        self.token_weight.copy_(torch.from_numpy(np.log((1.0 + n) / (1.0 + df)) + 1.0).float())
 
     @torch.no_grad()
     def init_pretrained(self) -> None:
@@ -105,7 +118,7 @@ class InceptionEncoder(nn.Module):
         self.embed.weight[0].zero_()
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        e = self.dropout(self.embed(ids))  # B x S x D: words are the channels
+        e = self.dropout(self.embed(ids)) * self.token_weight[ids].unsqueeze(-1)  # B x S x D: words are the channels
         h = torch.cat([F.gelu(conv(e)) for conv in self.inception], dim=1)
         h = F.gelu(self.mix(self.dropout(h)))
         mask = (ids > 0).unsqueeze(-1).float()
