@@ -279,7 +279,5 @@ class _PairObjective:
         Xv, Yv, pairs = self.valid[0], self.valid[1], self.valid[-1]
         pred = self.model._predict_features(Xv, 10, pairs)
         metrics = validation_metrics(pred, self.valid[:-1])
-        indptr, labels, _ = pairs
-        cands = sp.csr_matrix((np.ones(labels.size, dtype=np.float32), labels, indptr), shape=pred.shape)
-        metrics["shortlist_recall"] = shortlist_recall(cands, Yv)
+        metrics["shortlist_recall"] = shortlist_recall(NeighbourShortlist.candidate_matrix(pairs, pred.shape[1]), Yv)
         return metrics

@@ -140,10 +140,11 @@ class NeighbourShortlist:
             return indptrs[0], np.zeros(0, dtype=np.int64), np.zeros((0, self.N_FEATURES), dtype=np.float32)
         return np.concatenate(indptrs), np.concatenate(cols), np.concatenate(feats)
 
-    def candidates(self, Q: sp.csr_matrix) -> sp.csr_matrix:
-        """Binary ``n x L`` matrix of each row's candidates (for shortlist recall)."""
-        indptr, cols, _ = self.pairs(Q)
-        return sp.csr_matrix((np.ones(cols.size, dtype=np.float32), cols, indptr), shape=(Q.shape[0], self.Y.shape[1]))
+    @staticmethod
+    def candidate_matrix(pairs: tuple[np.ndarray, np.ndarray, np.ndarray], n_labels: int) -> sp.csr_matrix:
+        """Binary ``n x L`` matrix of the candidates in ``pairs`` (from :meth:`pairs`), for shortlist recall."""
+        indptr, cols, _ = pairs
+        return sp.csr_matrix((np.ones(cols.size, dtype=np.float32), cols, indptr), shape=(indptr.size - 1, n_labels))
 
     def save(self, directory: str | Path, prefix: str = "shortlist") -> None:
         d = Path(directory)
