@@ -117,3 +117,24 @@ def test_inceptionxml_fits_saves_and_loads(tmp_path):
     assert (model.predict(queries, k=3) != again.predict(queries, k=3)).nnz == 0
     ids = model.tokens.transform(["alpha beta"])
     assert ids.shape == (1, 16) and (ids[0, :2] > 0).all() and (ids[0, 2:] == 0).all()
+
+
+def test_labelmix_on_dense_inputs_re_encodes_only_mixed_rows():
+    from gandalf_xmc.augment import LabelMix
+
+    calls = []
+    config = ModelConfig(family="inceptionxml", dim=16, dropout=0.0, max_cluster_size=1, cluster_dim=3,
+                         train=TrainConfig(epochs=1, batch_size=5, train_clusters=2, predict_clusters=4, seed=0, threads=1))
+    model = NeuralXMC(config)
+    featurize = model.features
+
+    def counting(texts, progress=False):
+        calls.append(list(texts))
+        return featurize(texts, progress)
+
+    model.features = counting
+    mixer = LabelMix(sp.csr_matrix(np.eye(4, dtype=np.float32)), LABELS, np.ones(4), prob=0.5, seed=0)
+    model.fit(TEXTS, Y, LABELS, progress=False, mixer=mixer)
+    batch_calls = calls[2:]  # after the training and label texts
+    assert batch_calls and all(0 < len(c) < len(TEXTS) for c in batch_calls)
+    assert all(any(label in t for label in LABELS) and t not in TEXTS for c in batch_calls for t in c)

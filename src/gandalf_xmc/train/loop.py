@@ -285,8 +285,16 @@ class NetworkObjective:
         Yb = self.Y[idx]
         if self.mixer is not None:
             transform, texts, featurize = self.mixer
-            mixed, Yb = transform([texts[i] for i in idx], Yb)
-            z = network.encode(FeatureBatch.of_rows(featurize(mixed), slice(None)))
+            originals = [texts[i] for i in idx]
+            mixed, Yb = transform(originals, Yb)
+            if sp.issparse(self.X):  # TF-IDF rows are cheap: recompute the batch
+                Xb = featurize(mixed)
+            else:  # sentence embeddings are not: re-encode only the mixed rows
+                Xb = np.array(self.X[idx])
+                changed = [j for j, (a, b) in enumerate(zip(mixed, originals)) if a != b]
+                if changed:
+                    Xb[changed] = featurize([mixed[j] for j in changed])
+            z = network.encode(FeatureBatch.of_rows(Xb, slice(None)))
         else:
             z = network.encode(FeatureBatch.of_rows(self.X, idx))
         meta = network.meta_scores(z)
