@@ -53,7 +53,7 @@ def results_table(rows: dict[str, dict[str, float]], title: str, metrics: tuple[
     for name, r in rows.items():
         cells = [f"{r[m]:.2f}" for m in metrics]
         if has_time:
-            cells.append(f"{r.get('seconds', float('nan')):.1f}")
+            cells.append(f"{r.get('seconds', float('nan')):.0f}")
         table.add_row(name, *cells)
     return table
 
