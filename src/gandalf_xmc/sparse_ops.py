@@ -74,6 +74,16 @@ def top_k_per_row(S: sp.spmatrix, k: int) -> sp.csr_matrix:
     return out
 
 
+@numba.njit(cache=True, nogil=True)
+def _add_once(label, mark, row_out, m):
+    """Append ``label`` to ``row_out[:m]`` unless already marked; returns the new length."""
+    if mark[label]:
+        return m
+    mark[label] = True
+    row_out[m] = label
+    return m + 1
+
+
 @numba.njit(parallel=True, cache=True)
 def _union_kernel(n_rows, n_labels, v_ptr, v_idx, v_val, t_ptr, t_idx, t_val, e_ptr, e_idx, k_votes, k_text, width,
                   chunk):
@@ -92,25 +102,14 @@ def _union_kernel(n_rows, n_labels, v_ptr, v_idx, v_val, t_ptr, t_idx, t_val, e_
             tlo, thi = t_ptr[i], t_ptr[i + 1]
             for j in range(tlo, thi):
                 text_of[t_idx[j]] = t_val[j]
+            row_out = out_cols[i]
             m = 0
             for j in _row_top_k(v_idx[lo:hi], v_val[lo:hi], k_votes):
-                lab = v_idx[lo + j]
-                if not mark[lab]:
-                    mark[lab] = True
-                    out_cols[i, m] = lab
-                    m += 1
+                m = _add_once(v_idx[lo + j], mark, row_out, m)
             for j in _row_top_k(t_idx[tlo:thi], t_val[tlo:thi], k_text):
-                lab = t_idx[tlo + j]
-                if not mark[lab]:
-                    mark[lab] = True
-                    out_cols[i, m] = lab
-                    m += 1
+                m = _add_once(t_idx[tlo + j], mark, row_out, m)
             for j in range(e_ptr[i], e_ptr[i + 1]):
-                lab = e_idx[j]
-                if not mark[lab]:
-                    mark[lab] = True
-                    out_cols[i, m] = lab
-                    m += 1
+                m = _add_once(e_idx[j], mark, row_out, m)
             row = np.sort(out_cols[i, :m])
             for j in range(m):
                 lab = row[j]

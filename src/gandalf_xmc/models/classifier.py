@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from .dual_encoder import FrozenEmbeddings
 from .features import TextFeaturizer
 from .inception import InceptionEncoder, WordPieces, token_bags
 from .neural import XMCNetwork
+from .spec import read_spec, write_spec
 
 
 @dataclass(frozen=True)
@@ -148,12 +148,8 @@ class NeuralXMC:
     def save(self, directory: str | Path) -> None:
         """Write config, features, clusters and weights into ``directory``."""
         assert self.network is not None and self.assign is not None
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        n_features = self._n_features()
-        (d / "model.json").write_text(json.dumps({"model": asdict(self.config), "n_labels": int(self.assign.size),
-                                                  "n_features": n_features,
-                                                  "result": asdict(self.result) if self.result else None}, indent=1))
+        d = write_spec(directory, "neural", self.config, self.result, n_labels=int(self.assign.size),
+                       n_features=self._n_features())
         if self.featurizer is not None:
             self.featurizer.save(d)
         if self.tokens is not None:
@@ -164,9 +160,7 @@ class NeuralXMC:
     @classmethod
     def load(cls, directory: str | Path) -> NeuralXMC:
         d = Path(directory)
-        spec = json.loads((d / "model.json").read_text())
-        m = spec["model"]
-        config = ModelConfig(**{**m, "train": TrainConfig(**m["train"])})
+        config, spec = read_spec(d, ModelConfig)
         model = cls(config)
         if model.family.inputs == "tfidf":
             model.featurizer = TextFeaturizer.load(d)

@@ -13,8 +13,7 @@ The loss is the shared soft-target BCE of :func:`gandalf_xmc.train.loop.run`, ba
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numba
@@ -28,6 +27,7 @@ from ..sparse_ops import threads_for, top_k_per_row
 from ..train.loop import TrainConfig, TrainResult, run, validation_metrics
 from ..train.shortlist import NeighbourShortlist, shortlist_recall
 from .features import TextFeaturizer
+from .spec import read_spec, write_spec
 
 
 def _linear_train_defaults() -> TrainConfig:
@@ -116,9 +116,9 @@ class WeightTable:
         offsets = np.zeros(rows.size + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         with threads_for(X.shape[0]):
-            ids, values = _bag_ids(self.indptr, self.labels, X.indptr.astype(np.int64), X.indices,
-                                   X.data.astype(np.float32), rows.astype(np.int64), labels.astype(np.int32), offsets,
-                                   self.size)
+            ids, values = _bag_ids(self.indptr, self.labels, X.indptr.astype(np.int64, copy=False), X.indices,
+                                   X.data.astype(np.float32, copy=False), rows.astype(np.int64, copy=False),
+                                   labels.astype(np.int32, copy=False), offsets, self.size)
         return ids, values, offsets
 
 
@@ -219,11 +219,8 @@ class SparseLinearXMC:
     def save(self, directory: str | Path) -> None:
         """Write config, features, shortlist index, weight keys and weights into ``directory``."""
         assert self.scorer is not None and self.shortlist is not None and self.table is not None
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "model.json").write_text(json.dumps({"kind": "linear", "model": asdict(self.config),
-                                                  "n_labels": self.n_labels, "n_weights": self.table.size,
-                                                  "result": asdict(self.result) if self.result else None}, indent=1))
+        d = write_spec(directory, "linear", self.config, self.result, n_labels=self.n_labels,
+                       n_weights=self.table.size)
         self.featurizer.save(d)
         self.shortlist.save(d)
         np.save(d / "weights_indptr.npy", self.table.indptr)
@@ -233,9 +230,8 @@ class SparseLinearXMC:
     @classmethod
     def load(cls, directory: str | Path) -> SparseLinearXMC:
         d = Path(directory)
-        spec = json.loads((d / "model.json").read_text())
-        m = spec["model"]
-        model = cls(LinearConfig(**{**m, "train": TrainConfig(**m["train"])}))
+        config, spec = read_spec(d, LinearConfig)
+        model = cls(config)
         model.n_labels = int(spec["n_labels"])
         model.featurizer = TextFeaturizer.load(d)
         model.shortlist = model._new_shortlist().load_arrays(d)

@@ -1,0 +1,25 @@
+"""``model.json``: a saved model's kind, settings and training history, shared by every model."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from ..train.loop import TrainConfig, TrainResult
+
+
+def write_spec(directory: str | Path, kind: str, config, result: TrainResult | None, **extra) -> Path:
+    """Create ``directory`` and write its ``model.json``; returns the directory."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    spec = {"kind": kind, "model": asdict(config), **extra, "result": asdict(result) if result else None}
+    (d / "model.json").write_text(json.dumps(spec, indent=1))
+    return d
+
+
+def read_spec(directory: str | Path, config_class) -> tuple[object, dict]:
+    """The saved settings as ``config_class`` (with its ``TrainConfig``) and the whole spec."""
+    spec = json.loads((Path(directory) / "model.json").read_text())
+    m = spec["model"]
+    return config_class(**{**m, "train": TrainConfig(**m["train"])}), spec
