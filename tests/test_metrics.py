@@ -127,3 +127,16 @@ def test_bin_contributions_sum_to_precision():
     contrib = bin_contributions(pred, truth, bins, k=5)
     assert contrib.shape == (5,)
     assert contrib.sum() == pytest.approx(evaluate(pred, truth, None, ks=(5,))["P@5"])
+    w = rng.uniform(1, 5, size=30)
+    ps = bin_contributions(pred, truth, bins, k=5, inv_propensity=w)
+    assert ps.sum() == pytest.approx(evaluate(pred, truth, w, ks=(5,))["PSP@5"])
+
+
+def test_psp_bin_contributions_by_hand():
+    # point 0: truth {0, 1}, top-2 [0, 2] -> label 0 correct (w 1); point 1: truth {1}, top-2 [1, 0] -> label 1 (w 3)
+    truth = csr([[0, 1], [1]], 3)
+    pred = csr([[0, 2], [1, 0]], 3, [[0.9, 0.5], [0.9, 0.5]])
+    w = np.array([1.0, 3.0, 2.0])
+    bins = np.array([0, 1, 1])
+    # ideal: point 0 -> 3 + 1, point 1 -> 3; total 7
+    np.testing.assert_allclose(bin_contributions(pred, truth, bins, k=2, inv_propensity=w), [100 / 7, 300 / 7])

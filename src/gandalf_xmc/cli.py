@@ -21,6 +21,14 @@ console = Console()
 
 DATA_HELP = "Dataset directory (LF json or text layout); the embedded debian-bookworm dataset if omitted."
 
+# Options of the label graph, shared by `augment` and `train` (see graph.GraphConfig).
+DELTA_OPTION = typer.Option(0.1, min=0.0, max=0.999999, help="Keep soft targets strictly greater than this.")
+TOP_K_OPTION = typer.Option(None, "--top-k", min=0, help="Cap of co-label targets an extra point (largest first).")
+SHRINKAGE_OPTION = typer.Option(0.0, min=0.0, help="alpha in G_ji / (G_jj + alpha): shrinks P[i | j] of rare labels j.")
+POINT_WEIGHTS_OPTION = typer.Option("none", help="none | inverse-size: a point with n labels counts 1/n in co-occurrence.")
+CO_LABEL_SCALE_OPTION = typer.Option(1.0, min=0.0, max=1.0,
+                                     help="Factor on an extra point's co-label targets (its own label stays 1).")
+
 
 def _parse_ks(text: str) -> tuple[int, ...]:
     try:
@@ -50,9 +58,12 @@ def stats(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
 @app.command()
 def augment(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
             out: Path = typer.Option(..., "--out", help="Output directory (a complete dataset directory)."),
-            delta: float = typer.Option(0.1, min=0.0, max=0.999999, help="Keep soft targets strictly greater than this."),
+            delta: float = DELTA_OPTION,
             graph: str = typer.Option("cooccurrence", help="cooccurrence | random-walk | glas | identity"),
-            top_k: Optional[int] = typer.Option(None, "--top-k", min=0, help="Cap of non-self targets a row."),
+            top_k: Optional[int] = TOP_K_OPTION,
+            shrinkage: float = SHRINKAGE_OPTION,
+            point_weights: str = POINT_WEIGHTS_OPTION,
+            co_label_scale: float = CO_LABEL_SCALE_OPTION,
             labels_fraction: float = typer.Option(1.0, min=0.0, max=1.0, help="Share of labels that become points."),
             labels_sampling: str = typer.Option("random", help="random | tail (five equi-voluminous bins, tail first)"),
             seed: int = typer.Option(0, help="Random seed (random walk, label subsampling)."),
@@ -65,9 +76,10 @@ def augment(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
     from .graph import GraphConfig
 
     t0 = time.perf_counter()
-    config = AugmentConfig("gandalf", GraphConfig(kind=graph, delta=delta, top_k=top_k, seed=seed),
-                           labels_fraction, labels_sampling, seed)
-    config.graph.validate()
+    config = AugmentConfig("gandalf", GraphConfig(kind=graph, delta=delta, top_k=top_k, shrinkage=shrinkage,
+                                                  point_weights=point_weights, co_label_scale=co_label_scale, seed=seed),
+                           labels_fraction=labels_fraction, labels_sampling=labels_sampling, seed=seed)
+    config.validate()
     log = _stage_logger(progress)
     if log:
         log(f"reading {data_dir or 'the embedded dataset'} ...")
@@ -137,8 +149,16 @@ def evaluate(pred_file: Path = typer.Argument(..., help="Predictions: sparse mat
 def train(model: str = typer.Option("linear", "--model", help="linear | astec | inceptionxml | dual-encoder."),
           data: Optional[Path] = typer.Option(None, "--data", help=DATA_HELP),
           augment: str = typer.Option("none", help="none | gandalf | identity | labelmix | z-only | uniform | glas | "
-                                                   "random-walk"),
-          delta: float = typer.Option(0.1, min=0.0, max=0.999999),
+                                                   "random-walk | auto (chosen on the validation split)"),
+          delta: float = DELTA_OPTION,
+          top_k: Optional[int] = TOP_K_OPTION,
+          shrinkage: float = SHRINKAGE_OPTION,
+          point_weights: str = POINT_WEIGHTS_OPTION,
+          co_label_scale: float = CO_LABEL_SCALE_OPTION,
+          extra_weight: float = typer.Option(1.0, min=0.0, help="Loss weight of an extra (label) point; originals weigh 1."),
+          extra_share: float = typer.Option(1.0, min=0.0, max=1.0,
+                                            help="Share of the extra points drawn (afresh) into each epoch."),
+          auto_budget: float = typer.Option(60.0, min=0.0, help="Minutes --augment auto may spend on its trials."),
           out: Path = typer.Option(..., "--out", help="Model directory to write."),
           epochs: Optional[int] = typer.Option(None, min=1, help="Default: the model's (linear 8, astec 20, "
                                                "inceptionxml 10, dual-encoder 4)."),
@@ -158,8 +178,16 @@ def train(model: str = typer.Option("linear", "--model", help="linear | astec | 
     ds = load_dataset(data, splits=("trn",))
     overrides = {"seed": seed, **({"epochs": epochs} if epochs else {})}
     config = model_config(model, **overrides)
-    trained = train_model(ds, out, config, AugmentConfig(augment, GraphConfig(delta=delta), seed=seed), valid_fraction, resume)
+    from .train.auto import AutoConfig
+
+    graph = GraphConfig(delta=delta, top_k=top_k, shrinkage=shrinkage, point_weights=point_weights,
+                        co_label_scale=co_label_scale)
+    aug = AugmentConfig(augment, graph, extra_weight=extra_weight, extra_share=extra_share, seed=seed)
+    trained = train_model(ds, out, config, aug, valid_fraction, resume, auto_config=AutoConfig(budget_seconds=60 * auto_budget))
     res = trained.result
+    if augment == "auto":
+        chosen = json.loads((out / "auto.json").read_text())["chosen"]
+        console.print(f"auto chose {chosen} (search recorded in {out / 'auto.json'})")
     console.print(f"trained {model} on {ds.name} ({augment}) in {res.seconds:.0f} s, {res.examples_per_second:,.0f} ex/s; "
                   f"best epoch {res.best_epoch + 1} (valid {config.train.select_metric} {res.best_score:.2f}) -> {out}",
                   soft_wrap=True)
@@ -203,6 +231,68 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
     pred = model.predict(points.texts, k=k, progress=True)
     write_sparse_text(out, pred)
     console.print(f"wrote top-{k} predictions of {len(points.texts):,} points to {out}")
+
+
+@app.command()
+def analyze(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
+            delta: float = DELTA_OPTION,
+            graph: str = typer.Option("cooccurrence", help="cooccurrence | random-walk | glas | identity"),
+            top_k: Optional[int] = TOP_K_OPTION,
+            shrinkage: float = SHRINKAGE_OPTION,
+            point_weights: str = POINT_WEIGHTS_OPTION,
+            co_label_scale: float = CO_LABEL_SCALE_OPTION,
+            baseline: Optional[Path] = typer.Option(None, "--baseline", help="Predictions of a model trained without "
+                                                    "the augmentation (sparse text, as `gandalf predict --out`)."),
+            augmented: Optional[Path] = typer.Option(None, "--augmented", help="Predictions of the same model trained "
+                                                     "with it."),
+            split: str = typer.Option("tst", help="Which split the predictions are for."),
+            k: int = typer.Option(5, "-k", min=1),
+            as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+    """Per label-frequency bin: the extra points' soft targets (co-labels a point, share of 1.0
+    targets) and, given two prediction files, what the augmentation did to P@k and PSP@k."""
+    from .data import load_dataset, read_sparse_text
+    from .experiments.analysis import augmentation_effect, soft_target_stats
+    from .graph import GraphConfig, label_graph
+    from .metrics import inverse_propensity
+
+    if (baseline is None) != (augmented is None):
+        raise typer.BadParameter("give both --baseline and --augmented, or neither")
+    config = GraphConfig(kind=graph, delta=delta, top_k=top_k, shrinkage=shrinkage, point_weights=point_weights,
+                         co_label_scale=co_label_scale)
+    config.validate()
+    ds = load_dataset(data_dir, splits=("trn", split) if baseline is not None else ("trn",))
+    Y = ds.original_train_Y()
+    freq = ds.label_frequencies()
+    result: dict = {"dataset": ds.name, "graph": config.__dict__,
+                    "soft_targets": soft_target_stats(label_graph(Y, config), freq)}
+    if baseline is not None:
+        truth = ds.split(split)
+        preds = [read_sparse_text(p, expect_shape=(len(truth), ds.n_labels)) for p in (baseline, augmented)]
+        inv = inverse_propensity(Y, *ds.propensity_constants())
+        result["effect"] = augmentation_effect(*preds, truth.Y, freq, inv, truth.filter_pairs, k)
+    if as_json:
+        print(json.dumps(result))
+        return
+    table = Table(title=f"Extra points' soft targets by label-frequency bin ({graph}, delta {delta})")
+    for col in ("bin", "labels", "mean freq", "seen once %", "co-labels a point", "co-labels = 1.0 %", "mean co-label"):
+        table.add_column(col, justify="right")
+    for r in result["soft_targets"]:
+        table.add_row(str(r["bin"]), f"{r['labels']:,}", f"{r['mean_frequency']:.1f}", f"{r['seen_once_pct']:.1f}",
+                      f"{r['co_labels_per_point']:.2f}", f"{r['co_label_ones_pct']:.1f}", f"{r['co_label_mean']:.3f}")
+    console.print(table)
+    console.print("bin 1 = head (most frequent labels) ... bin 5 = tail; each bin holds a fifth of all positives")
+    if "effect" in result:
+        eff = result["effect"]
+        table = Table(title=f"Contribution of each bin to P@{k} and PSP@{k}: baseline -> augmented")
+        for col in ("bin", f"P@{k}", f"delta P@{k}", f"PSP@{k}", f"delta PSP@{k}"):
+            table.add_column(col, justify="right")
+        for r in eff["per_bin"]:
+            table.add_row(str(r["bin"]), f"{r[f'baseline_P@{k}']:.2f} -> {r[f'augmented_P@{k}']:.2f}",
+                          f"{r[f'delta_P@{k}']:+.2f}", f"{r[f'baseline_PSP@{k}']:.2f} -> {r[f'augmented_PSP@{k}']:.2f}",
+                          f"{r[f'delta_PSP@{k}']:+.2f}")
+        console.print(table)
+        o = eff["overall"]
+        console.print(", ".join(f"{m} {o['baseline'][m]:.2f} -> {o['augmented'][m]:.2f}" for m in o["baseline"]))
 
 
 @app.command()

@@ -22,18 +22,39 @@ TRAINING_SETS = {
     "glas": "G with y = sigmoid(S) (GLaS's symmetrised conditionals)",
     "random-walk": "D u Z with ECLARE's random-walk graph",
     "labelmix": "D, each batch transformed by LabelMix (p 0.4, tail-skewed label choice)",
+    "auto": "the variant (and settings) that does best on the validation split: see train/auto.py",
 }
 
 
 @dataclass
 class AugmentConfig:
-    """Which training set to build and how (see ``TRAINING_SETS``)."""
+    """Which training set to build and how (see ``TRAINING_SETS``).
+
+    ``extra_weight`` and ``extra_share`` act while training: the loss weight of an extra (label)
+    point, the original points weighing 1, and the share of the extra points drawn into each epoch.
+    """
 
     training_set: str = "gandalf"
     graph: GraphConfig = field(default_factory=GraphConfig)
     labels_fraction: float = 1.0
     labels_sampling: str = "random"
+    extra_weight: float = 1.0
+    extra_share: float = 1.0
     seed: int = 0
+
+    def validate(self) -> None:
+        if self.training_set not in TRAINING_SETS:
+            raise ConfigError(f"unknown training set {self.training_set!r}; choose one of {', '.join(TRAINING_SETS)}")
+        if self.extra_weight < 0:
+            raise ConfigError(f"extra-point weight must be >= 0, got {self.extra_weight}")
+        if not 0.0 < self.extra_share <= 1.0:
+            raise ConfigError(f"extra-point share must be in (0, 1], got {self.extra_share}")
+        self.graph.validate()
+
+    @classmethod
+    def from_dict(cls, d: dict) -> AugmentConfig:
+        """Inverse of ``dataclasses.asdict`` (e.g. a ``training.json``'s ``augment``)."""
+        return cls(**{**d, "graph": GraphConfig(**d.get("graph", {}))})
 
 
 def graph_for(config: AugmentConfig) -> GraphConfig:
@@ -55,9 +76,10 @@ def extra_points(dataset: XMCDataset, config: AugmentConfig) -> tuple[Split, np.
 
 def training_set(dataset: XMCDataset, config: AugmentConfig) -> Split:
     """The training split named by ``config.training_set`` (original points first)."""
+    config.validate()
     name = config.training_set
-    if name not in TRAINING_SETS:
-        raise ConfigError(f"unknown training set {name!r}; choose one of {', '.join(TRAINING_SETS)}")
+    if name == "auto":
+        raise ConfigError("'auto' is a search over training sets: train with gandalf_xmc.train.pipeline.train_model")
     if name == "none":
         return dataset.train
     n = dataset.n_original_train or len(dataset.train)
@@ -84,5 +106,10 @@ def labelmix_for(dataset: XMCDataset, config: AugmentConfig, prob: float = 0.4) 
                     threshold=config.graph.delta, seed=config.seed)
 
 
-__all__ = ["AugmentConfig", "TRAINING_SETS", "LABEL_UID_PREFIX", "LabelMix", "combine", "extra_points",
+def extra_mask(split: Split) -> np.ndarray:
+    """Which points of ``split`` are Gandalf's label points (their uids carry ``LABEL_UID_PREFIX``)."""
+    return np.fromiter((u.startswith(LABEL_UID_PREFIX) for u in split.uids), dtype=bool, count=len(split))
+
+
+__all__ = ["AugmentConfig", "TRAINING_SETS", "LABEL_UID_PREFIX", "LabelMix", "combine", "extra_mask", "extra_points",
            "gandalf_points", "graph_for", "labelmix_for", "select_labels", "tail_weights", "training_set", "uniform_sample"]

@@ -27,6 +27,8 @@ class GraphConfig:
         shrinkage: ``alpha`` in ``G_ji / (G_jj + alpha)`` (co-occurrence only; 0 = the paper).
         point_weights: how much each training point counts in G: ``none`` (the paper) or
             ``inverse-size`` (1 / number of labels of the point).
+        co_label_scale: factor on every non-self entry after thresholding (1 = the paper; below 1
+            the label's own target dominates its co-labels').
         seed: random seed (random-walk only).
     """
 
@@ -35,6 +37,7 @@ class GraphConfig:
     top_k: int | None = None
     shrinkage: float = 0.0
     point_weights: str = "none"
+    co_label_scale: float = 1.0
     seed: int = 0
     walk_length: int = 400
     restart_prob: float = 0.8
@@ -52,6 +55,8 @@ class GraphConfig:
             raise ConfigError("shrinkage must be >= 0")
         if self.point_weights not in ("none", "inverse-size"):
             raise ConfigError("point_weights must be 'none' or 'inverse-size'")
+        if not 0.0 <= self.co_label_scale <= 1.0:
+            raise ConfigError(f"co_label_scale must be in [0, 1], got {self.co_label_scale}")
 
 
 def point_weights(Y: sp.csr_matrix, scheme: str) -> np.ndarray | None:
@@ -75,17 +80,29 @@ def label_graph(Y: sp.spmatrix, config: GraphConfig | None = None) -> sp.csr_mat
     if config.kind == "identity":
         return sp.identity(n_labels, dtype=np.float32, format="csr")
     if config.kind == "random-walk":
-        return random_walk_graph(Y, delta=config.delta, walk_length=config.walk_length,
-                                 restart_prob=config.restart_prob, neighbours=config.walk_neighbours,
-                                 head_threshold=config.head_threshold, seed=config.seed)
-    weights = point_weights(Y, config.point_weights)
-    if config.kind == "glas":
-        S = conditional_graph(Y, delta=config.delta, top_k=config.top_k, point_weights=weights, symmetric=True)
-        S.data = (1.0 / (1.0 + np.exp(-S.data.astype(np.float64)))).astype(np.float32)
-        return S
-    return conditional_graph(Y, delta=config.delta, top_k=config.top_k, shrinkage=config.shrinkage,
-                             point_weights=weights)
+        G = random_walk_graph(Y, delta=config.delta, walk_length=config.walk_length,
+                              restart_prob=config.restart_prob, neighbours=config.walk_neighbours,
+                              head_threshold=config.head_threshold, seed=config.seed)
+    elif config.kind == "glas":
+        G = conditional_graph(Y, delta=config.delta, top_k=config.top_k,
+                              point_weights=point_weights(Y, config.point_weights), symmetric=True)
+        G.data = (1.0 / (1.0 + np.exp(-G.data.astype(np.float64)))).astype(np.float32)
+    else:
+        G = conditional_graph(Y, delta=config.delta, top_k=config.top_k, shrinkage=config.shrinkage,
+                              point_weights=point_weights(Y, config.point_weights))
+    if config.co_label_scale != 1.0:
+        G = scale_co_labels(G, config.co_label_scale)
+    return G
+
+
+def scale_co_labels(G: sp.csr_matrix, scale: float) -> sp.csr_matrix:
+    """``G`` with every off-diagonal entry multiplied by ``scale`` (the self entries unchanged)."""
+    G = sp.csr_matrix(G, copy=True)
+    rows = np.repeat(np.arange(G.shape[0]), np.diff(G.indptr))
+    off = G.indices != rows
+    G.data[off] *= np.float32(scale)
+    return G
 
 
 __all__ = ["GRAPH_KINDS", "GraphConfig", "label_graph", "conditional_graph", "random_walk_graph",
-           "random_walk_counts", "point_weights"]
+           "random_walk_counts", "point_weights", "scale_co_labels"]

@@ -150,13 +150,19 @@ def evaluate(predictions: sp.spmatrix, truth: sp.spmatrix, inv_propensity: np.nd
 
 
 def bin_contributions(predictions: sp.spmatrix, truth: sp.spmatrix, label_bins: np.ndarray, k: int = 5,
-                      filter_pairs: np.ndarray | None = None, n_bins: int | None = None) -> np.ndarray:
-    """Each label-frequency bin's contribution to P@k, in percent (they sum to P@k).
+                      filter_pairs: np.ndarray | None = None, n_bins: int | None = None,
+                      inv_propensity: np.ndarray | None = None) -> np.ndarray:
+    """Each label-frequency bin's contribution to P@k, in percent (they sum to P@k); with
+    ``inv_propensity``, each bin's contribution to PSP@k instead (they sum to PSP@k).
 
     ``label_bins[l]`` is the bin of label l (see :func:`gandalf_xmc.data.stats.frequency_bins`).
     """
     prep = prepare(predictions, truth, k, filter_pairs)
     n_bins = int(label_bins.max()) + 1 if n_bins is None else n_bins
     correct = prep.top[prep.hits]
-    counts = np.bincount(label_bins[correct], minlength=n_bins).astype(np.float64)
-    return 100.0 * counts / (k * prep.truth.shape[0])
+    if inv_propensity is None:
+        counts = np.bincount(label_bins[correct], minlength=n_bins).astype(np.float64)
+        return 100.0 * counts / (k * prep.truth.shape[0])
+    w = np.asarray(inv_propensity, dtype=np.float64)
+    gained = np.bincount(label_bins[correct], weights=w[correct], minlength=n_bins)
+    return 100.0 * gained / _ideal_weights(prep.truth, w, k).sum()

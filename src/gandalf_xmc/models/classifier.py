@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ..train.loop import TrainConfig, TrainResult, fit, predict
+from ..train.loop import ExtraPoints, TrainConfig, TrainResult, fit, predict
 from ..train.shortlist import balanced_clusters, cluster_members, label_representations
 from . import sentence
 from .astec import BagOfEmbeddings
@@ -18,7 +18,7 @@ from .dual_encoder import FrozenEmbeddings
 from .features import TextFeaturizer
 from .inception import InceptionEncoder, WordPieces, token_bags
 from .neural import XMCNetwork
-from .spec import read_spec, write_spec
+from .spec import read_result, read_spec, write_spec
 
 
 @dataclass(frozen=True)
@@ -107,11 +107,12 @@ class NeuralXMC:
     def fit(self, texts: list[str], Y: sp.csr_matrix, label_texts: list[str],
             valid: tuple | None = None, example_weights: np.ndarray | None = None,
             checkpoint_dir: str | Path | None = None, resume: bool = False, progress: bool = True,
-            mixer=None) -> NeuralXMC:
+            mixer=None, extra: ExtraPoints | None = None) -> NeuralXMC:
         """Train on ``texts`` with (soft) targets ``Y``.
 
         ``valid`` = (texts, Y, inverse propensities[, filter pairs]) selects the best epoch;
-        ``mixer`` (a :class:`gandalf_xmc.augment.LabelMix`) transforms every training batch.
+        ``mixer`` (a :class:`gandalf_xmc.augment.LabelMix`) transforms every training batch;
+        ``extra`` marks the augmentation points and sets their loss weight and share of each epoch.
         """
         cfg = self.config
         torch.manual_seed(cfg.train.seed)
@@ -136,7 +137,7 @@ class NeuralXMC:
         v = None if valid is None else (self.features(valid[0]), *valid[1:])
         mix = None if mixer is None else (mixer, list(texts), self.features)
         self.result = fit(self.network, X, Y, self.assign, self.members, v, cfg.train, checkpoint_dir, resume,
-                          example_weights, progress, mixer=mix)
+                          example_weights, progress, mixer=mix, extra=extra)
         return self
 
     def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> sp.csr_matrix:
@@ -162,6 +163,7 @@ class NeuralXMC:
         d = Path(directory)
         config, spec = read_spec(d, ModelConfig)
         model = cls(config)
+        model.result = read_result(spec)
         if model.family.inputs == "tfidf":
             model.featurizer = TextFeaturizer.load(d)
         if model.family.inputs == "tokens":

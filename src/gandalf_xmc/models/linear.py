@@ -24,10 +24,10 @@ from torch.nn import functional as F
 from tqdm.auto import tqdm
 
 from ..sparse_ops import threads_for, top_k_per_row
-from ..train.loop import TrainConfig, TrainResult, run, validation_metrics
+from ..train.loop import ExtraPoints, TrainConfig, TrainResult, run, validation_metrics
 from ..train.shortlist import NeighbourShortlist, shortlist_recall
 from .features import TextFeaturizer
-from .spec import read_spec, write_spec
+from .spec import read_result, read_spec, write_spec
 
 
 def _linear_train_defaults() -> TrainConfig:
@@ -152,9 +152,11 @@ class SparseLinearXMC:
 
     def fit(self, texts: list[str], Y: sp.csr_matrix, label_texts: list[str], valid: tuple | None = None,
             example_weights: np.ndarray | None = None, checkpoint_dir: str | Path | None = None,
-            resume: bool = False, progress: bool = True, mixer=None) -> SparseLinearXMC:
+            resume: bool = False, progress: bool = True, mixer=None, extra: ExtraPoints | None = None
+            ) -> SparseLinearXMC:
         """Train on ``texts`` with (soft) targets ``Y``; ``valid = (texts, Y, inverse propensities[,
-        filter pairs])`` selects the best epoch.
+        filter pairs])`` selects the best epoch; ``extra`` marks the augmentation points and sets
+        their loss weight and share of each epoch.
 
         ``mixer`` (LabelMix) is drawn once, before training, and the mixed points are added to the
         training set: candidate pairs and the weight table are fixed before the first epoch, so
@@ -171,6 +173,10 @@ class SparseLinearXMC:
             Y = sp.vstack([Y, mixed_Y[changed]], format="csr")
             if example_weights is not None:
                 example_weights = np.concatenate([example_weights, np.asarray(example_weights)[changed]])
+            if extra is not None:
+                extra = extra.extended(changed.size)
+        if extra is not None:
+            example_weights = extra.example_weights(example_weights)
         self.n_labels = Y.shape[1]
         self.featurizer = TextFeaturizer().fit(list(texts) + list(label_texts))
         X = self.features(texts)
@@ -192,7 +198,7 @@ class SparseLinearXMC:
             Xv = self.features(valid[0])
             v = (Xv, *valid[1:], self.shortlist.pairs(Xv))
         objective = _PairObjective(self, X, indptr, labels, pair_feats, targets, example_weights, v)
-        self.result = run(objective, cfg.train, checkpoint_dir, resume, progress)
+        self.result = run(objective, cfg.train, checkpoint_dir, resume, progress, extra=extra)
         return self
 
     @torch.no_grad()
@@ -232,6 +238,7 @@ class SparseLinearXMC:
         d = Path(directory)
         config, spec = read_spec(d, LinearConfig)
         model = cls(config)
+        model.result = read_result(spec)
         model.n_labels = int(spec["n_labels"])
         model.featurizer = TextFeaturizer.load(d)
         model.shortlist = model._new_shortlist().load_arrays(d)

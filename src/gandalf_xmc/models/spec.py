@@ -23,3 +23,8 @@ def read_spec(directory: str | Path, config_class) -> tuple[object, dict]:
     spec = json.loads((Path(directory) / "model.json").read_text())
     m = spec["model"]
     return config_class(**{**m, "train": TrainConfig(**m["train"])}), spec
+
+
+def read_result(spec: dict) -> TrainResult | None:
+    """The training history saved in a ``model.json`` (None if the model was saved untrained)."""
+    return TrainResult(**spec["result"]) if spec.get("result") else None

@@ -52,6 +52,48 @@ class TrainConfig:
 
 
 @dataclass
+class ExtraPoints:
+    """Which training examples are augmentation points (e.g. Gandalf's label points) and how much
+    they count: a loss ``weight`` (the original points weigh 1) and the ``share`` of them drawn,
+    afresh and seeded, into each epoch (the original points are all in every epoch)."""
+
+    mask: np.ndarray
+    weight: float = 1.0
+    share: float = 1.0
+
+    def __post_init__(self) -> None:
+        self.mask = np.asarray(self.mask, dtype=bool)
+        if self.weight < 0:
+            raise ValueError(f"extra-point weight must be >= 0, got {self.weight}")
+        if not 0.0 < self.share <= 1.0:
+            raise ValueError(f"extra-point share must be in (0, 1], got {self.share}")
+
+    @property
+    def is_neutral(self) -> bool:
+        return self.weight == 1.0 and self.share == 1.0
+
+    def example_weights(self, base: np.ndarray | None = None) -> np.ndarray | None:
+        """Per-example loss weights: ``base`` (default 1) times ``weight`` on the extra points."""
+        if self.weight == 1.0:
+            return base
+        w = np.ones(self.mask.size, dtype=np.float32) if base is None else np.asarray(base, dtype=np.float32).copy()
+        w[self.mask] *= self.weight
+        return w
+
+    def epoch_order(self, rng: np.random.Generator) -> np.ndarray:
+        """This epoch's examples in shuffled order: every original point and ``share`` of the extra ones."""
+        if self.share >= 1.0:
+            return rng.permutation(self.mask.size)
+        extra = np.flatnonzero(self.mask)
+        drawn = rng.choice(extra, size=int(round(self.share * extra.size)), replace=False)
+        return rng.permutation(np.concatenate([np.flatnonzero(~self.mask), drawn]))
+
+    def extended(self, n_more: int) -> ExtraPoints:
+        """The same settings after ``n_more`` original points were appended (e.g. LabelMix's)."""
+        return ExtraPoints(np.concatenate([self.mask, np.zeros(n_more, dtype=bool)]), self.weight, self.share)
+
+
+@dataclass
 class TrainResult:
     best_epoch: int
     best_score: float
@@ -158,9 +200,13 @@ class Objective(Protocol):
 
 
 def run(objective: Objective, config: TrainConfig, checkpoint_dir: str | Path | None = None, resume: bool = False,
-        progress: bool = True, on_epoch: Callable[[dict], None] | None = None) -> TrainResult:
+        progress: bool = True, on_epoch: Callable[[dict], None] | None = None,
+        extra: ExtraPoints | None = None) -> TrainResult:
     """The epoch loop shared by every model: shuffled batches, a progress bar with loss and
     examples/s, validation and model selection, checkpoints, early stopping and resume.
+
+    ``extra`` (optional) limits each epoch to a share of the augmentation points; their loss
+    weight is the objective's business (see :meth:`ExtraPoints.example_weights`).
 
     At the end ``objective.module`` holds the best epoch's weights (the last ones without validation).
     """
@@ -193,10 +239,11 @@ def run(objective: Objective, config: TrainConfig, checkpoint_dir: str | Path | 
         module.train()
         rng = np.random.default_rng([config.seed, epoch])  # epoch-keyed: resuming replays the same order
         torch.manual_seed(config.seed * 1000 + epoch)
-        order = rng.permutation(n)
+        order = rng.permutation(n) if extra is None else extra.epoch_order(rng)
+        n_epoch = order.size
         objective.start_epoch(epoch)
         total_loss, t0 = 0.0, time.perf_counter()
-        bar = tqdm(range(0, n, config.batch_size), desc=f"epoch {epoch + 1}/{config.epochs}", disable=not progress,
+        bar = tqdm(range(0, n_epoch, config.batch_size), desc=f"epoch {epoch + 1}/{config.epochs}", disable=not progress,
                    unit="batch", leave=False)
         for step, start in enumerate(bar):
             idx = np.sort(order[start:start + config.batch_size])
@@ -212,8 +259,8 @@ def run(objective: Objective, config: TrainConfig, checkpoint_dir: str | Path | 
                 rate = (start + idx.size) / max(time.perf_counter() - t0, 1e-9)
                 bar.set_postfix(loss=f"{total_loss / (step + 1):.4f}", ex_s=f"{rate:,.0f}")
         epoch_seconds = time.perf_counter() - t0
-        record = {"epoch": epoch, "loss": total_loss / max(1, -(-n // config.batch_size)), "seconds": epoch_seconds,
-                  "examples_per_second": n / max(epoch_seconds, 1e-9)}
+        record = {"epoch": epoch, "loss": total_loss / max(1, -(-n_epoch // config.batch_size)),
+                  "examples": int(n_epoch), "seconds": epoch_seconds, "examples_per_second": n_epoch / max(epoch_seconds, 1e-9)}
         module.eval()
         metrics = objective.validate()
         validating = metrics is not None
@@ -330,8 +377,8 @@ class NetworkObjective:
 def fit(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, assign: np.ndarray, members: np.ndarray,
         valid: tuple | None, config: TrainConfig,
         checkpoint_dir: str | Path | None = None, resume: bool = False, example_weights: np.ndarray | None = None,
-        progress: bool = True, on_epoch: Callable[[dict], None] | None = None, mixer: tuple | None = None
-        ) -> TrainResult:
+        progress: bool = True, on_epoch: Callable[[dict], None] | None = None, mixer: tuple | None = None,
+        extra: ExtraPoints | None = None) -> TrainResult:
     """Train ``network`` on features ``X`` and (soft) targets ``Y`` with :func:`run`.
 
     Args:
@@ -341,6 +388,9 @@ def fit(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, as
         checkpoint_dir: where ``last.pt`` and ``best.pt`` go; needed for ``resume``.
         example_weights: optional per-point loss weights.
         mixer: optional ``(LabelMix, texts, featurize)`` batch transform.
+        extra: which rows are augmentation points, their loss weight and share of each epoch.
     """
+    if extra is not None:
+        example_weights = extra.example_weights(example_weights)
     objective = NetworkObjective(network, X, Y, assign, members, valid, config, example_weights, mixer)
-    return run(objective, config, checkpoint_dir, resume, progress, on_epoch)
+    return run(objective, config, checkpoint_dir, resume, progress, on_epoch, extra)

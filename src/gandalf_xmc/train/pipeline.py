@@ -9,18 +9,21 @@ from pathlib import Path
 
 import numpy as np
 
-from ..augment import AugmentConfig, labelmix_for, training_set
+from ..augment import AugmentConfig, extra_mask, labelmix_for, training_set
 from ..data.atomic import atomic_directory
 from ..data.dataset import Split, XMCDataset
 from ..data.formats import read_lf_json, write_lf_json
-from ..errors import DataFormatError
+from ..errors import ConfigError, DataFormatError
 from ..metrics import inverse_propensity
 from ..models.classifier import ModelConfig, NeuralXMC
 from ..models.linear import LinearConfig, SparseLinearXMC
 from ..models.registry import build_model, load_trained
+from . import auto
+from .loop import ExtraPoints
 
 LABELS_FILE = "labels.json.gz"
 TRAINING_FILE = "training.json"
+AUTO_FILE = "auto.json"
 
 
 def carve_validation(dataset: XMCDataset, fraction: float, seed: int) -> tuple[XMCDataset, Split]:
@@ -51,29 +54,60 @@ def carve_validation(dataset: XMCDataset, fraction: float, seed: int) -> tuple[X
     return rest, pick(valid_idx)
 
 
+def fit_augmented(rest: XMCDataset, valid: Split, inv, model_config: ModelConfig | LinearConfig, augment: AugmentConfig,
+                  checkpoint_dir: Path | None, resume: bool = False, progress: bool = True
+                  ) -> tuple[NeuralXMC | SparseLinearXMC, int]:
+    """Train one model on ``rest`` with ``augment`` (model selection on ``valid``); returns it and
+    the number of training points it saw."""
+    train = training_set(rest, augment)
+    mask = extra_mask(train)
+    extra = ExtraPoints(mask, augment.extra_weight, augment.extra_share) if mask.any() else None
+    model = build_model(model_config)
+    model.fit(train.texts, train.Y, rest.label_texts,
+              valid=(valid.texts, valid.Y, inv, valid.filter_pairs) if len(valid) else None,
+              checkpoint_dir=checkpoint_dir, resume=resume, progress=progress, mixer=labelmix_for(rest, augment),
+              extra=None if extra is None or extra.is_neutral else extra)
+    return model, len(train)
+
+
 def train_model(dataset: XMCDataset, out_dir: str | Path, model_config: ModelConfig | LinearConfig, augment: AugmentConfig,
-                valid_fraction: float = 0.05, resume: bool = False, progress: bool = True) -> NeuralXMC | SparseLinearXMC:
+                valid_fraction: float = 0.05, resume: bool = False, progress: bool = True,
+                auto_config: auto.AutoConfig | None = None) -> NeuralXMC | SparseLinearXMC:
     """Train and save to ``out_dir`` (weights, features, clusters, label texts, settings, history).
 
     Checkpoints go to ``out_dir/checkpoints`` so that ``resume=True`` continues an interrupted run.
     The augmentation's label graph is built from the training part only, so the validation
-    points' labels never leak into the extra points.
+    points' labels never leak into the extra points. ``augment.training_set == "auto"`` searches
+    the candidates of :mod:`gandalf_xmc.train.auto` (settings in ``auto_config``) and writes the
+    search to ``out_dir/auto.json``.
     """
     out = Path(out_dir)
+    augment.validate()
     rest, valid = carve_validation(dataset, valid_fraction, model_config.train.seed)
-    train = training_set(rest, augment)
     inv = inverse_propensity(rest.original_train_Y(), *dataset.propensity_constants())
-    model = build_model(model_config)
-    model.fit(train.texts, train.Y, dataset.label_texts,
-              valid=(valid.texts, valid.Y, inv, valid.filter_pairs) if len(valid) else None,
-              checkpoint_dir=out / "checkpoints", resume=resume, progress=progress, mixer=labelmix_for(rest, augment))
+    search = None
+    if augment.training_set == "auto":
+        if not len(valid):
+            raise ConfigError("--augment auto needs a validation split (valid fraction > 0)")
+
+        def fit_one(candidate: AugmentConfig, ckpt: Path, resume_trial: bool):
+            return fit_augmented(rest, valid, inv, model_config, candidate, ckpt, resume_trial, progress)[0]
+
+        model, augment, search = auto.search(
+            fit_one, lambda m, d: m.save(d), load_trained, out / "checkpoints" / "auto", auto_config or auto.AutoConfig(),
+            seed=augment.seed, resume=resume, log=(print if progress else (lambda _: None)))
+        n_train = len(training_set(rest, augment))
+    else:
+        model, n_train = fit_augmented(rest, valid, inv, model_config, augment, out / "checkpoints", resume, progress)
     with atomic_directory(out) as staging:
         model.save(staging)
         write_lf_json(staging / LABELS_FILE, dataset.label_uids, dataset.label_texts, None)
         info = {"dataset": dataset.name, "source": str(dataset.path) if dataset.path else None,
-                "augment": asdict(augment), "valid_fraction": valid_fraction, "n_train": len(train),
+                "augment": asdict(augment), "valid_fraction": valid_fraction, "n_train": n_train,
                 "n_valid": len(valid), "propensity": list(dataset.propensity_constants())}
         (staging / TRAINING_FILE).write_text(json.dumps(info, indent=1) + "\n")
+        if search is not None:
+            (staging / AUTO_FILE).write_text(json.dumps(search, indent=1) + "\n")
     return model
 
 

@@ -1,0 +1,115 @@
+"""``--augment auto``: pick the augmentation for the model at hand on the validation split.
+
+Every candidate is trained on the same training part and scored on the same validation split
+(carved from the original training points; the test split is never seen). The rule favours the
+tail without giving up the head: among the candidates whose validation P@1 is at least the
+un-augmented model's minus ``p1_tolerance``, the one with the highest PSP@5 wins ("none" is always
+a candidate, so the choice can be "no augmentation"). Candidates run in order until the time
+budget would be exceeded; the winner's trained model is the final model, so nothing is retrained.
+
+Each finished trial is saved under ``checkpoints/auto/<name>`` with its metrics in
+``checkpoints/auto/trials.json``, so an interrupted search resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from ..augment import AugmentConfig
+from ..data.atomic import atomic_path
+from ..graph import GraphConfig
+
+# Candidates in the order they are tried (the budget may cut the list short). Why these:
+# * identity: label points with self-annotation only; no co-occurrence estimate to get wrong.
+# * gandalf: the paper's setting (delta 0.1).
+# * gandalf-tempered: better P[i | j] estimates for tail labels (shrinkage alpha = 1, points with
+#   many labels count less, at most 10 co-labels) and co-labels weighing half as much as the
+#   label itself, so a label seen once no longer hands hard 1.0 targets to every co-label.
+# * the "-light" variants: the same extra points at half the loss weight, for models whose head
+#   accuracy suffers from the extra points' share of the loss.
+_TEMPERED = GraphConfig(delta=0.1, shrinkage=1.0, point_weights="inverse-size", top_k=10, co_label_scale=0.5)
+AUTO_CANDIDATES: dict[str, AugmentConfig] = {
+    "none": AugmentConfig("none"),
+    "identity": AugmentConfig("identity"),
+    "gandalf-tempered": AugmentConfig("gandalf", _TEMPERED),
+    "gandalf": AugmentConfig("gandalf"),
+    "identity-light": AugmentConfig("identity", extra_weight=0.5),
+    "gandalf-tempered-light": AugmentConfig("gandalf", _TEMPERED, extra_weight=0.5),
+}
+
+
+@dataclass
+class AutoConfig:
+    """Settings of the search."""
+
+    budget_seconds: float = 3600.0
+    p1_tolerance: float = 0.2  # validation P@1 points a candidate may lose against "none"
+    candidates: tuple[str, ...] = tuple(AUTO_CANDIDATES)
+
+
+def choose(trials: list[dict], p1_tolerance: float) -> str:
+    """The winning trial's name: the highest PSP@5 among trials whose P@1 is within
+    ``p1_tolerance`` of the "none" trial's (all trials are admissible without a "none" trial)."""
+    if not trials:
+        raise ValueError("no trials to choose from")
+    base = next((t for t in trials if t["name"] == "none"), None)
+    floor = -float("inf") if base is None else base["valid"]["P@1"] - p1_tolerance
+    admissible = [t for t in trials if t["valid"]["P@1"] >= floor]
+    return max(admissible, key=lambda t: (t["valid"]["PSP@5"], t["valid"]["P@1"]))["name"]
+
+
+def search(fit_one: Callable[[AugmentConfig, Path, bool], object], save: Callable[[object, Path], None],
+           load: Callable[[Path], object], work_dir: Path, config: AutoConfig, seed: int = 0,
+           resume: bool = False, log: Callable[[str], None] = print) -> tuple[object, AugmentConfig, dict]:
+    """Run the trials and return ``(winning model, its AugmentConfig, record of the search)``.
+
+    ``fit_one(augment, checkpoint_dir, resume)`` trains one model and returns it (its
+    ``result.history[result.best_epoch]`` holds the validation metrics); ``save``/``load`` write and
+    read a trained model directory.
+    """
+    unknown = [c for c in config.candidates if c not in AUTO_CANDIDATES]
+    if unknown:
+        raise ValueError(f"unknown auto candidates {unknown}; choose from {', '.join(AUTO_CANDIDATES)}")
+    work_dir.mkdir(parents=True, exist_ok=True)
+    record_path = work_dir / "trials.json"
+    trials: list[dict] = json.loads(record_path.read_text()) if resume and record_path.exists() else []
+    done = {t["name"] for t in trials}
+    started = time.perf_counter()
+    spent, n_ran = 0.0, 0  # training seconds and count of the trials run in this call
+    for name in config.candidates:
+        if name in done:
+            continue
+        estimate = spent / n_ran if n_ran else 0.0
+        if trials and time.perf_counter() - started + estimate > config.budget_seconds:  # the first always runs
+            log(f"auto: budget of {config.budget_seconds:.0f} s reached; skipping {name} and the rest")
+            break
+        augment = replace(AUTO_CANDIDATES[name], seed=seed)
+        t0 = time.perf_counter()
+        trial_dir = work_dir / name
+        model = fit_one(augment, trial_dir / "checkpoints", resume and (trial_dir / "checkpoints" / "last.pt").exists())
+        seconds = time.perf_counter() - t0
+        spent += seconds
+        n_ran += 1
+        result = model.result
+        best = result.history[result.best_epoch]
+        save(model, trial_dir / "model")
+        trials.append({"name": name, "augment": asdict(augment), "seconds": seconds, "best_epoch": result.best_epoch,
+                       "valid": {k: best[k] for k in ("P@1", "P@5", "PSP@1", "PSP@5")}})
+        log(f"auto: {name}: valid P@1 {best['P@1']:.2f}, PSP@5 {best['PSP@5']:.2f} ({seconds:.0f} s)")
+        with atomic_path(record_path) as tmp:
+            tmp.write_text(json.dumps(trials, indent=1) + "\n")
+    winner = choose(trials, config.p1_tolerance)
+    chosen = next(t for t in trials if t["name"] == winner)
+    model = load(work_dir / winner / "model")
+    record = {"rule": f"highest valid PSP@5 among trials with valid P@1 >= P@1(none) - {config.p1_tolerance}",
+              "chosen": winner, "budget_seconds": config.budget_seconds,
+              "trials": trials}
+    for t in trials:  # only the winner's model is worth keeping
+        if t["name"] != winner:
+            shutil.rmtree(work_dir / t["name"] / "model", ignore_errors=True)
+    return model, AugmentConfig.from_dict(chosen["augment"]), record
