@@ -4,6 +4,10 @@ latency p50/p99 and batch throughput.
 
     python benchmarks/models_bench.py                       # all models x {none, gandalf, identity}
     python benchmarks/models_bench.py --models linear --augments none gandalf --seeds 0 1 2
+    python benchmarks/models_bench.py --models linear --augments none identity-light auto --seeds 0 1 2
+
+An augment is a training set name (``gandalf train --augment``), including ``auto`` (the chosen
+variant is reported), or the name of one of auto's candidates (``gandalf-tempered``, ...).
 
 ``knn`` (TF-IDF kNN, training-free) is a reference row. Settings are each model's defaults
 (chosen on a validation split carved from the training data);
@@ -38,17 +42,24 @@ from gandalf_xmc.metrics import evaluate, inverse_propensity
 from gandalf_xmc.augment import training_set
 from gandalf_xmc.models import TfidfKNN
 from gandalf_xmc.models.registry import model_config
+from gandalf_xmc.train.auto import AUTO_CANDIDATES
 from gandalf_xmc.train.pipeline import train_model
+from dataclasses import replace
+from pathlib import Path
 family, augment, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+aug = replace(AUTO_CANDIDATES[augment], seed=seed) if augment in AUTO_CANDIDATES else AugmentConfig(augment, seed=seed)
 ds = load_dataset()
 t0 = time.perf_counter()
+chosen = None
 if family == "knn":
-    train = training_set(ds, AugmentConfig(augment, seed=seed))
+    train = training_set(ds, aug)
     model = TfidfKNN().fit(train.texts, train.Y)
     best_epoch, examples_per_second = -1, float("nan")
 else:
     with tempfile.TemporaryDirectory() as out:
-        model = train_model(ds, out, model_config(family, seed=seed), AugmentConfig(augment, seed=seed), progress=False)
+        model = train_model(ds, out, model_config(family, seed=seed), aug, progress=False)
+        if augment == "auto":
+            chosen = json.loads((Path(out) / "auto.json").read_text())["chosen"]
     best_epoch, examples_per_second = model.result.best_epoch, model.result.examples_per_second
 train_seconds = time.perf_counter() - t0
 texts = ds.test.texts
@@ -64,7 +75,7 @@ for text in texts[:300]:
 w = inverse_propensity(ds.original_train_Y(), *ds.propensity_constants())
 res = evaluate(pred, ds.test.Y, w, ks=(1, 3, 5), filter_pairs=ds.test.filter_pairs)
 out = {k: res[k] for k in ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5", "C@1", "C@5")}
-out.update(train_seconds=train_seconds, best_epoch=best_epoch, train_examples_per_second=examples_per_second,
+out.update(train_seconds=train_seconds, best_epoch=best_epoch, chosen=chosen, train_examples_per_second=examples_per_second,
            latency_ms_p50=float(np.percentile(lat, 50)), latency_ms_p99=float(np.percentile(lat, 99)),
            batch_queries_per_second=len(texts) / batch_seconds)
 print(json.dumps(out))
@@ -98,21 +109,22 @@ def main(argv: list[str] | None = None) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     rows = []
     cols = ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5", "C@1", "C@5")
-    print(f"{'model':<13} {'augment':<9} {'seed':>4} " + " ".join(f"{c:>6}" for c in cols)
+    print(f"{'model':<13} {'augment':<22} {'seed':>4} " + " ".join(f"{c:>6}" for c in cols)
           + f" {'train s':>8} {'peak MiB':>8} {'p50 ms':>7} {'p99 ms':>7} {'q/s':>7}", flush=True)
     for family in args.models:
         for augment in args.augments:
             for seed in args.seeds:
                 r = run(family, augment, seed, args.threads)
                 rows.append(r)
-                print(f"{family:<13} {augment:<9} {seed:>4} " + " ".join(f"{r[c]:>6.2f}" for c in cols)
+                shown = augment if r.get("chosen") is None else f"auto={r['chosen']}"
+                print(f"{family:<13} {shown:<22} {seed:>4} " + " ".join(f"{r[c]:>6.2f}" for c in cols)
                       + f" {r['train_seconds']:>8.0f} {r['peak_rss_mib']:>8.0f} {r['latency_ms_p50']:>7.2f}"
                       f" {r['latency_ms_p99']:>7.2f} {r['batch_queries_per_second']:>7.0f}", flush=True)
                 args.out.write_text(json.dumps({"rows": rows, "summary": summarise(rows, cols)}, indent=1) + "\n")
     if len(args.seeds) > 1:
         print("\nmean +- std over seeds " + " ".join(map(str, args.seeds)))
         for key, stats in summarise(rows, cols).items():
-            print(f"{key:<23} " + " ".join(f"{stats[c][0]:>6.2f}+-{stats[c][1]:<4.2f}" for c in cols))
+            print(f"{key:<36} " + " ".join(f"{stats[c][0]:>6.2f}+-{stats[c][1]:<4.2f}" for c in cols))
     print(f"wrote {args.out}")
 
 
