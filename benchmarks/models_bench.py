@@ -13,7 +13,9 @@ variant is reported), or the name of one of auto's candidates (``gandalf-tempere
 (chosen on a validation split carved from the training data);
 the test split is only scored here. Each configuration runs in its own process, so the peak
 resident memory (wait4) is its own. Prints a table (and mean +- standard deviation over seeds when
-there are several) and writes ``benchmarks/results/models.json`` (or ``--out``).
+there are several) and writes ``benchmarks/results/models.json`` (or ``--out``). When every
+candidate of ``--augment auto`` was run (``--augments none identity gandalf gandalf-tempered
+identity-light``), an ``auto`` row per model and seed is derived from them (see ``auto_rows``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -61,6 +64,7 @@ else:
         if augment == "auto":
             chosen = json.loads((Path(out) / "auto.json").read_text())["chosen"]
     best_epoch, examples_per_second = model.result.best_epoch, model.result.examples_per_second
+valid = {} if family == "knn" else {k: model.result.history[best_epoch][k] for k in ("P@1", "P@5", "PSP@1", "PSP@5")}
 train_seconds = time.perf_counter() - t0
 texts = ds.test.texts
 model.predict(texts[:50], k=10)  # warm up
@@ -75,7 +79,8 @@ for text in texts[:300]:
 w = inverse_propensity(ds.original_train_Y(), *ds.propensity_constants())
 res = evaluate(pred, ds.test.Y, w, ks=(1, 3, 5), filter_pairs=ds.test.filter_pairs)
 out = {k: res[k] for k in ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5", "C@1", "C@5")}
-out.update(train_seconds=train_seconds, best_epoch=best_epoch, chosen=chosen, train_examples_per_second=examples_per_second,
+out.update(train_seconds=train_seconds, best_epoch=best_epoch, chosen=chosen, valid=valid,
+            train_examples_per_second=examples_per_second,
            latency_ms_p50=float(np.percentile(lat, 50)), latency_ms_p99=float(np.percentile(lat, 99)),
            batch_queries_per_second=len(texts) / batch_seconds)
 print(json.dumps(out))
@@ -98,6 +103,25 @@ def run(family: str, augment: str, seed: int, threads: int = 0) -> dict:
     return row
 
 
+def auto_rows(rows: list[dict]) -> list[dict]:
+    """``--augment auto`` rows derived from runs of all of auto's candidates: for each model and seed,
+    the candidate that auto's rule picks from the runs' validation scores. This is what ``--augment
+    auto`` would return (its final model is the winning trial, trained on the same split with the
+    same seed) without training every candidate twice."""
+    from gandalf_xmc.train.auto import AUTO_CANDIDATES, AutoConfig, choose
+
+    out = []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        for seed in dict.fromkeys(r["seed"] for r in rows):
+            runs = {r["augment"]: r for r in rows if r["model"] == model and r["seed"] == seed and r.get("valid")}
+            if not all(name in runs for name in AUTO_CANDIDATES):
+                continue
+            trials = [{"name": name, "valid": runs[name]["valid"]} for name in AUTO_CANDIDATES]
+            winner = choose(trials, AutoConfig().p1_tolerance)
+            out.append({**runs[winner], "augment": "auto", "chosen": winner})
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=["knn", "linear", "astec", "inceptionxml", "dual-encoder"])
@@ -105,22 +129,33 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--out", type=Path, default=RESULTS / "models.json")
     ap.add_argument("--threads", type=int, default=0, help="torch/numba threads per run (0: library default)")
+    ap.add_argument("--parallel", type=int, default=1, help="runs at a time (each in its own process)")
     args = ap.parse_args(argv)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows: list[dict] = []
     cols = ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5", "C@1", "C@5")
     print(f"{'model':<13} {'augment':<22} {'seed':>4} " + " ".join(f"{c:>6}" for c in cols)
           + f" {'train s':>8} {'peak MiB':>8} {'p50 ms':>7} {'p99 ms':>7} {'q/s':>7}", flush=True)
-    for family in args.models:
-        for augment in args.augments:
-            for seed in args.seeds:
-                r = run(family, augment, seed, args.threads)
-                rows.append(r)
-                shown = augment if r.get("chosen") is None else f"auto={r['chosen']}"
-                print(f"{family:<13} {shown:<22} {seed:>4} " + " ".join(f"{r[c]:>6.2f}" for c in cols)
-                      + f" {r['train_seconds']:>8.0f} {r['peak_rss_mib']:>8.0f} {r['latency_ms_p50']:>7.2f}"
-                      f" {r['latency_ms_p99']:>7.2f} {r['batch_queries_per_second']:>7.0f}", flush=True)
-                args.out.write_text(json.dumps({"rows": rows, "summary": summarise(rows, cols)}, indent=1) + "\n")
+
+    def show(r: dict) -> None:
+        shown = r["augment"] if r.get("chosen") is None else f"auto={r['chosen']}"
+        print(f"{r['model']:<13} {shown:<22} {r['seed']:>4} " + " ".join(f"{r[c]:>6.2f}" for c in cols)
+              + f" {r['train_seconds']:>8.0f} {r['peak_rss_mib']:>8.0f} {r['latency_ms_p50']:>7.2f}"
+              f" {r['latency_ms_p99']:>7.2f} {r['batch_queries_per_second']:>7.0f}", flush=True)
+
+    jobs = [(family, augment, seed) for family in args.models for augment in args.augments for seed in args.seeds]
+    with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
+        futures = [pool.submit(run, *job, args.threads) for job in jobs]
+        for future in as_completed(futures):
+            r = future.result()
+            rows.append(r)
+            show(r)
+            args.out.write_text(json.dumps({"rows": rows, "summary": summarise(rows, cols)}, indent=1) + "\n")
+    derived = auto_rows(rows)
+    for r in derived:
+        show(r)
+    rows += derived
+    args.out.write_text(json.dumps({"rows": rows, "summary": summarise(rows, cols)}, indent=1) + "\n")
     if len(args.seeds) > 1:
         print("\nmean +- std over seeds " + " ".join(map(str, args.seeds)))
         for key, stats in summarise(rows, cols).items():

@@ -89,6 +89,24 @@ def test_neighbour_shortlist_leaves_the_point_out_and_scores_votes_and_text():
     assert labels[indptr[0]:indptr[1]].tolist() == [0, 2]
 
 
+def test_neighbour_index_limited_to_some_rows_matches_an_index_of_those_rows():
+    rng = np.random.default_rng(1)
+    X = sp.random(40, 25, density=0.2, random_state=rng, format="csr", dtype=np.float32)
+    Yt = sp.random(40, 12, density=0.15, random_state=rng, format="csr", dtype=np.float32)
+    Z = sp.random(12, 25, density=0.2, random_state=rng, format="csr", dtype=np.float32)
+    indexed = rng.random(40) < 0.6
+    kw = dict(n_neighbours=3, knn_labels=6, text_labels=2)
+    limited = NeighbourShortlist(**kw).fit(X, Yt, Z, rows=indexed).pairs(X, exclude_self=True)
+    sub = NeighbourShortlist(**kw).fit(X[indexed], Yt[indexed], Z)
+    inside = sub.pairs(X[indexed], exclude_self=True)  # indexed rows leave themselves out
+    outside = sub.pairs(X[~indexed])  # the others are not in the index at all
+    got = [limited[1][limited[0][i]:limited[0][i + 1]].tolist() for i in range(40)]
+    want_in = [inside[1][inside[0][i]:inside[0][i + 1]].tolist() for i in range(int(indexed.sum()))]
+    want_out = [outside[1][outside[0][i]:outside[0][i + 1]].tolist() for i in range(int((~indexed).sum()))]
+    assert [g for g, m in zip(got, indexed) if m] == want_in
+    assert [g for g, m in zip(got, indexed) if not m] == want_out
+
+
 def small_linear(pair_init=3.0, **train):
     base = dict(epochs=3, batch_size=2, lr=0.05, dense_lr=0.01, seed=0, threads=1)
     base.update(train)

@@ -93,7 +93,8 @@ class InceptionEncoder(nn.Module):
         self.mix = nn.Conv1d(filters * len(widths), filters, kernel_size=16, stride=8)
         length = (embed_dim + 1 - 16) // 8 + 1  # inception outputs have embed_dim + 1 positions (even widths)
         self.project = nn.Linear(filters * length, dim)
-        self.bag = nn.Linear(embed_dim, dim)  # residual path: weighted mean of the token embeddings
+        self.bag = nn.Linear(embed_dim, dim)  # residual path: IDF-weighted sum of the token embeddings
+        self.norm = nn.LayerNorm(dim)
         self.dropout = nn.Dropout(dropout)
         # inverse document frequency of each word piece: rare pieces carry a short text's meaning
         self.register_buffer("token_weight", torch.ones(vocab_size))
@@ -118,9 +119,11 @@ class InceptionEncoder(nn.Module):
         self.embed.weight[0].zero_()
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        e = self.dropout(self.embed(ids)) * self.token_weight[ids].unsqueeze(-1)  # B x S x D: words are the channels
+        # IDF weights l2-normalised within each text (as TF-IDF rows are), so that a text's scale does
+        # not grow with its length or rarity and the classifiers' logits start small
+        w = self.token_weight[ids] * (ids > 0)
+        w = w / w.norm(dim=1, keepdim=True).clamp(min=1e-6)
+        e = self.dropout(self.embed(ids)) * w.unsqueeze(-1)  # B x S x D: words are the channels
         h = torch.cat([F.gelu(conv(e)) for conv in self.inception], dim=1)
         h = F.gelu(self.mix(self.dropout(h)))
-        mask = (ids > 0).unsqueeze(-1).float()
-        mean = (e * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-        return F.gelu(self.project(h.flatten(1))) + self.bag(mean)
+        return self.norm(F.gelu(self.project(h.flatten(1))) + self.bag(e.sum(1)))

@@ -43,6 +43,9 @@ class LinearConfig:
     knn_labels: int = 100  # best-voted labels kept from the neighbours
     text_labels: int = 50  # labels whose text is most similar to the query
     pair_init: float = 3.0  # initial weight of each pair score
+    # whether augmentation (label) points join the neighbour index; when they do not, label texts
+    # still reach the shortlist through its label-text half
+    index_extra_points: bool = True
     train: TrainConfig = field(default_factory=_linear_train_defaults)
 
 
@@ -180,7 +183,8 @@ class SparseLinearXMC:
         self.n_labels = Y.shape[1]
         self.featurizer = TextFeaturizer().fit(list(texts) + list(label_texts))
         X = self.features(texts)
-        self.shortlist = self._new_shortlist().fit(X, Y, self.features(label_texts))
+        indexed = None if extra is None or cfg.index_extra_points else ~extra.mask
+        self.shortlist = self._new_shortlist().fit(X, Y, self.features(label_texts), rows=indexed)
         indptr, labels, pair_feats = self.shortlist.pairs(X, exclude_self=True, extra=Y, progress=progress)
         rows = np.repeat(np.arange(X.shape[0]), np.diff(indptr))
         targets = np.asarray(Y[rows, labels]).ravel().astype(np.float32)

@@ -24,22 +24,24 @@ from ..augment import AugmentConfig
 from ..data.atomic import atomic_path
 from ..graph import GraphConfig
 
-# Candidates in the order they are tried (the budget may cut the list short). Why these:
+# Candidates, most promising first (the budget may cut the list short). Why these:
+# * gandalf-tempered: better P[i | j] estimates for tail labels (shrinkage alpha = 1, a point with
+#   n labels counts 1/n, at most 10 co-labels) and co-labels weighing half as much as the label
+#   itself, so a label seen once no longer hands hard 1.0 targets to every co-label of its point.
+# * "-light": the same extra points at half the loss weight of an original point.
 # * identity: label points with self-annotation only; no co-occurrence estimate to get wrong.
 # * gandalf: the paper's setting (delta 0.1).
-# * gandalf-tempered: better P[i | j] estimates for tail labels (shrinkage alpha = 1, points with
-#   many labels count less, at most 10 co-labels) and co-labels weighing half as much as the
-#   label itself, so a label seen once no longer hands hard 1.0 targets to every co-label.
-# * the "-light" variants: the same extra points at half the loss weight, for models whose head
-#   accuracy suffers from the extra points' share of the loss.
+# On the embedded dataset's validation split the linear model ranked them (P@1 / PSP@5; none
+# 44.4 / 24.8): gandalf-tempered-light 46.5 / 32.7, gandalf-tempered 45.1 / 32.5, identity-light
+# 45.0 / 31.2, identity 42.9 / 31.2, gandalf 36.1 / 26.0.
 _TEMPERED = GraphConfig(delta=0.1, shrinkage=1.0, point_weights="inverse-size", top_k=10, co_label_scale=0.5)
 AUTO_CANDIDATES: dict[str, AugmentConfig] = {
     "none": AugmentConfig("none"),
-    "identity": AugmentConfig("identity"),
-    "gandalf-tempered": AugmentConfig("gandalf", _TEMPERED),
-    "gandalf": AugmentConfig("gandalf"),
-    "identity-light": AugmentConfig("identity", extra_weight=0.5),
     "gandalf-tempered-light": AugmentConfig("gandalf", _TEMPERED, extra_weight=0.5),
+    "gandalf-tempered": AugmentConfig("gandalf", _TEMPERED),
+    "identity-light": AugmentConfig("identity", extra_weight=0.5),
+    "identity": AugmentConfig("identity"),
+    "gandalf": AugmentConfig("gandalf"),
 }
 
 

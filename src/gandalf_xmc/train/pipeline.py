@@ -66,7 +66,7 @@ def fit_augmented(rest: XMCDataset, valid: Split, inv, model_config: ModelConfig
     model.fit(train.texts, train.Y, rest.label_texts,
               valid=(valid.texts, valid.Y, inv, valid.filter_pairs) if len(valid) else None,
               checkpoint_dir=checkpoint_dir, resume=resume, progress=progress, mixer=labelmix_for(rest, augment),
-              extra=None if extra is None or extra.is_neutral else extra)
+              extra=extra)
     return model, len(train)
 
 

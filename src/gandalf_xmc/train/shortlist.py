@@ -96,19 +96,32 @@ class NeighbourShortlist:
         self.XT: sp.csr_matrix | None = None
         self.ZT: sp.csr_matrix | None = None
         self.Y: sp.csr_matrix | None = None
+        self.position: np.ndarray | None = None  # training row -> its row in the index (-1: not indexed)
 
-    def fit(self, X: sp.csr_matrix, Y: sp.csr_matrix, Z: sp.csr_matrix) -> NeighbourShortlist:
-        """Index training features ``X`` with (soft) targets ``Y`` and label-text features ``Z``."""
-        self.XT = sp.csr_matrix(X, dtype=np.float32).T.tocsr()
-        self.Y = sp.csr_matrix(Y, dtype=np.float32)
+    def fit(self, X: sp.csr_matrix, Y: sp.csr_matrix, Z: sp.csr_matrix, rows: np.ndarray | None = None
+            ) -> NeighbourShortlist:
+        """Index training features ``X`` with (soft) targets ``Y`` and label-text features ``Z``;
+        ``rows`` (bool mask or ids) limits the neighbour index to those training rows."""
+        X, Y = sp.csr_matrix(X, dtype=np.float32), sp.csr_matrix(Y, dtype=np.float32)
+        self.position = None
+        if rows is not None:
+            ids = np.flatnonzero(rows) if np.asarray(rows).dtype == bool else np.asarray(rows, dtype=np.int64)
+            self.position = np.full(X.shape[0], -1, dtype=np.int64)
+            self.position[ids] = np.arange(ids.size)
+            X, Y = X[ids], Y[ids]
+        self.XT = X.T.tocsr()
+        self.Y = Y
         self.ZT = sp.csr_matrix(Z, dtype=np.float32).T.tocsr()
         return self
 
     def _block(self, Q: sp.csr_matrix, first_row: int | None, extra: sp.csr_matrix | None):
         S = (Q @ self.XT).tocsr()
         if first_row is not None:  # leave each training point out of its own neighbours
+            own = np.arange(first_row, first_row + S.shape[0])
+            if self.position is not None:
+                own = self.position[own]
             r = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
-            S.data[S.indices == r + first_row] = 0.0
+            S.data[S.indices == own[r]] = 0.0
             S.eliminate_zeros()
         S = top_k_per_row(S, self.n_neighbours)
         S.data = np.square(np.maximum(S.data, 0.0))
