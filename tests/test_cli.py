@@ -60,9 +60,10 @@ def test_demo_runs_on_a_small_dataset(tiny_dir, tmp_path, capsys, model):
     code, out, err = run_cli(["demo", str(tiny_dir), "--out", str(tmp_path / "demo"), "--model", model], capsys)
     assert code == 0, err
     res = json.loads((tmp_path / "demo" / "results.json").read_text())
-    assert len(res["results"]) == 3 and res["model"] == model
-    # 4 training points; gandalf (read back from the written files) and identity add the 4 label points
-    assert {k: v["n_train"] for k, v in res["results"].items()} == {"none": 4, "gandalf": 8, "identity": 8}
+    assert len(res["results"]) == 4 and res["model"] == model
+    # 4 training points; gandalf (read back from the written files), identity and tempered add the 4 label points
+    assert {k: v["n_train"] for k, v in res["results"].items()} == {"none": 4, "gandalf": 8, "identity": 8,
+                                                                    "tempered": 8}
     for row in res["results"].values():
         assert 0 <= row["P@1"] <= 100
     assert (tmp_path / "demo" / "pred_none.txt").exists()
@@ -75,7 +76,7 @@ def test_demo_runs_on_a_small_dataset(tiny_dir, tmp_path, capsys, model):
     ("linear", "gandalf", {"features.json", "weights_indptr.npy", "shortlist_points.npz"}),
     ("linear", "labelmix", {"features.json"}),
     ("astec", "labelmix", {"features.json", "clusters.npy"}),
-    ("inceptionxml", "identity", {"tokenizer.json", "clusters.npy"}),
+    ("inceptionxml", "identity", {"words.json", "clusters.npy"}),
 ])
 def test_train_predict_evaluate(tiny_dir, tmp_path, capsys, model, augment, own_files):
     model_dir = tmp_path / "model"

@@ -119,6 +119,29 @@ def test_inceptionxml_fits_saves_and_loads(tmp_path):
     assert ids.shape == (1, 16) and (ids[0, :2] > 0).all() and (ids[0, 2:] == 0).all()
 
 
+def test_word_vocabulary_by_hand_and_its_minilm_vectors(tmp_path):
+    from gandalf_xmc.models.inception import WordVocabulary, pretrained_token_embeddings
+
+    vocab = WordVocabulary(seq_len=4).fit(["Beta alpha", "alpha gamma", "alpha, beta!"])
+    assert vocab.words == ["alpha", "beta", "gamma"]  # by count (3, 2, 1)
+    np.testing.assert_array_equal(vocab.transform(["ALPHA delta gamma", "", "a b c d e"]),
+                                  [[2, 1, 4, 0], [0, 0, 0, 0], [1, 1, 1, 1]])
+    vocab.save(tmp_path)
+    assert WordVocabulary.load(tmp_path).transform(["beta"]).tolist() == [[3, 0, 0, 0]]
+    # a word's starting vector is the mean of its MiniLM word pieces' input embeddings
+    from tokenizers import Tokenizer
+    from gandalf_xmc.models.inception import TOKENIZER_FILE, _minilm_dir
+
+    V = vocab.pretrained_vectors()
+    table = pretrained_token_embeddings()
+    tok = Tokenizer.from_file(str(_minilm_dir() / TOKENIZER_FILE))
+    tok.no_padding()  # the file pads every text to a fixed length
+    pieces = tok.encode("gamma", add_special_tokens=False).ids
+    np.testing.assert_allclose(V[4], table[pieces].mean(axis=0), rtol=1e-6)
+    assert not V[0].any()  # padding
+    np.testing.assert_allclose(V[1], V[2:].mean(axis=0), rtol=1e-5)
+
+
 def test_labelmix_on_dense_inputs_re_encodes_only_mixed_rows():
     from gandalf_xmc.augment import LabelMix
 

@@ -16,15 +16,15 @@ from . import sentence
 from .astec import BagOfEmbeddings
 from .dual_encoder import FrozenEmbeddings
 from .features import TextFeaturizer
-from .inception import InceptionEncoder, WordPieces, token_bags
+from .inception import InceptionEncoder, WordVocabulary, token_bags
 from .neural import XMCNetwork
 from .spec import read_result, read_spec, write_spec
 
 
 @dataclass(frozen=True)
 class Family:
-    """A model family: its encoder, what it reads (``tfidf`` rows, ``minilm`` embeddings or word-piece
-    ``tokens``) and whether its label classifiers start from the label texts' vectors."""
+    """A model family: its encoder, what it reads (``tfidf`` rows, ``minilm`` embeddings or word ids,
+    ``words``) and whether its label classifiers start from the label texts' vectors."""
 
     build: Callable[[int, int, float], torch.nn.Module]  # (n_features, dim, dropout) -> encoder
     inputs: str
@@ -39,7 +39,7 @@ class Family:
 
 FAMILIES: dict[str, Family] = {
     "astec": Family(lambda n, d, p: BagOfEmbeddings(n, d, p), "tfidf"),
-    "inceptionxml": Family(lambda n, d, p: InceptionEncoder(n, d, p), "tokens",
+    "inceptionxml": Family(lambda n, d, p: InceptionEncoder(n, d, p), "words",
                            train_defaults={"epochs": 10, "dense_lr": 0.001}),
     # chosen on the validation split: fine-tuning erodes the label-text prior after an epoch or two
     "dual-encoder": Family(lambda n, d, p: FrozenEmbeddings(), "minilm", sentence.EMBEDDING_DIM, True,
@@ -76,7 +76,7 @@ class NeuralXMC:
         if self.family.fixed_dim is not None:
             self.config.dim = self.family.fixed_dim
         self.featurizer: TextFeaturizer | None = None
-        self.tokens: WordPieces | None = None
+        self.tokens: WordVocabulary | None = None
         self.network: XMCNetwork | None = None
         self.assign: np.ndarray | None = None
         self.members: np.ndarray | None = None
@@ -87,11 +87,12 @@ class NeuralXMC:
         return XMCNetwork(self.family.build(n_features, cfg.dim, cfg.dropout), cfg.dim, n_labels, n_clusters)
 
     def features(self, texts: list[str], progress: bool = False) -> sp.csr_matrix | np.ndarray:
-        """The model's input for texts: TF-IDF rows, sentence embeddings or word-piece ids."""
+        """The model's input for texts: TF-IDF rows, sentence embeddings or word ids."""
         if self.family.inputs == "minilm":
             return sentence.embed(texts, progress=progress)
-        if self.family.inputs == "tokens":
-            self.tokens = self.tokens or WordPieces()
+        if self.family.inputs == "words":
+            if self.tokens is None:
+                raise RuntimeError("fit or load the model first")
             return self.tokens.transform(texts)
         if self.featurizer is None:
             raise RuntimeError("fit or load the model first")
@@ -118,9 +119,11 @@ class NeuralXMC:
         torch.manual_seed(cfg.train.seed)
         if self.family.inputs == "tfidf":
             self.featurizer = TextFeaturizer(max_features=cfg.max_features).fit(list(texts) + list(label_texts))
+        if self.family.inputs == "words":
+            self.tokens = WordVocabulary().fit(list(texts) + list(label_texts))
         X = self.features(texts, progress)
         Z = self.features(label_texts, progress)
-        if self.tokens is not None:  # cluster labels on bags of word pieces
+        if self.tokens is not None:  # cluster labels on bags of words
             reps = label_representations(token_bags(X, self.tokens.vocab_size), Y,
                                          token_bags(Z, self.tokens.vocab_size), cfg.cluster_dim, cfg.train.seed)
         else:
@@ -128,8 +131,8 @@ class NeuralXMC:
         self.assign = balanced_clusters(reps, cfg.max_cluster_size, cfg.train.seed)
         self.members, _ = cluster_members(self.assign)
         self.network = self._build(self._n_features(X), len(label_texts), self.members.shape[0])
-        if hasattr(self.network.encoder, "init_pretrained"):
-            self.network.encoder.init_pretrained()
+        if self.tokens is not None:
+            self.network.encoder.init_pretrained(self.tokens.pretrained_vectors())
         if hasattr(self.network.encoder, "fit_token_weights"):
             self.network.encoder.fit_token_weights(np.concatenate([X, Z]))
         if self.family.init_from_label_text:
@@ -166,8 +169,8 @@ class NeuralXMC:
         model.result = read_result(spec)
         if model.family.inputs == "tfidf":
             model.featurizer = TextFeaturizer.load(d)
-        if model.family.inputs == "tokens":
-            model.tokens = WordPieces(tokenizer_file=d / "tokenizer.json")
+        if model.family.inputs == "words":
+            model.tokens = WordVocabulary.load(d)
         model.assign = np.load(d / "clusters.npy")
         model.members, _ = cluster_members(model.assign)
         model.network = model._build(int(spec["n_features"]), int(spec["n_labels"]), model.members.shape[0])

