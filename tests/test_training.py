@@ -130,6 +130,7 @@ def test_word_vocabulary_by_hand_and_its_minilm_vectors(tmp_path):
     assert WordVocabulary.load(tmp_path).transform(["beta"]).tolist() == [[3, 0, 0, 0]]
     # a word's starting vector is the mean of its MiniLM word pieces' input embeddings
     from tokenizers import Tokenizer
+
     from gandalf_xmc.models.inception import TOKENIZER_FILE, _minilm_dir
 
     V = vocab.pretrained_vectors()

@@ -161,7 +161,7 @@ def train(model: str = typer.Option("linear", "--model", help="linear | astec | 
           auto_budget: float = typer.Option(60.0, min=0.0, help="Minutes --augment auto may spend on its trials."),
           out: Path = typer.Option(..., "--out", help="Model directory to write."),
           epochs: Optional[int] = typer.Option(None, min=1, help="Default: the model's (linear 8, astec 20, "
-                                               "inceptionxml 10, dual-encoder 4)."),
+                                               "inceptionxml 20, dual-encoder 4)."),
           valid_fraction: float = typer.Option(0.05, min=0.0, max=0.5,
                                                help="Share of training points held out for model selection."),
           seed: int = typer.Option(0),
