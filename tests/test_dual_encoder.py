@@ -32,6 +32,15 @@ def test_embeddings_are_normalised_cached_and_semantic(tmp_path, monkeypatch):
     assert len(list((tmp_path / "cache" / "minilm").glob("*.npy"))) == 1  # single queries are not cached
 
 
+def test_direct_path_equals_sentence_transformers_encode(monkeypatch):
+    texts = ["a red apple", "deep sea whale watching tours in the north atlantic", "x"]
+    want = sentence._model().encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    np.testing.assert_allclose(sentence._embed_direct(texts), want, atol=1e-5)  # padded batch
+    np.testing.assert_allclose(sentence._embed_direct(texts[1:2]), want[1:2], atol=1e-5)  # single query
+    monkeypatch.setattr(sentence, "DIRECT_MAX_TEXTS", 0)  # the encode() route gives the same
+    np.testing.assert_allclose(sentence.embed(texts, cache=False), want, atol=1e-6)
+
+
 def test_classifiers_start_at_the_label_text_prior():
     V = np.eye(4, 3, dtype=np.float32)
     net = XMCNetwork(torch.nn.Identity(), 3, n_labels=4, n_clusters=2, init_bias=0.0)

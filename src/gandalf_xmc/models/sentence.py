@@ -13,6 +13,7 @@ from ..data.atomic import atomic_path
 
 EMBEDDING_DIM = 384
 CACHE_MIN_TEXTS = 1000  # single queries and small batches are encoded, not cached
+DIRECT_MAX_TEXTS = 32  # up to this many texts skip sentence-transformers' batching machinery
 _MODEL = None
 
 
@@ -32,6 +33,21 @@ def _model():
     return _MODEL
 
 
+def _embed_direct(texts: list[str]) -> np.ndarray:
+    """The same embeddings as the model's ``encode`` (tokenise, BERT, mean over tokens, l2 norm),
+    called directly: for a single query the per-call overhead of ``encode`` is a sizeable share."""
+    import torch
+
+    transformer = _model()[0]
+    enc = transformer.tokenizer(texts, padding=True, truncation=True, max_length=transformer.max_seq_length,
+                                return_tensors="pt")
+    with torch.inference_mode():
+        tokens = transformer.auto_model(**enc).last_hidden_state
+        mask = enc["attention_mask"].unsqueeze(-1).to(tokens.dtype)
+        mean = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(mean, dim=1).numpy().astype(np.float32)
+
+
 def embed(texts: list[str], cache: bool = True, progress: bool = False, batch_size: int = 128) -> np.ndarray:
     """L2-normalised ``len(texts) x 384`` float32 embeddings.
 
@@ -46,8 +62,11 @@ def embed(texts: list[str], cache: bool = True, progress: bool = False, batch_si
     path = cache_dir() / "minilm" / f"{key}.npy"
     if cache and path.exists():
         return np.load(path)
-    vectors = _model().encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
-                              show_progress_bar=progress).astype(np.float32)
+    if len(texts) <= DIRECT_MAX_TEXTS:
+        vectors = _embed_direct(texts)
+    else:
+        vectors = _model().encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                                  show_progress_bar=progress).astype(np.float32)
     if cache:
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as tmp:
