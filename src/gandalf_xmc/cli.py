@@ -22,6 +22,7 @@ console = Console()
 DATA_HELP = "Dataset directory (LF json or text layout); the embedded debian-bookworm dataset if omitted."
 
 # Options of the label graph, shared by `augment` and `train` (see graph.GraphConfig).
+GRAPH_KIND_OPTION = typer.Option("cooccurrence", "--graph", help="cooccurrence | random-walk | glas | identity")
 DELTA_OPTION = typer.Option(0.1, min=0.0, max=0.999999, help="Keep soft targets strictly greater than this.")
 TOP_K_OPTION = typer.Option(None, "--top-k", min=0, help="Cap of co-label targets an extra point (largest first).")
 SHRINKAGE_OPTION = typer.Option(0.0, min=0.0, help="alpha in G_ji / (G_jj + alpha): shrinks P[i | j] of rare labels j.")
@@ -59,7 +60,7 @@ def stats(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
 def augment(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
             out: Path = typer.Option(..., "--out", help="Output directory (a complete dataset directory)."),
             delta: float = DELTA_OPTION,
-            graph: str = typer.Option("cooccurrence", help="cooccurrence | random-walk | glas | identity"),
+            graph: str = GRAPH_KIND_OPTION,
             top_k: Optional[int] = TOP_K_OPTION,
             shrinkage: float = SHRINKAGE_OPTION,
             point_weights: str = POINT_WEIGHTS_OPTION,
@@ -236,7 +237,7 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
 @app.command()
 def analyze(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
             delta: float = DELTA_OPTION,
-            graph: str = typer.Option("cooccurrence", help="cooccurrence | random-walk | glas | identity"),
+            graph: str = GRAPH_KIND_OPTION,
             top_k: Optional[int] = TOP_K_OPTION,
             shrinkage: float = SHRINKAGE_OPTION,
             point_weights: str = POINT_WEIGHTS_OPTION,
