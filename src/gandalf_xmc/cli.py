@@ -21,7 +21,7 @@ console = Console()
 
 DATA_HELP = "Dataset directory (LF json or text layout); the embedded debian-bookworm dataset if omitted."
 
-# Options of the label graph, shared by `augment` and `train` (see graph.GraphConfig).
+# Options of the label graph, shared by `augment`, `train` and `analyze` (see graph.GraphConfig).
 GRAPH_KIND_OPTION = typer.Option("cooccurrence", "--graph", help="cooccurrence | random-walk | glas | identity")
 DELTA_OPTION = typer.Option(0.1, min=0.0, max=0.999999, help="Keep soft targets strictly greater than this.")
 TOP_K_OPTION = typer.Option(None, "--top-k", min=0, help="Cap of co-label targets an extra point (largest first).")
@@ -29,6 +29,17 @@ SHRINKAGE_OPTION = typer.Option(0.0, min=0.0, help="alpha in G_ji / (G_jj + alph
 POINT_WEIGHTS_OPTION = typer.Option("none", help="none | inverse-size: a point with n labels counts 1/n in co-occurrence.")
 CO_LABEL_SCALE_OPTION = typer.Option(1.0, min=0.0, max=1.0,
                                      help="Factor on an extra point's co-label targets (its own label stays 1).")
+
+
+def _graph_config(kind: str, delta: float, top_k: Optional[int], shrinkage: float, point_weights: str,
+                  co_label_scale: float, seed: int = 0):
+    """The GraphConfig of the shared graph options, validated (a bad value is a one-line error)."""
+    from .graph import GraphConfig
+
+    config = GraphConfig(kind=kind, delta=delta, top_k=top_k, shrinkage=shrinkage, point_weights=point_weights,
+                         co_label_scale=co_label_scale, seed=seed)
+    config.validate()
+    return config
 
 
 def _parse_ks(text: str) -> tuple[int, ...]:
@@ -74,11 +85,9 @@ def augment(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
     from .augment import AugmentConfig
     from .augment.export import write_augmented_dataset
     from .data import load_dataset
-    from .graph import GraphConfig
 
     t0 = time.perf_counter()
-    config = AugmentConfig("gandalf", GraphConfig(kind=graph, delta=delta, top_k=top_k, shrinkage=shrinkage,
-                                                  point_weights=point_weights, co_label_scale=co_label_scale, seed=seed),
+    config = AugmentConfig("gandalf", _graph_config(graph, delta, top_k, shrinkage, point_weights, co_label_scale, seed),
                            labels_fraction=labels_fraction, labels_sampling=labels_sampling, seed=seed)
     config.validate()
     log = _stage_logger(progress)
@@ -170,7 +179,6 @@ def train(model: str = typer.Option("linear", "--model", help="linear | astec | 
     """Train a model (soft-target BCE over shortlists) and save a self-contained model directory."""
     from .augment import AugmentConfig
     from .data import load_dataset
-    from .graph import GraphConfig
     from .models.registry import MODEL_NAMES, model_config
     from .train.pipeline import train_model
 
@@ -181,8 +189,7 @@ def train(model: str = typer.Option("linear", "--model", help="linear | astec | 
     config = model_config(model, **overrides)
     from .train.auto import AutoConfig
 
-    graph = GraphConfig(delta=delta, top_k=top_k, shrinkage=shrinkage, point_weights=point_weights,
-                        co_label_scale=co_label_scale)
+    graph = _graph_config("cooccurrence", delta, top_k, shrinkage, point_weights, co_label_scale)
     aug = AugmentConfig(augment, graph, extra_weight=extra_weight, extra_share=extra_share, seed=seed)
     trained = train_model(ds, out, config, aug, valid_fraction, resume, auto_config=AutoConfig(budget_seconds=60 * auto_budget))
     res = trained.result
@@ -253,14 +260,12 @@ def analyze(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
     targets) and, given two prediction files, what the augmentation did to P@k and PSP@k."""
     from .data import load_dataset, read_sparse_text
     from .experiments.analysis import augmentation_effect, soft_target_stats
-    from .graph import GraphConfig, label_graph
+    from .graph import label_graph
     from .metrics import inverse_propensity
 
     if (baseline is None) != (augmented is None):
         raise typer.BadParameter("give both --baseline and --augmented, or neither")
-    config = GraphConfig(kind=graph, delta=delta, top_k=top_k, shrinkage=shrinkage, point_weights=point_weights,
-                         co_label_scale=co_label_scale)
-    config.validate()
+    config = _graph_config(graph, delta, top_k, shrinkage, point_weights, co_label_scale)
     ds = load_dataset(data_dir, splits=("trn", split) if baseline is not None else ("trn",))
     Y = ds.original_train_Y()
     freq = ds.label_frequencies()

@@ -26,8 +26,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .features import TOKEN_PATTERN
+
 TOKENIZER_FILE = "tokenizer.json"
-_WORD = re.compile(r"(?u)\b\w+\b")
+_WORD = re.compile(TOKEN_PATTERN)
 
 
 def _minilm_dir() -> Path:

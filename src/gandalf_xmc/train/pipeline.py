@@ -90,13 +90,17 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config: ModelCon
         if not len(valid):
             raise ConfigError("--augment auto needs a validation split (valid fraction > 0)")
 
+        sizes: dict[str, int] = {}  # training-set size of each trial run here (building one again costs a graph)
+
         def fit_one(candidate: AugmentConfig, ckpt: Path, resume_trial: bool):
-            return fit_augmented(rest, valid, inv, model_config, candidate, ckpt, resume_trial, progress)[0]
+            trained, sizes[json.dumps(asdict(candidate))] = fit_augmented(rest, valid, inv, model_config, candidate, ckpt,
+                                                                          resume_trial, progress)
+            return trained
 
         model, augment, search = auto.search(
             fit_one, lambda m, d: m.save(d), load_trained, out / "checkpoints" / "auto", auto_config or auto.AutoConfig(),
             seed=augment.seed, resume=resume, log=(print if progress else (lambda _: None)))
-        n_train = len(training_set(rest, augment))
+        n_train = sizes.get(json.dumps(asdict(augment))) or len(training_set(rest, augment))  # else: an earlier run's trial
     else:
         model, n_train = fit_augmented(rest, valid, inv, model_config, augment, out / "checkpoints", resume, progress)
     with atomic_directory(out) as staging:
