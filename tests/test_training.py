@@ -162,3 +162,17 @@ def test_labelmix_on_dense_inputs_re_encodes_only_mixed_rows():
     batch_calls = calls[2:]  # after the training and label texts
     assert batch_calls and all(0 < len(c) < len(TEXTS) for c in batch_calls)
     assert all(any(label in t for label in LABELS) and t not in TEXTS for c in batch_calls for t in c)
+
+
+def test_feature_mix_adds_its_points_once_and_needs_vector_inputs():
+    from gandalf_xmc.augment import FeatureMix
+    from gandalf_xmc.errors import ConfigError
+
+    model = NeuralXMC(small_config(epochs=2)).fit(TEXTS, Y, LABELS, progress=False,
+                                                  mixer=FeatureMix("mixup", share=0.6, seed=0))
+    # 5 points + round(0.6 * 5) = 3 mixed points in every epoch
+    assert [h["examples"] for h in model.result.history] == [8, 8]
+    words = ModelConfig(family="inceptionxml", dim=16, dropout=0.0, max_cluster_size=1, cluster_dim=3,
+                        train=TrainConfig(epochs=1, batch_size=2, seed=0, threads=1))
+    with pytest.raises(ConfigError, match="word ids"):
+        NeuralXMC(words).fit(TEXTS, Y, LABELS, progress=False, mixer=FeatureMix("mixup", seed=0))

@@ -60,10 +60,15 @@ def _top_k_mask(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, k: in
     return keep
 
 
-def top_k_per_row(S: sp.spmatrix, k: int) -> sp.csr_matrix:
-    """The ``k`` largest entries of each row of ``S`` (ties: lower column id) as float32 CSR."""
+def top_k_per_row(S: sp.spmatrix, k: int, distinct: bool = False) -> sp.csr_matrix:
+    """The ``k`` largest entries of each row of ``S`` (ties: lower column id) as float32 CSR.
+
+    ``distinct=True`` promises no repeated column within a row (true of scipy's sparse products),
+    which skips merging duplicates: that sorts every row, the larger part of the cost on products.
+    """
     S = sp.csr_matrix(S, dtype=np.float32)
-    S.sum_duplicates()
+    if not distinct:
+        S.sum_duplicates()
     with threads_for(S.shape[0]):
         keep = _top_k_mask(S.indptr.astype(np.int64), S.indices, S.data, int(k))
     rows = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
@@ -126,14 +131,15 @@ def _union_kernel(n_rows, n_labels, v_ptr, v_idx, v_val, t_ptr, t_idx, t_val, e_
 
 
 def union_of_top_k(votes: sp.csr_matrix, text: sp.csr_matrix, k_votes: int, k_text: int,
-                   extra: sp.csr_matrix | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   extra: sp.csr_matrix | None = None, distinct: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row: the union of the top ``k_votes`` of ``votes``, the top ``k_text`` of ``text`` and the
     entries of ``extra``, as (indptr, ascending columns, features) with features = (votes value,
-    text value) at each column (0 where absent)."""
+    text value) at each column (0 where absent). ``distinct``: as in :func:`top_k_per_row`."""
     n, n_labels = votes.shape
     votes, text = sp.csr_matrix(votes, dtype=np.float32), sp.csr_matrix(text, dtype=np.float32)
-    votes.sum_duplicates()
-    text.sum_duplicates()
+    if not distinct:
+        votes.sum_duplicates()
+        text.sum_duplicates()
     extra = sp.csr_matrix((n, n_labels), dtype=np.float32) if extra is None else sp.csr_matrix(extra)
     width = k_votes + k_text + int(np.diff(extra.indptr).max(initial=0))
     with threads_for(n):
@@ -144,3 +150,15 @@ def union_of_top_k(votes: sp.csr_matrix, text: sp.csr_matrix, k_votes: int, k_te
     np.cumsum(counts, out=indptr[1:])
     keep = np.arange(width)[None, :] < counts[:, None]
     return indptr, cols[keep], feats[keep]
+
+
+def unique_int(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of an integer array. ``np.unique`` in numpy 2.4 hashes integer
+    arrays, about 80x slower than sorting here (1M int64 keys: 0.53 s against 0.006 s)."""
+    a = np.sort(np.asarray(values).ravel())
+    if a.size == 0:
+        return a
+    keep = np.empty(a.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]

@@ -9,6 +9,7 @@ import numpy as np
 from ..data.dataset import Split, XMCDataset
 from ..errors import ConfigError
 from ..graph import GraphConfig, label_graph
+from .conventional import FeatureMix, SynonymReplacement, word_synonyms
 from .gandalf import LABEL_UID_PREFIX, combine, gandalf_points, select_labels, uniform_sample
 from .labelmix import LabelMix, tail_weights
 
@@ -22,6 +23,9 @@ TRAINING_SETS = {
     "glas": "G with y = sigmoid(S) (GLaS's symmetrised conditionals)",
     "random-walk": "D u Z with ECLARE's random-walk graph",
     "labelmix": "D, each batch transformed by LabelMix (p 0.4, tail-skewed label choice)",
+    "synonym": "D, each batch's texts rewritten with nearest-word synonyms (p 0.4 a point, 0.3 a word)",
+    "mixup": "D + 0.4 N MixUp points (two points' inputs and targets interpolated)",
+    "label-mixup": "D + 0.4 N Label-MixUp points (a point's input interpolated with one of its labels' text)",
     "auto": "the variant (and settings) that does best on the validation split: see train/auto.py",
 }
 
@@ -85,7 +89,7 @@ def training_set(dataset: XMCDataset, config: AugmentConfig) -> Split:
     n = dataset.n_original_train or len(dataset.train)
     original = Split(dataset.train.uids[:n], dataset.train.texts[:n], dataset.original_train_Y(),
                      dataset.train.filter_pairs)
-    if name == "labelmix":  # LabelMix transforms batches while training: see labelmix_for
+    if name in BATCH_TRANSFORMS:  # these act while training: see mixer_for
         return original
     extra, _ = extra_points(dataset, config)
     if name == "z-only":
@@ -96,10 +100,27 @@ def training_set(dataset: XMCDataset, config: AugmentConfig) -> Split:
     return combined
 
 
-def labelmix_for(dataset: XMCDataset, config: AugmentConfig, prob: float = 0.4) -> LabelMix | None:
-    """The LabelMix batch transform when ``config`` asks for it (else None): co-occurrence soft
-    targets thresholded at ``config.graph.delta``, label choice weighted by ``freq^-0.5``."""
-    if config.training_set != "labelmix":
+BATCH_TRANSFORMS = ("labelmix", "synonym", "mixup", "label-mixup")
+
+
+def mixer_for(dataset: XMCDataset, config: AugmentConfig, prob: float = 0.4
+              ) -> LabelMix | SynonymReplacement | FeatureMix | None:
+    """The transform a training set applies while training (else None).
+
+    ``labelmix``: :class:`LabelMix` with co-occurrence soft targets thresholded at
+    ``config.graph.delta`` and label choice weighted by ``freq^-0.5``; ``synonym``:
+    :class:`SynonymReplacement` with synonyms from the training and label texts; ``mixup`` /
+    ``label-mixup``: :class:`FeatureMix` (label choice weighted by ``freq^-0.5``). Each is seeded
+    with ``config.seed``.
+    """
+    name = config.training_set
+    if name == "synonym":
+        n = dataset.n_original_train or len(dataset.train)
+        return SynonymReplacement(word_synonyms(dataset.train.texts[:n] + list(dataset.label_texts)), prob=prob,
+                                  seed=config.seed)
+    if name in ("mixup", "label-mixup"):
+        return FeatureMix(name, share=prob, label_weights=tail_weights(dataset.label_frequencies()), seed=config.seed)
+    if name != "labelmix":
         return None
     graph = label_graph(dataset.original_train_Y(), GraphConfig(**{**config.graph.__dict__, "kind": "cooccurrence"}))
     return LabelMix(graph, dataset.label_texts, tail_weights(dataset.label_frequencies()), prob=prob,
@@ -111,5 +132,6 @@ def extra_mask(split: Split) -> np.ndarray:
     return np.fromiter((u.startswith(LABEL_UID_PREFIX) for u in split.uids), dtype=bool, count=len(split))
 
 
-__all__ = ["AugmentConfig", "TRAINING_SETS", "LABEL_UID_PREFIX", "LabelMix", "combine", "extra_mask", "extra_points",
-           "gandalf_points", "graph_for", "labelmix_for", "select_labels", "tail_weights", "training_set", "uniform_sample"]
+__all__ = ["AugmentConfig", "BATCH_TRANSFORMS", "TRAINING_SETS", "LABEL_UID_PREFIX", "FeatureMix", "LabelMix",
+           "SynonymReplacement", "combine", "extra_mask", "extra_points", "gandalf_points", "graph_for", "mixer_for",
+           "select_labels", "tail_weights", "training_set", "uniform_sample"]

@@ -11,7 +11,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataFormatError
-from .formats import read_filter_pairs, read_lf_json, read_sparse_text, read_text_lines
+from .atomic import atomic_directory
+from .formats import read_filter_pairs, read_lf_json, read_sparse_text, read_text_lines, write_filter_pairs, write_lf_json
 from .presets import propensity_constants
 
 EMBEDDED_NAME = "debian-bookworm"
@@ -169,3 +170,45 @@ def load_dataset(path: str | Path | None = None, splits: tuple[str, ...] = ("trn
     n_original = meta.get("n_original_train")
     dataset_name = name or meta.get("source_name") or (EMBEDDED_NAME if path is None else directory.resolve().name)
     return XMCDataset(dataset_name, label_uids, label_texts, loaded, n_original, directory)
+
+
+def sample_dataset(ds: XMCDataset, n_train: int, n_test: int, seed: int = 0) -> XMCDataset:
+    """A small dataset drawn from ``ds`` (for quick runs): ``n_train`` original training points
+    and ``n_test`` test points drawn at random (seeded), and only the labels that those training
+    points carry, renumbered in their original order. Test points keep the labels that survive;
+    those left without any are dropped. Filter pairs follow their rows and labels.
+    """
+    rng = np.random.default_rng(seed)
+    n_orig = ds.n_original_train or len(ds.train)
+    train_rows = np.sort(rng.choice(n_orig, size=min(n_train, n_orig), replace=False))
+    Y = ds.original_train_Y()[train_rows]
+    labels = np.unique(Y.indices[Y.data > 0])
+    new_label = np.full(ds.n_labels, -1, dtype=np.int64)
+    new_label[labels] = np.arange(labels.size)
+    splits = {"trn": _sample_split(ds.train, train_rows, labels, new_label)}
+    if "tst" in ds.splits:
+        kept = np.flatnonzero(np.diff(ds.test.Y[:, labels].tocsr().indptr) > 0)
+        test_rows = np.sort(rng.choice(kept, size=min(n_test, kept.size), replace=False))
+        splits["tst"] = _sample_split(ds.test, test_rows, labels, new_label)
+    return XMCDataset(ds.name, [ds.label_uids[j] for j in labels], [ds.label_texts[j] for j in labels], splits)
+
+
+def _sample_split(split: Split, rows: np.ndarray, labels: np.ndarray, new_label: np.ndarray) -> Split:
+    new_row = np.full(len(split), -1, dtype=np.int64)
+    new_row[rows] = np.arange(rows.size)
+    fp = split.filter_pairs.reshape(-1, 2)
+    fp = fp[(new_row[fp[:, 0]] >= 0) & (new_label[fp[:, 1]] >= 0)]
+    return Split([split.uids[i] for i in rows], [split.texts[i] for i in rows],
+                 sp.csr_matrix(split.Y[rows][:, labels], dtype=np.float32),
+                 np.stack([new_row[fp[:, 0]], new_label[fp[:, 1]]], axis=1).astype(np.int64))
+
+
+def write_dataset(ds: XMCDataset, directory: str | Path) -> Path:
+    """Write ``ds`` as an LF raw dataset directory (``lbl.json.gz``, ``{split}.json.gz``,
+    ``filter_labels_*.txt``), atomically; :func:`load_dataset` reads it back."""
+    with atomic_directory(directory) as staging:
+        write_lf_json(staging / "lbl.json.gz", ds.label_uids, ds.label_texts, None)
+        for name, split in ds.splits.items():
+            write_lf_json(staging / f"{name}.json.gz", split.uids, split.texts, split.Y)
+            write_filter_pairs(staging / SPLIT_FILTER_FILES.get(name, f"filter_labels_{name}.txt"), split.filter_pairs)
+    return Path(directory)

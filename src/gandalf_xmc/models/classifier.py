@@ -10,6 +10,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from ..augment.conventional import FeatureMix
+from ..errors import ConfigError
 from ..train.loop import ExtraPoints, TrainConfig, TrainResult, fit, predict
 from ..train.shortlist import balanced_clusters, cluster_members, label_representations
 from . import sentence
@@ -17,6 +19,7 @@ from .astec import BagOfEmbeddings
 from .dual_encoder import FrozenEmbeddings
 from .features import TextFeaturizer
 from .inception import InceptionEncoder, WordVocabulary, token_bags
+from .linear import _append_mixed
 from .neural import XMCNetwork
 from .spec import read_result, read_spec, write_spec
 
@@ -113,7 +116,9 @@ class NeuralXMC:
         """Train on ``texts`` with (soft) targets ``Y``.
 
         ``valid`` = (texts, Y, inverse propensities[, filter pairs]) selects the best epoch;
-        ``mixer`` (a :class:`gandalf_xmc.augment.LabelMix`) transforms every training batch;
+        ``mixer`` (:class:`~gandalf_xmc.augment.LabelMix` or :class:`~gandalf_xmc.augment.SynonymReplacement`)
+        transforms every training batch; a :class:`~gandalf_xmc.augment.FeatureMix` adds its mixed
+        points once (families that read TF-IDF rows or sentence embeddings only);
         ``extra`` marks the augmentation points and sets their loss weight and share of each epoch.
         """
         cfg = self.config
@@ -124,6 +129,7 @@ class NeuralXMC:
             self.tokens = WordVocabulary().fit(list(texts) + list(label_texts))
         X = self.features(texts, progress)
         Z = self.features(label_texts, progress)
+        Y = sp.csr_matrix(Y, dtype=np.float32)
         if self.tokens is not None:  # cluster labels on bags of words
             reps = label_representations(token_bags(X, self.tokens.vocab_size), Y,
                                          token_bags(Z, self.tokens.vocab_size), cfg.cluster_dim, cfg.train.seed)
@@ -138,6 +144,11 @@ class NeuralXMC:
             self.network.encoder.fit_token_weights(np.concatenate([X, Z]))
         if self.family.init_from_label_text:
             self.network.init_from_label_vectors(Z, self.assign, cfg.init_scale)
+        if isinstance(mixer, FeatureMix):  # drawn once, after clustering on the original points
+            if self.tokens is not None:
+                raise ConfigError(f"{mixer.kind} mixes input vectors; {cfg.family} reads word ids")
+            X, Y, example_weights, extra = _append_mixed(mixer, X, Y, Z, example_weights, extra)
+            mixer = None
         v = None if valid is None else (self.features(valid[0]), *valid[1:])
         mix = None if mixer is None else (mixer, list(texts), self.features)
         self.result = fit(self.network, X, Y, self.assign, self.members, v, cfg.train, checkpoint_dir, resume,

@@ -9,7 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-TOKEN_PATTERN = r"(?u)\b\w+\b"
+from ..text import TOKEN_PATTERN
 
 
 class TextFeaturizer:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections import Counter
 from pathlib import Path
 
@@ -26,10 +25,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .features import TOKEN_PATTERN
+from ..sparse_ops import unique_int
+from ..text import WORD as _WORD
 
 TOKENIZER_FILE = "tokenizer.json"
-_WORD = re.compile(TOKEN_PATTERN)
 
 
 def _minilm_dir() -> Path:
@@ -147,7 +146,7 @@ class InceptionEncoder(nn.Module):
         rows = np.repeat(np.arange(n), ids.shape[1])
         flat = ids.ravel()
         keep = flat > 0
-        pairs = np.unique(rows[keep] * self.token_weight.numel() + flat[keep])
+        pairs = unique_int(rows[keep] * self.token_weight.numel() + flat[keep])
         df = np.bincount(pairs % self.token_weight.numel(), minlength=self.token_weight.numel())
         self.token_weight.copy_(torch.from_numpy(np.log((1.0 + n) / (1.0 + df)) + 1.0).float())
 

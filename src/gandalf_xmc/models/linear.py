@@ -23,7 +23,8 @@ import torch
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from ..sparse_ops import threads_for, top_k_per_row
+from ..augment.conventional import FeatureMix
+from ..sparse_ops import threads_for, top_k_per_row, unique_int
 from ..train.loop import ExtraPoints, TrainConfig, TrainResult, run, validation_metrics
 from ..train.shortlist import NeighbourShortlist, shortlist_recall
 from .features import TextFeaturizer
@@ -163,14 +164,15 @@ class SparseLinearXMC:
         filter pairs])`` selects the best epoch; ``extra`` marks the augmentation points and sets
         their loss weight and share of each epoch.
 
-        ``mixer`` (LabelMix) is drawn once, before training, and the mixed points are added to the
-        training set: candidate pairs and the weight table are fixed before the first epoch, so
-        this model cannot re-mix each batch as the neural ones do.
+        ``mixer`` (LabelMix, SynonymReplacement or FeatureMix) is drawn once, before training, and
+        the transformed points are added to the training set: candidate pairs and the weight table
+        are fixed before the first epoch, so this model cannot re-mix each batch as the neural ones do.
         """
         cfg = self.config
         torch.manual_seed(cfg.train.seed)
         Y = sp.csr_matrix(Y, dtype=np.float32)
-        if mixer is not None:
+        feature_mix = mixer if isinstance(mixer, FeatureMix) else None
+        if mixer is not None and feature_mix is None:
             texts = list(texts)
             mixed_texts, mixed_Y = mixer(texts, Y)
             changed = np.flatnonzero([a != b for a, b in zip(mixed_texts, texts)])
@@ -185,6 +187,9 @@ class SparseLinearXMC:
         self.n_labels = Y.shape[1]
         self.featurizer = TextFeaturizer().fit(list(texts) + list(label_texts))
         X = self.features(texts)
+        if feature_mix is not None:
+            X, Y, example_weights, extra = _append_mixed(feature_mix, X, Y, self.features(label_texts),
+                                                         example_weights, extra)
         indexed = None if extra is None or cfg.index_extra_points else ~extra.mask
         self.shortlist = self._new_shortlist().fit(X, Y, self.features(label_texts), rows=indexed)
         indptr, labels, pair_feats = self.shortlist.pairs(X, exclude_self=True, extra=Y, progress=progress)
@@ -194,8 +199,8 @@ class SparseLinearXMC:
         uniques = []
         for start in range(0, rows.size, 1 << 20):
             stop = start + (1 << 20)
-            uniques.append(np.unique(_pair_keys(X, rows[start:stop], labels[start:stop], self.n_labels)))
-        keys = np.unique(np.concatenate(uniques)) if uniques else np.zeros(0, dtype=np.int64)
+            uniques.append(unique_int(_pair_keys(X, rows[start:stop], labels[start:stop], self.n_labels)))
+        keys = unique_int(np.concatenate(uniques)) if uniques else np.zeros(0, dtype=np.int64)
         self.table = WeightTable.from_keys(keys, X.shape[1], self.n_labels)
         del keys, uniques
         self.scorer = PairScorer(self.table.size, self.n_labels, NeighbourShortlist.N_FEATURES, cfg.pair_init)
@@ -253,6 +258,19 @@ class SparseLinearXMC:
         model.scorer.load_state_dict(torch.load(d / "weights.pt", weights_only=True))
         model.scorer.eval()
         return model
+
+
+def _append_mixed(mix: FeatureMix, X, Y: sp.csr_matrix, Z, example_weights: np.ndarray | None,
+                  extra: ExtraPoints | None):
+    """Inputs, targets, weights and extra-point marks with ``mix``'s points appended (as original
+    points: like LabelMix's, they stand for training points, not label points)."""
+    Xm, Ym = mix(X, Y, Z)
+    X_all = sp.vstack([X, Xm], format="csr") if sp.issparse(X) else np.concatenate([X, Xm])
+    if example_weights is not None:
+        example_weights = np.concatenate([example_weights, np.ones(Ym.shape[0], dtype=np.float32)])
+    if extra is not None:
+        extra = extra.extended(Ym.shape[0])
+    return X_all, sp.vstack([Y, Ym], format="csr", dtype=np.float32), example_weights, extra
 
 
 class _PairObjective:

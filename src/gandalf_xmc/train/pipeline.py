@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..augment import AugmentConfig, extra_mask, labelmix_for, training_set
+from ..augment import AugmentConfig, extra_mask, mixer_for, training_set
 from ..data.atomic import atomic_directory
 from ..data.dataset import Split, XMCDataset
 from ..data.formats import read_lf_json, write_lf_json
@@ -65,7 +65,7 @@ def fit_augmented(rest: XMCDataset, valid: Split, inv, model_config: ModelConfig
     model = build_model(model_config)
     model.fit(train.texts, train.Y, rest.label_texts,
               valid=(valid.texts, valid.Y, inv, valid.filter_pairs) if len(valid) else None,
-              checkpoint_dir=checkpoint_dir, resume=resume, progress=progress, mixer=labelmix_for(rest, augment),
+              checkpoint_dir=checkpoint_dir, resume=resume, progress=progress, mixer=mixer_for(rest, augment),
               extra=extra)
     return model, len(train)
 

@@ -123,13 +123,13 @@ class NeighbourShortlist:
             r = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
             S.data[S.indices == own[r]] = 0.0
             S.eliminate_zeros()
-        S = top_k_per_row(S, self.n_neighbours)
+        S = top_k_per_row(S, self.n_neighbours, distinct=True)  # products have one entry per column
         S.data = np.square(np.maximum(S.data, 0.0))
         votes = (S @ self.Y).tocsr()
         peak = np.zeros(votes.shape[0], dtype=np.float32)
         np.maximum.at(peak, np.repeat(np.arange(votes.shape[0]), np.diff(votes.indptr)), votes.data)
         votes = sp.diags(1.0 / np.maximum(peak, 1e-12)) @ votes
-        return union_of_top_k(votes, (Q @ self.ZT).tocsr(), self.knn_labels, self.text_labels, extra)
+        return union_of_top_k(votes, (Q @ self.ZT).tocsr(), self.knn_labels, self.text_labels, extra, distinct=True)
 
     def pairs(self, Q: sp.csr_matrix, exclude_self: bool = False, extra: sp.csr_matrix | None = None,
               progress: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
