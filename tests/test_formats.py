@@ -131,3 +131,30 @@ def test_lf_json_writes_rel_only_when_needed(tmp_path):
     assert lines[2] == '{"uid":"c","title":"z","target_ind":[]}'
     rec = read_lf_json(tmp_path / "a.json", 3)
     assert rec.texts[0] == 'x "quoted"'
+
+
+def test_predictions_stream_to_the_same_file_and_leave_nothing_on_failure(tmp_path):
+    from gandalf_xmc.data.formats import read_sparse_text, write_sparse_text
+    from gandalf_xmc.train.pipeline import write_predictions
+
+    full = sp.random(23, 9, density=0.3, random_state=4, format="csr", dtype=np.float32)
+    texts = [f"t{i}" for i in range(23)]
+
+    class Rows:
+        calls = []
+
+        def predict(self, batch, k):
+            self.calls.append(len(batch))
+            if any(t == "boom" for t in batch):
+                raise RuntimeError("model failed")
+            return full[[int(t[1:]) for t in batch]]
+
+    model = Rows()
+    write_predictions(model, texts, 9, tmp_path / "stream.txt", batch_size=5, progress=False)
+    write_sparse_text(tmp_path / "whole.txt", full)
+    assert model.calls == [5, 5, 5, 5, 3]  # never more than one batch at a time
+    assert (tmp_path / "stream.txt").read_text() == (tmp_path / "whole.txt").read_text()
+    np.testing.assert_allclose(read_sparse_text(tmp_path / "stream.txt").toarray(), full.toarray(), rtol=1e-4)
+    with pytest.raises(RuntimeError):
+        write_predictions(model, texts[:7] + ["boom"], 9, tmp_path / "bad.txt", batch_size=5, progress=False)
+    assert not (tmp_path / "bad.txt").exists() and not list(tmp_path.glob("bad.txt*"))

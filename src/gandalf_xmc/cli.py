@@ -79,9 +79,13 @@ def augment(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
             labels_fraction: float = typer.Option(1.0, min=0.0, max=1.0, help="Share of labels that become points."),
             labels_sampling: str = typer.Option("random", help="random | tail (five equi-voluminous bins, tail first)"),
             seed: int = typer.Option(0, help="Random seed (random walk, label subsampling)."),
+            dask: Optional[str] = typer.Option(None, "--dask", help="Build the label graph on Dask: 'local:N' (a local "
+                                               "cluster of N worker processes) or a scheduler address tcp://HOST:PORT."),
             progress: Optional[bool] = typer.Option(None, "--progress/--no-progress",
                                                     help="Stage lines on stderr (default: when stderr is a terminal).")) -> None:
     """Write Gandalf's extra points (aug.json.gz, aug_X_Y.txt) and the combined trn.json.gz."""
+    from contextlib import nullcontext
+
     from .augment import AugmentConfig
     from .augment.export import write_augmented_dataset
     from .data import load_dataset
@@ -94,7 +98,10 @@ def augment(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
     if log:
         log(f"reading {data_dir or 'the embedded dataset'} ...")
     ds = load_dataset(data_dir, splits=("trn", "tst") if _has_test(data_dir) else ("trn",))
-    meta = write_augmented_dataset(ds, out, config, log=log)
+    if dask:
+        from .graph.distributed import dask_client
+    with dask_client(dask) if dask else nullcontext() as client:
+        meta = write_augmented_dataset(ds, out, config, log=log, client=client)
     n = max(meta["n_extra"], 1)
     console.print(f"{meta['n_extra']:,} extra points ({meta['extra_targets_nnz'] / n:.2f} targets a point) "
                   f"+ {meta['n_original_train']:,} original -> {out} in {time.perf_counter() - t0:.1f} s", soft_wrap=True)
@@ -159,7 +166,8 @@ def evaluate(pred_file: Path = typer.Argument(..., help="Predictions: sparse mat
 def train(model: str = typer.Option("linear", "--model", help="linear | astec | inceptionxml | dual-encoder."),
           data: Optional[Path] = typer.Option(None, "--data", help=DATA_HELP),
           augment: str = typer.Option("none", help="none | gandalf | identity | labelmix | z-only | uniform | glas | "
-                                                   "random-walk | auto (chosen on the validation split)"),
+                                                   "random-walk | synonym | mixup | label-mixup | auto (chosen on the "
+                                                   "validation split)"),
           delta: float = DELTA_OPTION,
           top_k: Optional[int] = TOP_K_OPTION,
           shrinkage: float = SHRINKAGE_OPTION,
@@ -211,9 +219,9 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
                                             help="Labels per query (default 5 with --text, 100 with --out).")) -> None:
     """Predict the top-k labels of one query (--text) or of a dataset split (--data ... --out FILE)."""
     from .data.dataset import embedded_dataset_path, find_split_file
-    from .data.formats import read_lf_json, write_sparse_text
+    from .data.formats import read_lf_json
     from .errors import DataFormatError
-    from .train.pipeline import load_model
+    from .train.pipeline import load_model, write_predictions
 
     model, label_uids, label_texts = load_model(model_dir)
     if text is not None:
@@ -236,8 +244,7 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
         raise DataFormatError(directory / f"{split}.json.gz", None, f"missing '{split}' split file")
     points = read_lf_json(split_path, len(label_texts), require_targets=None)
     k = k or 100
-    pred = model.predict(points.texts, k=k, progress=True)
-    write_sparse_text(out, pred)
+    write_predictions(model, points.texts, len(label_texts), out, k=k)
     console.print(f"wrote top-{k} predictions of {len(points.texts):,} points to {out}")
 
 

@@ -67,9 +67,10 @@ def graph_for(config: AugmentConfig) -> GraphConfig:
     return GraphConfig(**{**config.graph.__dict__, "kind": kind})
 
 
-def extra_points(dataset: XMCDataset, config: AugmentConfig) -> tuple[Split, np.ndarray]:
-    """Gandalf's extra points for ``config`` and the label ids they come from."""
-    graph = label_graph(dataset.original_train_Y(), graph_for(config))
+def extra_points(dataset: XMCDataset, config: AugmentConfig, client=None) -> tuple[Split, np.ndarray]:
+    """Gandalf's extra points for ``config`` and the label ids they come from (the label graph on
+    ``client``'s Dask cluster when one is given)."""
+    graph = label_graph(dataset.original_train_Y(), graph_for(config), client=client)
     labels = None
     if config.labels_fraction < 1.0:
         labels = select_labels(dataset.label_frequencies(), config.labels_fraction, config.labels_sampling, config.seed)

@@ -18,7 +18,7 @@ _COPIED_TEST = ("tst.json.gz", "tst.json")  # copied as they are when the test s
 
 
 def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: AugmentConfig,
-                            log: Callable[[str], None] | None = None) -> dict:
+                            log: Callable[[str], None] | None = None, client=None) -> dict:
     """Write ``out_dir`` with the extra points and the combined training set.
 
     Files:
@@ -32,8 +32,9 @@ def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: Au
         frequency bins keep coming from the original points only).
 
     Everything is written to a staging directory first and moved into place at the end.
-    ``log`` receives a line per stage (progress for long runs). Returns the metadata written to
-    ``augment.json``.
+    ``log`` receives a line per stage (progress for long runs); ``client`` (a
+    ``distributed.Client``) builds the label graph on a Dask cluster. Returns the metadata written
+    to ``augment.json``.
     """
     started = time.perf_counter()
 
@@ -42,7 +43,7 @@ def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: Au
             log(f"[{time.perf_counter() - started:7.1f} s] {message}")
 
     say(f"label graph ({graph_for(config).kind}, delta={config.graph.delta}) ...")
-    extra, label_ids = extra_points(dataset, config)
+    extra, label_ids = extra_points(dataset, config, client)
     say(f"{len(extra):,} extra points, {extra.Y.nnz:,} soft targets")
     n_orig = dataset.n_original_train or len(dataset.train)
     train = dataset.train

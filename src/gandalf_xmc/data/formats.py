@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from ..errors import DataFormatError
 from .atomic import atomic_text_writer, atomic_writer
-from .render import INDICES, PAIRS, VALUES, render_rows, sparse_text_chunks, split_rows
+from .render import INDICES, PAIRS, VALUES, render_rows, sparse_text_chunks, split_rows, streamed_sparse_text_chunks
 
 _CHUNK = 200_000  # lines parsed before their indices are packed into numpy arrays
 
@@ -370,6 +370,12 @@ def write_sparse_text(path: str | Path, *parts: sp.spmatrix) -> None:
     """Write a sparse matrix (the row-wise concatenation of ``parts``) in the ``rows cols`` /
     ``index:value`` text format, atomically."""
     write_lines(path, sparse_text_chunks(*parts))
+
+
+def write_sparse_text_stream(path: str | Path, n_rows: int, n_cols: int, blocks: Iterable[sp.spmatrix]) -> None:
+    """Write row blocks produced one at a time (bounded memory) as one sparse text matrix,
+    atomically: nothing is left at ``path`` if producing a block fails."""
+    write_lines(path, streamed_sparse_text_chunks(n_rows, n_cols, blocks))
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ formatted once per distinct value (``%.6g``) and copied from a lookup table.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numba
 import numpy as np
@@ -102,3 +102,20 @@ def sparse_text_chunks(*parts: sp.spmatrix, block_rows: int = 100_000) -> Iterat
         for start in range(0, M.shape[0], block_rows):
             stop = min(M.shape[0], start + block_rows)
             yield b"".join(row + b"\n" for row in split_rows(*render_rows(M, start, stop, PAIRS)))
+
+
+def streamed_sparse_text_chunks(n_rows: int, n_cols: int, blocks: Iterable[sp.spmatrix]) -> Iterator[bytes]:
+    """The sparse matrix text format of row blocks produced one at a time (e.g. predictions of
+    successive batches), under a header announcing ``n_rows x n_cols``; only one block is in
+    memory at a time. Raises ValueError if the blocks do not add up to ``n_rows``."""
+    yield f"{n_rows} {n_cols}\n".encode()
+    seen = 0
+    for block in blocks:
+        M = sp.csr_matrix(block)
+        if M.shape[1] != n_cols:
+            raise ValueError(f"a block has {M.shape[1]} columns, expected {n_cols}")
+        seen += M.shape[0]
+        if M.shape[0]:
+            yield b"".join(row + b"\n" for row in split_rows(*render_rows(M, 0, M.shape[0], PAIRS)))
+    if seen != n_rows:
+        raise ValueError(f"blocks gave {seen} rows, expected {n_rows}")

@@ -110,7 +110,8 @@ def _paper_table(block: dict, metrics: tuple[str, ...] = PRECISION, base: str = 
     return md_table(["training data", *metrics], rows)
 
 
-def _transfer(res: Results, model: str, settings: list[str], paper_rows: dict, base: str = "none") -> str:
+def _transfer(res: Results, model: str, settings: list[str], paper_rows: dict, base: str = "none",
+              prefix: str = "") -> str:
     """One line per setting: the paper's change against its baseline next to ours, and whether the
     direction transfers."""
     lines = []
@@ -132,7 +133,7 @@ def _transfer(res: Results, model: str, settings: list[str], paper_rows: dict, b
             word = "does not transfer (" + ", ".join(m for m, v in zip(HEADLINE, verdicts) if v == "opposite") + ")"
         else:
             word = "inconclusive here (within seed spread)"
-        lines.append(f"- `{s}` against `{base}`: {'; '.join(parts)}: **{word}**.")
+        lines.append(f"- {prefix}`{s}` against `{base}`: {'; '.join(parts)}: **{word}**.")
     return "\n".join(lines)
 
 
@@ -195,7 +196,8 @@ def _figure_bins(res: Results, model: str, freq: np.ndarray, path: Path) -> dict
                    label=describe(s))
             out.setdefault(s, {})[key] = mean.tolist()
         ax.set_xticks(np.arange(5))
-        ax.set_xticklabels([f"bin {b + 1}\n{n_labels[b]:,} labels\n{mean_freq[b]:.1f} pos./label" for b in range(5)])
+        ax.set_xticklabels([f"bin {b + 1}\n{n_labels[b]:,} labels\n{mean_freq[b]:.3g} pos. each" for b in range(5)],
+                           fontsize=8)
         ax.set_xlabel("label-frequency bin (1 = head, 5 = tail)")
         ax.set_ylabel(f"{title} (%)")
         ax.set_title(f"{model}: {title}, per bin (test)")
@@ -294,8 +296,8 @@ def write_report(ds: XMCDataset, runs: list[Run], runs_dir: Path, out: Path, con
           f"are on the validation split carved from the training points. In parentheses: the difference to the "
           f"row without augmentation, ▲/▼ when it exceeds the two rows' seed spread (|Δ| ≥ std_a + std_b), ≈ "
           f"when it does not (no winner declared). The paper's numbers are LF-AmazonTitles-131K. "
-          f"{len(raw)} runs, {seconds / 60:.1f} minutes on this run's machine (runs from an earlier, "
-          f"interrupted call are counted at their own time).", ""]
+          f"{len(raw)} runs taking {sum(r['seconds'] for r in raw) / 60:.1f} minutes summed, {config.parallel} at a "
+          f"time; this call took {seconds / 60:.1f} minutes (runs finished by an earlier call are reused).", ""]
     results: dict = {"dataset": ds.name, "source": source_name, "config": {
         "models": list(config.models), "ablation_model": abl, "seeds": list(config.seeds), "epochs": config.epochs,
         "quick": config.quick, "parallel": config.parallel}, "seconds": seconds, "runs": raw}
@@ -347,8 +349,10 @@ def write_report(ds: XMCDataset, runs: list[Run], runs_dir: Path, out: Path, con
            _metric_table(res, abl, ABLATION_SETTINGS["table7"]), "",
            f"Paper, graph ({paper.TABLE7['graph']['model']}) and delta ({paper.TABLE7['delta']['model']}), "
            f"{paper.DATASET}:", "", _paper_table(paper.TABLE7["graph"]), "", _paper_table(paper.TABLE7["delta"]), "",
-           _transfer(res, abl, ["gandalf", "random-walk"], paper.TABLE7["graph"]["rows"]),
-           _transfer(res, abl, ["delta-0", "gandalf", "delta-0.2"], paper.TABLE7["delta"]["rows"]), ""]
+           _transfer(res, abl, ["gandalf", "random-walk"], paper.TABLE7["graph"]["rows"],
+                     prefix=f"graph (paper: {paper.TABLE7['graph']['model']}): "),
+           _transfer(res, abl, ["delta-0", "gandalf", "delta-0.2"], paper.TABLE7["delta"]["rows"],
+                     prefix=f"delta (paper: {paper.TABLE7['delta']['model']}): "), ""]
     if all(res.has(abl, s) for s in ("delta-0", "gandalf", "delta-0.2")):
         best = max(("delta-0", "gandalf", "delta-0.2"), key=lambda s: res.mean(abl, s, "P@1"))
         md += [f"Best delta by test P@1 here: `{best}` (the paper: 0.1, `gandalf`). Against delta 0.1: "

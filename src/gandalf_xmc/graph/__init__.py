@@ -67,11 +67,12 @@ def point_weights(Y: sp.csr_matrix, scheme: str) -> np.ndarray | None:
     return 1.0 / np.maximum(sizes, 1.0)
 
 
-def label_graph(Y: sp.spmatrix, config: GraphConfig | None = None) -> sp.csr_matrix:
+def label_graph(Y: sp.spmatrix, config: GraphConfig | None = None, client=None) -> sp.csr_matrix:
     """Soft targets of every label's extra point: row j holds ``y_j`` (``L x L`` float32 CSR).
 
     ``Y`` must be the ORIGINAL training labels (``N x L``). The self entry of each row is 1
-    (``sigmoid(1)`` for ``glas``, whose S has 1 on the diagonal).
+    (``sigmoid(1)`` for ``glas``, whose S has 1 on the diagonal). With a ``distributed.Client``,
+    the co-occurrence kinds are computed on its Dask cluster (:mod:`.distributed`; the same result).
     """
     config = config or GraphConfig()
     config.validate()
@@ -79,7 +80,17 @@ def label_graph(Y: sp.spmatrix, config: GraphConfig | None = None) -> sp.csr_mat
     n_labels = Y.shape[1]
     if config.kind == "identity":
         return sp.identity(n_labels, dtype=np.float32, format="csr")
-    if config.kind == "random-walk":
+    if client is not None and config.kind == "random-walk":
+        raise ConfigError("the random-walk graph runs on one machine only; drop --dask or choose another graph")
+    if client is not None:
+        from .distributed import dask_conditional_graph
+
+        G = dask_conditional_graph(Y, client, delta=config.delta, top_k=config.top_k,
+                                   shrinkage=0.0 if config.kind == "glas" else config.shrinkage,
+                                   point_weights=point_weights(Y, config.point_weights), symmetric=config.kind == "glas")
+        if config.kind == "glas":
+            G.data = (1.0 / (1.0 + np.exp(-G.data.astype(np.float64)))).astype(np.float32)
+    elif config.kind == "random-walk":
         G = random_walk_graph(Y, delta=config.delta, walk_length=config.walk_length,
                               restart_prob=config.restart_prob, neighbours=config.walk_neighbours,
                               head_threshold=config.head_threshold, seed=config.seed)

@@ -122,3 +122,18 @@ def load_model(model_dir: str | Path) -> tuple[NeuralXMC | SparseLinearXMC, list
         raise DataFormatError(d, None, "not a model directory (no model.json); train one with 'gandalf train'")
     labels = read_lf_json(d / LABELS_FILE, require_targets=False)
     return load_trained(d), labels.uids, labels.texts
+
+
+def write_predictions(model, texts: list[str], n_labels: int, out: str | Path, k: int = 100, batch_size: int = 8192,
+                      progress: bool = True) -> None:
+    """Predict ``texts`` in batches and stream each batch's top-``k`` to ``out`` (sparse text
+    matrix), so memory holds one batch of predictions however many texts there are."""
+    from tqdm.auto import tqdm
+
+    from ..data.formats import write_sparse_text_stream
+
+    def blocks():
+        for start in tqdm(range(0, len(texts), batch_size), desc="predict", unit="batch", disable=not progress):
+            yield model.predict(texts[start:start + batch_size], k=k)
+
+    write_sparse_text_stream(out, len(texts), n_labels, blocks())
