@@ -326,9 +326,9 @@ def demo(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
 @app.command()
 def reproduce(data_dir: Optional[Path] = typer.Option(None, "--data", help=DATA_HELP),
               out: Path = typer.Option(..., "--out", help="REPORT_DIR: report.md, PNG figures, results.json, runs/."),
-              models: list[str] = typer.Option(["linear"], "--models",
-                                               help="Table 3's models (repeat the option): linear, astec, inceptionxml, "
-                                                    "dual-encoder, knn."),
+              models: str = typer.Option("linear", "--models",
+                                         help="Table 3's models, comma-separated: linear, astec, inceptionxml, "
+                                              "dual-encoder, knn."),
               ablation_model: str = typer.Option("linear", "--ablation-model",
                                                  help="The model of every other table (the paper's InceptionXML role)."),
               seeds: int = typer.Option(3, min=1, help="Seeds 0..N-1 for every run."),
@@ -345,7 +345,8 @@ def reproduce(data_dir: Optional[Path] = typer.Option(None, "--data", help=DATA_
     from .experiments.reproduce import ReproduceConfig
     from .experiments.reproduce import reproduce as run_reproduce
 
-    config = ReproduceConfig(models=tuple(models), ablation_model=ablation_model, seeds=tuple(range(seeds)),
+    names = tuple(m.strip() for m in models.split(",") if m.strip())
+    config = ReproduceConfig(models=names, ablation_model=ablation_model, seeds=tuple(range(seeds)),
                              epochs=epochs or None, quick=quick, parallel=parallel)
     run_reproduce(data_dir, out, config, log=console.print)
 

@@ -103,10 +103,12 @@ def dask_conditional_graph(Y: sp.spmatrix, client, *, n_partitions: int | None =
     row_bounds = np.linspace(0, n_points, n_partitions + 1).astype(np.int64)
     spans = list(zip(row_bounds[:-1], row_bounds[1:]))
     Yw = sp.csr_matrix(sp.diags(w) @ sp.csr_matrix(Y, dtype=np.float64))
-    columns = client.scatter([sp.csc_matrix(Y[a:b], dtype=np.float64) for a, b in spans])
-    weighted = client.scatter([Yw[a:b] for a, b in spans])
+    # hash=False: fresh keys each call. With content keys, a second call on the same data could
+    # reuse keys that the first call's futures are releasing ("lost dependencies", dask/distributed#4612)
+    columns = client.scatter([sp.csc_matrix(Y[a:b], dtype=np.float64) for a, b in spans], hash=False)
+    weighted = client.scatter([Yw[a:b] for a, b in spans], hash=False)
     del Yw
-    diag_future = client.scatter(diag, broadcast=True)
+    diag_future = client.scatter(diag, broadcast=True, hash=False)
     blocks = []
     for lo, hi in zip(label_bounds[:-1], label_bounds[1:]):
         shares = [delayed(_partial_block)(c, r, int(lo), int(hi)) for c, r in zip(columns, weighted)]
