@@ -171,21 +171,26 @@ def _qualitative(ds: XMCDataset, runs_dir: Path, model: str, seed: int) -> tuple
     return md_table(["test point", "true labels", "D: top 5", "G = D u Z: top 5"], rows), records
 
 
-def _show(ds: XMCDataset, top: np.ndarray, truth: set) -> str:
-    return ", ".join(f"**{ds.label_texts[j]}** ✓" if j in truth else ds.label_texts[j] for j in top if j >= 0)
-
-
-def _figure_bins(res: Results, model: str, freq: np.ndarray, path: Path) -> dict:
+def _two_panels():
+    """A figure with two side-by-side axes, drawn without a display."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt.subplots(1, 2, figsize=(12, 4.5))
+
+
+def _show(ds: XMCDataset, top: np.ndarray, truth: set) -> str:
+    return ", ".join(f"**{ds.label_texts[j]}** ✓" if j in truth else ds.label_texts[j] for j in top if j >= 0)
+
+
+def _figure_bins(res: Results, model: str, freq: np.ndarray, path: Path) -> dict:
     bins = frequency_bins(freq)
     n_labels = np.bincount(bins, minlength=5)
     mean_freq = [freq[bins == b].mean() if n_labels[b] else 0.0 for b in range(5)]
     settings = [s for s in ABLATION_SETTINGS["figure2"] if res.has(model, s)]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, axes = _two_panels()
     width = 0.8 / max(1, len(settings))
     out = {}
     for ax, key, title in ((axes[0], "bins_P@5", "contribution to P@5"), (axes[1], "bins_PSP@5", "contribution to PSP@5")):
@@ -208,12 +213,7 @@ def _figure_bins(res: Results, model: str, freq: np.ndarray, path: Path) -> dict
 
 
 def _figure_training(res: Results, model: str, path: Path) -> dict:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, axes = _two_panels()
     out = {}
     for s in ("none", "gandalf"):
         if not res.has(model, s):
@@ -241,12 +241,7 @@ def _figure_training(res: Results, model: str, path: Path) -> dict:
 
 
 def _figure_subsampling(res: Results, model: str, path: Path) -> dict:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, axes = _two_panels()
     out = {}
     for how in ("random", "tail"):
         points = [(0, "none"), *((p, f"sub-{how}-{p}") for p in SUBSAMPLING_PERCENT), (100, "gandalf")]

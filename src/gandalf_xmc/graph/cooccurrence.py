@@ -129,6 +129,25 @@ def _chunk_bounds(n_labels: int, work: np.ndarray, n_chunks: int) -> np.ndarray:
     return np.unique(bounds).astype(np.int64)
 
 
+def prepare_labels(Y: sp.spmatrix, point_weights: np.ndarray | None
+                   ) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray, np.ndarray]:
+    """Canonical float CSR labels, per-point weights (default 1), ``diag`` = G_jj and ``work`` =
+    each row of G's co-occurrence pairs (+1), which balances chunks of label rows."""
+    Y = sp.csr_matrix(Y)
+    if Y.dtype not in (np.float32, np.float64):
+        Y = Y.astype(np.float32)
+    Y.sum_duplicates()
+    n_points, n_labels = Y.shape
+    w = np.ones(n_points) if point_weights is None else np.asarray(point_weights, dtype=np.float64)
+    if w.shape != (n_points,):
+        raise ValueError(f"point_weights must have one weight per training point ({n_points})")
+    rows = np.repeat(np.arange(n_points), np.diff(Y.indptr))
+    diag = np.bincount(Y.indices, weights=w[rows] * Y.data.astype(np.float64) ** 2, minlength=n_labels)
+    row_nnz = np.diff(Y.indptr).astype(np.float64)
+    work = np.bincount(Y.indices, weights=row_nnz[rows], minlength=n_labels) + 1.0
+    return Y, w, diag, work
+
+
 def conditional_graph(Y: sp.spmatrix, *, delta: float = 0.1, top_k: int | None = None, shrinkage: float = 0.0,
                       point_weights: np.ndarray | None = None, symmetric: bool = False,
                       self_value: float = 1.0) -> sp.csr_matrix:
@@ -144,20 +163,8 @@ def conditional_graph(Y: sp.spmatrix, *, delta: float = 0.1, top_k: int | None =
     the self entry only. ``top_k`` caps the other entries a row (largest first, ties to the
     lower id). Returns an ``L x L`` float32 CSR matrix with sorted indices.
     """
-    Y = sp.csr_matrix(Y)
-    if Y.dtype not in (np.float32, np.float64):
-        Y = Y.astype(np.float32)
-    Y.sum_duplicates()
-    n_points, n_labels = Y.shape
-    w = np.ones(n_points) if point_weights is None else np.asarray(point_weights, dtype=np.float64)
-    if w.shape != (n_points,):
-        raise ValueError(f"point_weights must have one weight per training point ({n_points})")
-    rows = np.repeat(np.arange(n_points), np.diff(Y.indptr))
-    diag = np.bincount(Y.indices, weights=w[rows] * Y.data.astype(np.float64) ** 2, minlength=n_labels)  # G_jj
-    # work of row j ~ sum over its points of their label counts
-    row_nnz = np.diff(Y.indptr).astype(np.float64)
-    work = np.bincount(Y.indices, weights=row_nnz[rows], minlength=n_labels) + 1.0
-    del rows
+    Y, w, diag, work = prepare_labels(Y, point_weights)
+    n_labels = Y.shape[1]
     C = Y.tocsc()
     C.sort_indices()
     n_chunks = max(1, min(n_labels, 16 * numba.get_num_threads()))

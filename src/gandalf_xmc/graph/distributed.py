@@ -80,21 +80,10 @@ def dask_conditional_graph(Y: sp.spmatrix, client, *, n_partitions: int | None =
     """
     from dask import delayed
 
-    from .cooccurrence import _chunk_bounds
+    from .cooccurrence import _chunk_bounds, prepare_labels
 
-    Y = sp.csr_matrix(Y)
-    if Y.dtype not in (np.float32, np.float64):
-        Y = Y.astype(np.float32)
-    Y.sum_duplicates()
+    Y, w, diag, work = prepare_labels(Y, point_weights)
     n_points, n_labels = Y.shape
-    w = np.ones(n_points) if point_weights is None else np.asarray(point_weights, dtype=np.float64)
-    if w.shape != (n_points,):
-        raise ValueError(f"point_weights must have one weight per training point ({n_points})")
-    rows = np.repeat(np.arange(n_points), np.diff(Y.indptr))
-    diag = np.bincount(Y.indices, weights=w[rows] * Y.data.astype(np.float64) ** 2, minlength=n_labels)  # G_jj
-    row_nnz = np.diff(Y.indptr).astype(np.float64)
-    work = np.bincount(Y.indices, weights=row_nnz[rows], minlength=n_labels) + 1.0  # pairs of each row of G
-    del rows
     threads = max(1, sum(client.nthreads().values()))
     n_partitions = max(1, min(n_points, n_partitions or 2 * threads))
     if n_blocks is None:
