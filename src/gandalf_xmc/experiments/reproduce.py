@@ -271,7 +271,7 @@ def reproduce(data_dir: str | Path | None, out_dir: str | Path, config: Reproduc
             futures = [pool.submit(execute, r, data, str(runs_dir), config.epochs) for r in todo]
             for future in as_completed(futures):
                 report_run(future.result())
-    dataset = load_dataset(data)
+    dataset = load_dataset(data) if config.quick else source  # the full dataset is already loaded
     results = report.write_report(dataset, runs, runs_dir, out, config,
                                   source_name=source.name, seconds=time.perf_counter() - started)
     log(f"wrote {out / 'report.md'} ({time.perf_counter() - started:.0f} s)")

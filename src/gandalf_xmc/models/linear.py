@@ -187,11 +187,11 @@ class SparseLinearXMC:
         self.n_labels = Y.shape[1]
         self.featurizer = TextFeaturizer().fit(list(texts) + list(label_texts))
         X = self.features(texts)
+        Z = self.features(label_texts)
         if feature_mix is not None:
-            X, Y, example_weights, extra = _append_mixed(feature_mix, X, Y, self.features(label_texts),
-                                                         example_weights, extra)
+            X, Y, example_weights, extra = _append_mixed(feature_mix, X, Y, Z, example_weights, extra)
         indexed = None if extra is None or cfg.index_extra_points else ~extra.mask
-        self.shortlist = self._new_shortlist().fit(X, Y, self.features(label_texts), rows=indexed)
+        self.shortlist = self._new_shortlist().fit(X, Y, Z, rows=indexed)
         indptr, labels, pair_feats = self.shortlist.pairs(X, exclude_self=True, extra=Y, progress=progress)
         rows = np.repeat(np.arange(X.shape[0]), np.diff(indptr))
         targets = np.asarray(Y[rows, labels]).ravel().astype(np.float32)
