@@ -158,3 +158,16 @@ def test_predictions_stream_to_the_same_file_and_leave_nothing_on_failure(tmp_pa
     with pytest.raises(RuntimeError):
         write_predictions(model, texts[:7] + ["boom"], 9, tmp_path / "bad.txt", batch_size=5, progress=False)
     assert not (tmp_path / "bad.txt").exists() and not list(tmp_path.glob("bad.txt*"))
+
+
+def test_row_blocks_cover_rows_once_within_their_limits():
+    from gandalf_xmc.data.render import row_blocks
+    M = sp.random(50, 30, density=0.3, format="csr", random_state=0)
+    blocks = list(row_blocks(M, 7, max_entries=20))
+    assert blocks[0][0] == 0 and blocks[-1][1] == 50
+    assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
+    for start, stop in blocks:
+        assert stop - start <= 7
+        # a block only goes over the entry budget when it is a single row
+        assert M.indptr[stop] - M.indptr[start] <= 20 or stop == start + 1
+    assert list(row_blocks(sp.csr_matrix((5, 3)), 2)) == [(0, 2), (2, 4), (4, 5)]

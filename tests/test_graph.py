@@ -99,6 +99,38 @@ def test_variants_match_brute_force(seed):
     np.testing.assert_allclose(via_config, brute_force(Y, 0.05, weights=w), rtol=1e-5)
 
 
+@pytest.mark.parametrize("wave_entries", [1, 7, 64])
+def test_rows_computed_in_waves_match_brute_force(wave_entries):
+    # soft targets, empty points, a label without positives and one label on every point: each
+    # row's slot comes from an upper bound, and small waves cut the rows into many passes
+    rng = np.random.default_rng(3)
+    Y = random_labels(5, n=200, L=40, density=0.1).tolil()
+    Y[:, 7] = 0.0
+    Y[:, 3] = 1.0
+    Y[10] = 0.0
+    Y = Y.tocsr()
+    Y.eliminate_zeros()
+    Y.data = rng.uniform(0.05, 1.0, Y.nnz).astype(np.float32)
+    w = rng.uniform(0.2, 2.0, Y.shape[0])
+    for kwargs, expected in [
+        (dict(delta=0.0), brute_force(Y, 0.0)),
+        (dict(delta=0.1, shrinkage=0.5, point_weights=w), brute_force(Y, 0.1, shrinkage=0.5, weights=w)),
+        (dict(delta=0.02, top_k=4), brute_force(Y, 0.02, top_k=4)),
+        (dict(delta=0.1, symmetric=True), brute_force(Y, 0.1, symmetric=True)),
+    ]:
+        got = conditional_graph(Y, wave_entries=wave_entries, **kwargs)
+        np.testing.assert_allclose(got.toarray(), expected, rtol=1e-5, err_msg=str(kwargs))
+        assert got.has_sorted_indices
+
+
+def test_one_point_labels_fill_their_bound_exactly():
+    # label 0 is seen once, with 9 co-labels: each conditional is 1.0, and the mass bound
+    # (T_0 / delta = 9 / 0.99 -> 9 entries + self) is met with equality
+    Y = sp.csr_matrix(np.ones((1, 10), dtype=np.float32))
+    G = conditional_graph(Y, delta=0.99, wave_entries=1)
+    np.testing.assert_array_equal(G.toarray(), np.ones((10, 10)))
+
+
 def test_top_k_ties_go_to_lower_label_id():
     # label 0 co-occurs once with each of labels 1..4: all conditionals are 1/4... make them equal
     Y = sp.csr_matrix(np.array([[1, 1, 0, 0, 0], [1, 0, 1, 0, 0], [1, 0, 0, 1, 0], [1, 0, 0, 0, 1]], dtype=np.float32))

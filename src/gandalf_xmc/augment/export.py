@@ -6,6 +6,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
@@ -59,15 +60,28 @@ def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: Au
     with atomic_directory(out_dir) as staging:
         original_Y = dataset.original_train_Y()
         say("writing aug.json.gz, aug_X_Y.txt, trn.json.gz, trn_X_Y.txt ...")
-        write_lines(staging / "aug.json.gz", lf_json_chunks(extra.uids, extra.texts, extra.Y))
-        write_sparse_text(staging / "aug_X_Y.txt", extra.Y)
-        write_lines(staging / "trn.json.gz",
-                    lf_json_chunks(train.uids[:n_orig], train.texts[:n_orig], original_Y, binary_rel=True),
-                    lf_json_chunks(extra.uids, extra.texts, extra.Y))
-        write_sparse_text(staging / "trn_X_Y.txt", original_Y, extra.Y)
-        write_lf_json(staging / "lbl.json.gz", dataset.label_uids, dataset.label_texts, None)
+        jobs = [  # largest first; each writes its own file
+            lambda: write_lines(staging / "trn.json.gz",
+                                lf_json_chunks(train.uids[:n_orig], train.texts[:n_orig], original_Y, binary_rel=True),
+                                lf_json_chunks(extra.uids, extra.texts, extra.Y)),
+            lambda: write_lines(staging / "aug.json.gz", lf_json_chunks(extra.uids, extra.texts, extra.Y)),
+            lambda: write_sparse_text(staging / "trn_X_Y.txt", original_Y, extra.Y),
+            lambda: write_sparse_text(staging / "aug_X_Y.txt", extra.Y),
+            lambda: write_lf_json(staging / "lbl.json.gz", dataset.label_uids, dataset.label_texts, None),
+        ]
         if "tst" in dataset.splits:
-            write_lf_json(staging / "tst.json.gz", dataset.test.uids, dataset.test.texts, dataset.test.Y, binary_rel=True)
+            jobs.append(lambda: write_lf_json(staging / "tst.json.gz", dataset.test.uids, dataset.test.texts,
+                                              dataset.test.Y, binary_rel=True))
+        # two writers at a time: gzip and the numba renderer release the GIL, so they overlap
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            futures = [pool.submit(job) for job in jobs]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
         if dataset.path is not None:
             names = list(SPLIT_FILTER_FILES.values()) + ([] if "tst" in dataset.splits else list(_COPIED_TEST))
             for name in names:

@@ -24,7 +24,9 @@ def gandalf_points(dataset: XMCDataset, graph: sp.csr_matrix, labels: np.ndarray
     ids = np.arange(dataset.n_labels) if labels is None else np.asarray(labels, dtype=np.int64)
     uids = [LABEL_UID_PREFIX + dataset.label_uids[j] for j in ids.tolist()]
     texts = [dataset.label_texts[j] for j in ids.tolist()]
-    return Split(uids, texts, sp.csr_matrix(graph[ids], dtype=np.float32))
+    # all labels: the graph's rows as they are (a fancy-indexed copy would double the memory)
+    targets = graph if labels is None else graph[ids]
+    return Split(uids, texts, sp.csr_matrix(targets, copy=False).astype(np.float32, copy=False))
 
 
 def combine(*splits: Split) -> Split:

@@ -30,7 +30,16 @@ import scipy.sparse as sp
 
 from ..errors import DataFormatError
 from .atomic import atomic_text_writer, atomic_writer
-from .render import INDICES, PAIRS, VALUES, render_rows, sparse_text_chunks, split_rows, streamed_sparse_text_chunks
+from .render import (
+    INDICES,
+    PAIRS,
+    VALUES,
+    render_rows,
+    row_blocks,
+    sparse_text_chunks,
+    split_rows,
+    streamed_sparse_text_chunks,
+)
 
 _CHUNK = 200_000  # lines parsed before their indices are packed into numpy arrays
 
@@ -256,8 +265,9 @@ def lf_json_chunks(uids: list[str], texts: list[str], Y: sp.csr_matrix | None, *
     ``target_rel`` is written unless ``binary_rel`` is set and all of a row's values are 1.
     """
     M = sp.csr_matrix(Y) if Y is not None else None
-    for start in range(0, len(uids), block_rows):
-        stop = min(len(uids), start + block_rows)
+    blocks = ((s, min(len(uids), s + block_rows)) for s in range(0, len(uids), block_rows)) if M is None \
+        else row_blocks(M, block_rows)
+    for start, stop in blocks:
         heads = [orjson.dumps({"uid": u, "title": t})[:-1] for u, t in zip(uids[start:stop], texts[start:stop])]
         if M is None:
             yield b"".join(h + b"}\n" for h in heads)

@@ -1,10 +1,12 @@
 """Label co-occurrence graph and its conditional normalisation (Gandalf paper, eq. 6).
 
-``G = Y^T diag(w) Y`` is never materialised. A two-pass sparse kernel (numba, parallel over
-chunks of label rows) walks, for each label j, the training points of j and the labels of those
-points, accumulating row j of G in a dense per-chunk accumulator; the first pass counts the
-entries that survive the threshold, the second writes them. Peak memory is the output plus one
-accumulator of L floats per chunk in flight, instead of the whole un-thresholded ``Y^T Y``.
+``G = Y^T diag(w) Y`` is never materialised. A sparse kernel (numba, parallel over lanes of
+label rows) walks, for each label j, the training points of j and the labels of those points,
+accumulating row j of G in a dense per-thread accumulator, and writes the entries that survive the
+threshold. Each row is computed once: a cheap upper bound on its kept entries (``_row_bounds``)
+gives it a slot in a buffer, and rows are processed in waves whose slots fit a fixed budget. Peak
+memory is the output plus one wave's buffer and an accumulator of L floats per thread, instead of
+the whole un-thresholded ``Y^T Y``.
 """
 
 from __future__ import annotations
@@ -46,40 +48,23 @@ def _normalise(j, i, g, diag, mode, alpha):
 
 
 @numba.njit(parallel=True, cache=True)
-def _count_pass(n_labels, chunk_bounds, y_indptr, y_indices, y_data, c_indptr, c_points, c_data,
-                weights, diag, mode, alpha, delta, top_k, counts):
-    n_chunks = chunk_bounds.size - 1
-    for c in numba.prange(n_chunks):
-        acc = np.zeros(n_labels, dtype=np.float64)
-        mark = np.zeros(n_labels, dtype=np.bool_)
-        touched = np.empty(n_labels, dtype=np.int32)
-        for j in range(chunk_bounds[c], chunk_bounds[c + 1]):
-            kept = 0
-            if diag[j] > 0:
-                n_t = _row_entries(j, y_indptr, y_indices, y_data, c_indptr, c_points, c_data,
-                                   weights, acc, mark, touched)
-                for t in range(n_t):
-                    i = touched[t]
-                    if i != j and _normalise(j, i, acc[i], diag, mode, alpha) > delta:
-                        kept += 1
-                    acc[i] = 0.0
-                    mark[i] = False
-            if top_k >= 0 and kept > top_k:
-                kept = top_k
-            counts[j] = kept + 1  # + self
-
-
-@numba.njit(parallel=True, cache=True)
-def _fill_pass(n_labels, chunk_bounds, y_indptr, y_indices, y_data, c_indptr, c_points, c_data,
-               weights, diag, mode, alpha, delta, top_k, self_value, out_indptr, out_indices, out_data):
-    n_chunks = chunk_bounds.size - 1
-    for c in numba.prange(n_chunks):
-        acc = np.zeros(n_labels, dtype=np.float64)
-        mark = np.zeros(n_labels, dtype=np.bool_)
-        touched = np.empty(n_labels, dtype=np.int32)
-        cand_i = np.empty(n_labels, dtype=np.int32)
-        cand_v = np.empty(n_labels, dtype=np.float64)
-        for j in range(chunk_bounds[c], chunk_bounds[c + 1]):
+def _wave_pass(lane_bounds, lo, y_indptr, y_indices, y_data, c_indptr, c_points, c_data, weights, diag,
+               mode, alpha, delta, top_k, self_value, scratch_f, scratch_b, scratch_i, slot_start,
+               slot_indices, slot_data, counts):
+    """Rows ``lane_bounds[0] .. lane_bounds[-1]`` of the graph (a wave), one lane of rows at a time
+    per thread. Row j is written sorted, self entry included, into its slot
+    ``slot_start[j - lo] .. slot_start[j - lo + 1]`` of the wave's buffer and ``counts[j - lo]``
+    says how many entries it has; -1 means the slot was too small (a wrong bound: the caller raises).
+    ``scratch_*`` hold one accumulator per thread (``[thread, label]``)."""
+    n_lanes = lane_bounds.size - 1
+    for lane in numba.prange(n_lanes):
+        tid = numba.get_thread_id()
+        acc = scratch_f[2 * tid]
+        cand_v = scratch_f[2 * tid + 1]
+        mark = scratch_b[tid]
+        touched = scratch_i[2 * tid]
+        cand_i = scratch_i[2 * tid + 1]
+        for j in range(lane_bounds[lane], lane_bounds[lane + 1]):
             n_c = 0
             if diag[j] > 0:
                 n_t = _row_entries(j, y_indptr, y_indices, y_data, c_indptr, c_points, c_data,
@@ -94,30 +79,40 @@ def _fill_pass(n_labels, chunk_bounds, y_indptr, y_indices, y_data, c_indptr, c_
                             n_c += 1
                     acc[i] = 0.0
                     mark[i] = False
-            start = out_indptr[j]
-            width = out_indptr[j + 1] - start - 1
-            if n_c > width:
+            width = n_c if top_k < 0 or n_c <= top_k else top_k
+            r = j - lo
+            start = slot_start[r]
+            if width + 1 > slot_start[r + 1] - start:
+                counts[r] = -1
+                continue
+            if width < n_c:
                 # keep the top ``width`` by value; ties go to the lower label id
                 order = np.argsort(cand_i[:n_c], kind="mergesort")
                 ci = cand_i[:n_c][order]
                 cv = cand_v[:n_c][order]
-                order2 = np.argsort(-cv, kind="mergesort")[:width]
-                sel_i = ci[order2]
-                sel_v = cv[order2]
-            else:
-                sel_i = cand_i[:n_c].copy()
-                sel_v = cand_v[:n_c].copy()
-            # self entry, then sort the row by label id
-            row_i = np.empty(sel_i.size + 1, dtype=np.int32)
-            row_v = np.empty(sel_i.size + 1, dtype=np.float64)
-            row_i[:-1] = sel_i
-            row_v[:-1] = sel_v
-            row_i[-1] = j
-            row_v[-1] = self_value
-            order = np.argsort(row_i)
-            for t in range(row_i.size):
-                out_indices[start + t] = row_i[order[t]]
-                out_data[start + t] = row_v[order[t]]
+                best = np.argsort(-cv, kind="mergesort")[:width]
+                for t in range(width):
+                    cand_i[t] = ci[best[t]]
+                    cand_v[t] = cv[best[t]]
+            cand_i[width] = j
+            cand_v[width] = self_value
+            order = np.argsort(cand_i[:width + 1])
+            for t in range(width + 1):
+                slot_indices[start + t] = cand_i[order[t]]
+                slot_data[start + t] = cand_v[order[t]]
+            counts[r] = width + 1
+
+
+@numba.njit(cache=True)
+def _compact(slot_start, counts, slot_indices, slot_data, indices, data):
+    """Copy each row's entries from its slot to consecutive positions of ``indices``/``data``."""
+    pos = 0
+    for r in range(counts.size):
+        s = slot_start[r]
+        for t in range(counts[r]):
+            indices[pos] = slot_indices[s + t]
+            data[pos] = slot_data[s + t]
+            pos += 1
 
 
 def _chunk_bounds(n_labels: int, work: np.ndarray, n_chunks: int) -> np.ndarray:
@@ -127,6 +122,66 @@ def _chunk_bounds(n_labels: int, work: np.ndarray, n_chunks: int) -> np.ndarray:
     bounds = np.searchsorted(cum, targets, side="left")
     bounds[0], bounds[-1] = 0, n_labels
     return np.unique(bounds).astype(np.int64)
+
+
+@numba.njit(cache=True)
+def _label_sums(indptr, indices, data, w, n_labels):
+    """Per label j, in one pass over Y (no temporaries of Y's size): ``G_jj = sum_p w_p y_pj^2``,
+    ``work_j`` = 1 + the co-occurrence pairs of row j of G (balances lanes of rows), ``n_j`` = its
+    points, and ``mass_j = sum_p w_p y_pj (r_p - y_pj)`` = the sum of row j of G off the diagonal
+    (``r_p`` = the sum of point p's targets)."""
+    diag = np.zeros(n_labels)
+    work = np.ones(n_labels)
+    count = np.zeros(n_labels)
+    mass = np.zeros(n_labels)
+    for p in range(indptr.size - 1):
+        size = indptr[p + 1] - indptr[p]
+        r = 0.0
+        for q in range(indptr[p], indptr[p + 1]):
+            r += data[q]
+        for q in range(indptr[p], indptr[p + 1]):
+            j = indices[q]
+            y = np.float64(data[q])
+            diag[j] += w[p] * y * y
+            work[j] += size
+            count[j] += 1.0
+            mass[j] += w[p] * y * (r - y)
+    return diag, work, count, mass
+
+
+def _row_bounds(Y: sp.csr_matrix, w: np.ndarray, diag: np.ndarray, work: np.ndarray, mode: int, delta: float,
+                shrinkage: float, top_k: int) -> np.ndarray:
+    """An upper bound on each row's entries (self included), so that rows are computed once.
+
+    Row j has at most ``sum_{p in j} (|p| - 1)`` co-labels (and L - 1). In conditional mode with
+    ``delta > 0`` a kept co-label i has ``G_ji > delta (G_jj + alpha)`` while the co-labels sum to
+    ``T_j = sum_{p in j} w_p y_pj (r_p - y_pj)`` (``r_p`` = the sum of point p's targets), so
+    fewer than ``T_j / (delta (G_jj + alpha))`` are kept: at delta 0.1 a few times the labels a
+    point, not the thousands of co-labels a head label has.
+    """
+    n_labels = Y.shape[1]
+    _, _, n_j, mass = _label_sums(Y.indptr, Y.indices, Y.data, w, n_labels)
+    bound = np.minimum(work - 1.0 - n_j, n_labels - 1.0)
+    if mode == _CONDITIONAL and delta > 0:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            by_mass = np.floor(mass * (1.0 + 1e-6) / (delta * (diag + shrinkage))) + 1.0
+        bound = np.minimum(bound, np.where(diag > 0, by_mass, 0.0))
+    if top_k >= 0:
+        bound = np.minimum(bound, top_k)
+    bound = np.where(diag > 0, np.maximum(bound, 0.0), 0.0)
+    return bound.astype(np.int64) + 1
+
+
+def _waves(slots: np.ndarray, budget: int) -> list[tuple[int, int]]:
+    """Consecutive row ranges whose summed slots stay within ``budget`` (at least one row each)."""
+    cum = np.cumsum(slots)
+    waves, lo = [], 0
+    while lo < slots.size:
+        base = cum[lo - 1] if lo else 0
+        hi = max(int(np.searchsorted(cum, base + budget, side="right")), lo + 1)
+        waves.append((lo, hi))
+        lo = hi
+    return waves
 
 
 def prepare_labels(Y: sp.spmatrix, point_weights: np.ndarray | None
@@ -141,16 +196,13 @@ def prepare_labels(Y: sp.spmatrix, point_weights: np.ndarray | None
     w = np.ones(n_points) if point_weights is None else np.asarray(point_weights, dtype=np.float64)
     if w.shape != (n_points,):
         raise ValueError(f"point_weights must have one weight per training point ({n_points})")
-    rows = np.repeat(np.arange(n_points), np.diff(Y.indptr))
-    diag = np.bincount(Y.indices, weights=w[rows] * Y.data.astype(np.float64) ** 2, minlength=n_labels)
-    row_nnz = np.diff(Y.indptr).astype(np.float64)
-    work = np.bincount(Y.indices, weights=row_nnz[rows], minlength=n_labels) + 1.0
+    diag, work, _, _ = _label_sums(Y.indptr, Y.indices, Y.data, w, n_labels)
     return Y, w, diag, work
 
 
 def conditional_graph(Y: sp.spmatrix, *, delta: float = 0.1, top_k: int | None = None, shrinkage: float = 0.0,
                       point_weights: np.ndarray | None = None, symmetric: bool = False,
-                      self_value: float = 1.0) -> sp.csr_matrix:
+                      self_value: float = 1.0, wave_entries: int = 1 << 23) -> sp.csr_matrix:
     """Row j = soft targets of label j's extra point, from label co-occurrence.
 
     With ``G = Y^T diag(w) Y`` (``w`` = ``point_weights``, default 1):
@@ -161,24 +213,49 @@ def conditional_graph(Y: sp.spmatrix, *, delta: float = 0.1, top_k: int | None =
 
     The self entry ``y_j[j]`` is always ``self_value``; a label without training positives gets
     the self entry only. ``top_k`` caps the other entries a row (largest first, ties to the
-    lower id). Returns an ``L x L`` float32 CSR matrix with sorted indices.
+    lower id). ``wave_entries`` bounds the rows computed at a time by the sum of their entry bounds
+    (see :func:`_row_bounds`). Returns an ``L x L`` float32 CSR matrix with sorted indices.
     """
     Y, w, diag, work = prepare_labels(Y, point_weights)
     n_labels = Y.shape[1]
     C = Y.tocsc()
     C.sort_indices()
-    n_chunks = max(1, min(n_labels, 16 * numba.get_num_threads()))
-    bounds = _chunk_bounds(n_labels, work, n_chunks)
     mode = _SYMMETRIC if symmetric else _CONDITIONAL
     k = -1 if top_k is None else int(top_k)
-    args = (n_labels, bounds, Y.indptr.astype(np.int64), Y.indices.astype(np.int32, copy=False), Y.data,
-            C.indptr.astype(np.int64), C.indices.astype(np.int32, copy=False), C.data, w, diag, mode,
-            float(shrinkage), float(delta), k)
+    slots = _row_bounds(Y, w, diag, work, mode, float(delta), float(shrinkage), k)
+    arrays = (Y.indptr.astype(np.int64), Y.indices.astype(np.int32, copy=False), Y.data,
+              C.indptr.astype(np.int64), C.indices.astype(np.int32, copy=False), C.data, w, diag, mode,
+              float(shrinkage), float(delta), k, float(self_value))
+    n_threads = numba.get_num_threads()
+    scratch_f = np.zeros((2 * n_threads, n_labels), dtype=np.float64)
+    scratch_b = np.zeros((n_threads, n_labels), dtype=np.bool_)
+    scratch_i = np.empty((2 * n_threads, n_labels), dtype=np.int32)
     counts = np.zeros(n_labels, dtype=np.int64)
-    _count_pass(*args, counts)
+    pieces = []
+    for lo, hi in _waves(slots, max(int(wave_entries), 1)):
+        slot_start = np.zeros(hi - lo + 1, dtype=np.int64)
+        np.cumsum(slots[lo:hi], out=slot_start[1:])
+        slot_indices = np.empty(slot_start[-1], dtype=np.int32)
+        slot_data = np.empty(slot_start[-1], dtype=np.float32)
+        lanes = lo + _chunk_bounds(hi - lo, work[lo:hi], max(1, min(hi - lo, 16 * n_threads)))
+        _wave_pass(lanes, lo, *arrays, scratch_f, scratch_b, scratch_i, slot_start, slot_indices,
+                   slot_data, counts[lo:hi])
+        if (counts[lo:hi] < 0).any():
+            raise RuntimeError("label graph: a row had more entries than its bound (please report this)")
+        n = int(counts[lo:hi].sum())
+        indices, data = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.float32)
+        _compact(slot_start, counts[lo:hi], slot_indices, slot_data, indices, data)
+        pieces.append((indices, data))
+        del slot_indices, slot_data
+    del scratch_f, scratch_b, scratch_i, C
     indptr = np.zeros(n_labels + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
-    indices = np.empty(indptr[-1], dtype=np.int32)
-    data = np.empty(indptr[-1], dtype=np.float32)
-    _fill_pass(*args, float(self_value), indptr, indices, data)
+    indices, data = np.empty(indptr[-1], dtype=np.int32), np.empty(indptr[-1], dtype=np.float32)
+    pos = 0
+    while pieces:  # free each wave's piece once copied, so the output is not held twice
+        piece_indices, piece_data = pieces.pop(0)
+        indices[pos:pos + piece_indices.size] = piece_indices
+        data[pos:pos + piece_data.size] = piece_data
+        pos += piece_indices.size
+        del piece_indices, piece_data
     return sp.csr_matrix((data, indices, indptr), shape=(n_labels, n_labels))
