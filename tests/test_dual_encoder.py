@@ -41,6 +41,22 @@ def test_direct_path_equals_sentence_transformers_encode(monkeypatch):
     np.testing.assert_allclose(sentence.embed(texts, cache=False), want, atol=1e-6)
 
 
+def test_int8_encoder_is_close_to_float32_and_cached_apart(tmp_path, monkeypatch):
+    monkeypatch.setattr(sentence, "CACHE_MIN_TEXTS", 2)
+    texts = ["a red apple", "a green apple", "deep sea whale", "python library for parsing json"]
+    E = sentence.embed(texts)
+    Q = sentence.embed(texts, precision="int8")
+    np.testing.assert_allclose(np.linalg.norm(Q, axis=1), 1.0, rtol=1e-5)
+    cos = (E * Q).sum(1)
+    assert cos.min() > 0.8 and not np.allclose(E, Q)  # quantised weights: close, not equal
+    assert Q[0] @ Q[1] > Q[0] @ Q[2]
+    assert len(list((tmp_path / "cache" / "minilm").glob("*.npy"))) == 2  # one cache file a precision
+    np.testing.assert_array_equal(sentence.embed(texts, precision="int8"), Q)
+    np.testing.assert_array_equal(sentence.embed(texts[2:0:-1], precision="int8"), Q[2:0:-1])  # batch-independent
+    with pytest.raises(ValueError, match="precision"):
+        sentence.embed(texts, precision="int4")
+
+
 def test_classifiers_start_at_the_label_text_prior():
     V = np.eye(4, 3, dtype=np.float32)
     net = XMCNetwork(torch.nn.Identity(), 3, n_labels=4, n_clusters=2, init_bias=0.0)

