@@ -67,6 +67,27 @@ def test_classifiers_start_at_the_label_text_prior():
     assert float(net.correction_penalty(torch.tensor([0, 1])).detach()) == 0.0
 
 
+def test_inference_tables_follow_parameter_updates():
+    # at inference the priors are added to the tables once; an update of a correction must show
+    V = np.eye(4, 3, dtype=np.float32)
+    net = XMCNetwork(torch.nn.Identity(), 3, n_labels=4, n_clusters=2, init_bias=0.0)
+    net.init_from_label_vectors(V, np.array([0, 0, 1, 1]), scale=5.0)
+    net.eval()
+    z, cand = torch.tensor([[1.0, 0.0, 0.0]]), torch.tensor([[0, 1, 2, 3]])
+    with torch.no_grad():
+        before = net.candidate_scores(z, cand).numpy().copy()
+        net.labels.weight[0, 0] += 2.0  # in place, as an optimiser step
+        net.meta.weight[1, 0] += 3.0
+        after = net.candidate_scores(z, cand).numpy()
+        meta = net.meta_scores(z).numpy()
+    np.testing.assert_allclose(before, [[5.0, 0.0, 0.0, 0.0]])
+    np.testing.assert_allclose(after, [[7.0, 0.0, 0.0, 0.0]])
+    # cluster 0 = labels 0, 1: centroid direction (1, 1, 0)/sqrt 2; cluster 1 = labels 2, 3
+    np.testing.assert_allclose(meta, [[5.0 / np.sqrt(2), 3.0]], rtol=1e-6)
+    net.train()
+    np.testing.assert_allclose(net.candidate_scores(z, cand).detach().numpy(), after)  # training path agrees
+
+
 def test_dual_encoder_zero_shot_prefers_the_matching_label():
     labels = ["red apple", "blue whale", "green pepper", "steel hammer"]
     Y = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 1, 0, 0]], dtype=np.float32))

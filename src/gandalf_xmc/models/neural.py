@@ -84,9 +84,24 @@ class XMCNetwork(nn.Module):
                 setattr(self, name, torch.empty_like(state_dict[name]))
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
+    def _merged_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Label and cluster weights with the label-text priors added, for inference: built once
+        and kept until a parameter changes (their version counters), so a single query gathers
+        from one table instead of adding two."""
+        tensors = (self.labels.weight, self.meta.weight, self.label_prior, self.meta_prior)
+        key = tuple((t.data_ptr(), t._version) for t in tensors)
+        if getattr(self, "_merged_key", None) != key:
+            with torch.no_grad():
+                self._merged = (self.labels.weight + self.label_prior, self.meta.weight + self.meta_prior)
+            self._merged_key = key
+        return self._merged
+
     def _label_weights(self, ids: torch.Tensor) -> torch.Tensor:
-        W = self.labels(ids)
-        return W + self.label_prior[ids] if self.label_prior.numel() else W
+        if not self.label_prior.numel():
+            return self.labels(ids)
+        if not self.training and not torch.is_grad_enabled():
+            return self._merged_tables()[0][ids]
+        return self.labels(ids) + self.label_prior[ids]
 
     def correction_penalty(self, label_ids: torch.Tensor) -> torch.Tensor:
         """Mean squared norm of the corrections of the given labels and of all clusters (0 without priors)."""
@@ -98,7 +113,10 @@ class XMCNetwork(nn.Module):
     def meta_scores(self, z: torch.Tensor) -> torch.Tensor:
         """``B x C`` logits of every cluster (looked up, so that their gradient stays sparse)."""
         ids = self.all_clusters
-        W = self.meta(ids) + self.meta_prior if self.meta_prior.numel() else self.meta(ids)
+        if self.meta_prior.numel() and not self.training and not torch.is_grad_enabled():
+            W = self._merged_tables()[1]
+        else:
+            W = self.meta(ids) + self.meta_prior if self.meta_prior.numel() else self.meta(ids)
         return z @ W.T + self.meta_bias(ids).T
 
     def candidate_scores(self, z: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
