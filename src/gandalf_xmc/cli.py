@@ -183,7 +183,9 @@ def train(model: str = typer.Option("linear", "--model", help="linear | astec | 
           valid_fraction: float = typer.Option(0.05, min=0.0, max=0.5,
                                                help="Share of training points held out for model selection."),
           seed: int = typer.Option(0),
-          resume: bool = typer.Option(False, help="Continue from OUT/checkpoints/last.pt.")) -> None:
+          resume: bool = typer.Option(False, help="Continue from OUT/checkpoints/last.pt."),
+          encoder_precision: str = typer.Option("float32", help="dual-encoder's MiniLM: float32 | int8 (about 3x "
+                                                "faster single queries, slightly lower scores).")) -> None:
     """Train a model (soft-target BCE over shortlists) and save a self-contained model directory."""
     from .augment import AugmentConfig
     from .data import load_dataset
@@ -195,6 +197,14 @@ def train(model: str = typer.Option("linear", "--model", help="linear | astec | 
     ds = load_dataset(data, splits=("trn",))
     overrides = {"seed": seed, **({"epochs": epochs} if epochs else {})}
     config = model_config(model, **overrides)
+    if encoder_precision != "float32":
+        if model != "dual-encoder":
+            raise typer.BadParameter("--encoder-precision applies to the dual-encoder only")
+        from .models.sentence import PRECISIONS
+
+        if encoder_precision not in PRECISIONS:
+            raise typer.BadParameter(f"--encoder-precision must be one of {', '.join(PRECISIONS)}")
+        config.encoder_precision = encoder_precision
     from .train.auto import AutoConfig
 
     graph = _graph_config("cooccurrence", delta, top_k, shrinkage, point_weights, co_label_scale)
