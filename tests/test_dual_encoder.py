@@ -104,3 +104,17 @@ def test_train_and_predict_dual_encoder_from_the_cli(tiny_dir, tmp_path, capsys)
     code, out, err = run_cli(["predict", str(tmp_path / "m"), "--text", "blue whale", "-k", "1"], capsys)
     assert code == 0, err
     assert "L3" in out and "blue whale" in out
+
+
+def test_int8_dual_encoder_from_the_cli_travels_with_the_model(tiny_dir, tmp_path, capsys):
+    code, out, err = run_cli(["train", "--model", "dual-encoder", "--data", str(tiny_dir), "--epochs", "1",
+                              "--encoder-precision", "int8", "--out", str(tmp_path / "m")], capsys)
+    assert code == 0, err
+    from gandalf_xmc.models import load_trained
+    assert load_trained(tmp_path / "m").config.encoder_precision == "int8"  # queries use the same encoder
+    code, out, err = run_cli(["predict", str(tmp_path / "m"), "--text", "blue whale", "-k", "1"], capsys)
+    assert code == 0, err
+    assert "L3" in out and "blue whale" in out
+    code, out, err = run_cli(["train", "--model", "linear", "--data", str(tiny_dir), "--encoder-precision", "int8",
+                              "--out", str(tmp_path / "l")], capsys)
+    assert code == 2 and "dual-encoder only" in out + err
