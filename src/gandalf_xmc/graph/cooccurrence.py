@@ -47,60 +47,70 @@ def _normalise(j, i, g, diag, mode, alpha):
     return 0.5 * (g / diag[j] + g / diag[i])
 
 
+@numba.njit(cache=True, nogil=True)
+def _one_row(j, lo, y_indptr, y_indices, y_data, c_indptr, c_points, c_data, weights, diag, mode, alpha,
+             delta, top_k, self_value, acc, mark, touched, cand_i, cand_v, slot_start, slot_indices,
+             slot_data, counts):
+    """Row j of the graph into its slot (see :func:`_wave_pass`)."""
+    n_c = 0
+    if diag[j] > 0:
+        n_t = _row_entries(j, y_indptr, y_indices, y_data, c_indptr, c_points, c_data,
+                           weights, acc, mark, touched)
+        for t in range(n_t):
+            i = touched[t]
+            if i != j:
+                v = _normalise(j, i, acc[i], diag, mode, alpha)
+                if v > delta:
+                    cand_i[n_c] = i
+                    cand_v[n_c] = v
+                    n_c += 1
+            acc[i] = 0.0
+            mark[i] = False
+    width = n_c if top_k < 0 or n_c <= top_k else top_k
+    r = j - lo
+    start = slot_start[r]
+    if width + 1 > slot_start[r + 1] - start:
+        counts[r] = -1
+        return
+    if width < n_c:
+        # keep the top ``width`` by value; ties go to the lower label id
+        order = np.argsort(cand_i[:n_c], kind="mergesort")
+        ci = cand_i[:n_c][order]
+        cv = cand_v[:n_c][order]
+        best = np.argsort(-cv, kind="mergesort")[:width]
+        for t in range(width):
+            cand_i[t] = ci[best[t]]
+            cand_v[t] = cv[best[t]]
+    cand_i[width] = j
+    cand_v[width] = self_value
+    order = np.argsort(cand_i[:width + 1])
+    for t in range(width + 1):
+        slot_indices[start + t] = cand_i[order[t]]
+        slot_data[start + t] = cand_v[order[t]]
+    counts[r] = width + 1
+
+
 @numba.njit(parallel=True, cache=True)
-def _wave_pass(lane_bounds, lo, y_indptr, y_indices, y_data, c_indptr, c_points, c_data, weights, diag,
-               mode, alpha, delta, top_k, self_value, scratch_f, scratch_b, scratch_i, slot_start,
-               slot_indices, slot_data, counts):
-    """Rows ``lane_bounds[0] .. lane_bounds[-1]`` of the graph (a wave), one lane of rows at a time
-    per thread. Row j is written sorted, self entry included, into its slot
-    ``slot_start[j - lo] .. slot_start[j - lo + 1]`` of the wave's buffer and ``counts[j - lo]``
-    says how many entries it has; -1 means the slot was too small (a wrong bound: the caller raises).
-    ``scratch_*`` hold one accumulator per thread (``[thread, label]``)."""
-    n_lanes = lane_bounds.size - 1
+def _wave_pass(n_lanes, chunk_bounds, lo, y_indptr, y_indices, y_data, c_indptr, c_points, c_data, weights,
+               diag, mode, alpha, delta, top_k, self_value, slot_start, slot_indices, slot_data, counts):
+    """Rows ``chunk_bounds[0] .. chunk_bounds[-1]`` of the graph (a wave). Lane t (one per thread,
+    with its own accumulator of L floats) takes chunks t, t + n_lanes, ... of rows. Row j is written
+    sorted, self entry included, into its slot ``slot_start[j - lo] .. slot_start[j - lo + 1]`` of
+    the wave's buffer and ``counts[j - lo]`` says how many entries it has; -1 means the slot was too
+    small (a wrong bound: the caller raises)."""
+    n_labels = diag.size
+    n_chunks = chunk_bounds.size - 1
     for lane in numba.prange(n_lanes):
-        tid = numba.get_thread_id()
-        acc = scratch_f[2 * tid]
-        cand_v = scratch_f[2 * tid + 1]
-        mark = scratch_b[tid]
-        touched = scratch_i[2 * tid]
-        cand_i = scratch_i[2 * tid + 1]
-        for j in range(lane_bounds[lane], lane_bounds[lane + 1]):
-            n_c = 0
-            if diag[j] > 0:
-                n_t = _row_entries(j, y_indptr, y_indices, y_data, c_indptr, c_points, c_data,
-                                   weights, acc, mark, touched)
-                for t in range(n_t):
-                    i = touched[t]
-                    if i != j:
-                        v = _normalise(j, i, acc[i], diag, mode, alpha)
-                        if v > delta:
-                            cand_i[n_c] = i
-                            cand_v[n_c] = v
-                            n_c += 1
-                    acc[i] = 0.0
-                    mark[i] = False
-            width = n_c if top_k < 0 or n_c <= top_k else top_k
-            r = j - lo
-            start = slot_start[r]
-            if width + 1 > slot_start[r + 1] - start:
-                counts[r] = -1
-                continue
-            if width < n_c:
-                # keep the top ``width`` by value; ties go to the lower label id
-                order = np.argsort(cand_i[:n_c], kind="mergesort")
-                ci = cand_i[:n_c][order]
-                cv = cand_v[:n_c][order]
-                best = np.argsort(-cv, kind="mergesort")[:width]
-                for t in range(width):
-                    cand_i[t] = ci[best[t]]
-                    cand_v[t] = cv[best[t]]
-            cand_i[width] = j
-            cand_v[width] = self_value
-            order = np.argsort(cand_i[:width + 1])
-            for t in range(width + 1):
-                slot_indices[start + t] = cand_i[order[t]]
-                slot_data[start + t] = cand_v[order[t]]
-            counts[r] = width + 1
+        acc = np.zeros(n_labels, dtype=np.float64)
+        mark = np.zeros(n_labels, dtype=np.bool_)
+        touched = np.empty(n_labels, dtype=np.int32)
+        cand_i = np.empty(n_labels, dtype=np.int32)
+        cand_v = np.empty(n_labels, dtype=np.float64)
+        for c in range(lane, n_chunks, n_lanes):
+            for j in range(chunk_bounds[c], chunk_bounds[c + 1]):
+                _one_row(j, lo, y_indptr, y_indices, y_data, c_indptr, c_points, c_data, weights, diag, mode,
+                         alpha, delta, top_k, self_value, acc, mark, touched, cand_i, cand_v, slot_start,
+                         slot_indices, slot_data, counts)
 
 
 @numba.njit(cache=True)
@@ -227,9 +237,6 @@ def conditional_graph(Y: sp.spmatrix, *, delta: float = 0.1, top_k: int | None =
               C.indptr.astype(np.int64), C.indices.astype(np.int32, copy=False), C.data, w, diag, mode,
               float(shrinkage), float(delta), k, float(self_value))
     n_threads = numba.get_num_threads()
-    scratch_f = np.zeros((2 * n_threads, n_labels), dtype=np.float64)
-    scratch_b = np.zeros((n_threads, n_labels), dtype=np.bool_)
-    scratch_i = np.empty((2 * n_threads, n_labels), dtype=np.int32)
     counts = np.zeros(n_labels, dtype=np.int64)
     pieces = []
     for lo, hi in _waves(slots, max(int(wave_entries), 1)):
@@ -237,9 +244,8 @@ def conditional_graph(Y: sp.spmatrix, *, delta: float = 0.1, top_k: int | None =
         np.cumsum(slots[lo:hi], out=slot_start[1:])
         slot_indices = np.empty(slot_start[-1], dtype=np.int32)
         slot_data = np.empty(slot_start[-1], dtype=np.float32)
-        lanes = lo + _chunk_bounds(hi - lo, work[lo:hi], max(1, min(hi - lo, 16 * n_threads)))
-        _wave_pass(lanes, lo, *arrays, scratch_f, scratch_b, scratch_i, slot_start, slot_indices,
-                   slot_data, counts[lo:hi])
+        chunks = lo + _chunk_bounds(hi - lo, work[lo:hi], max(1, min(hi - lo, 16 * n_threads)))
+        _wave_pass(n_threads, chunks, lo, *arrays, slot_start, slot_indices, slot_data, counts[lo:hi])
         if (counts[lo:hi] < 0).any():
             raise RuntimeError("label graph: a row had more entries than its bound (please report this)")
         n = int(counts[lo:hi].sum())
@@ -247,7 +253,7 @@ def conditional_graph(Y: sp.spmatrix, *, delta: float = 0.1, top_k: int | None =
         _compact(slot_start, counts[lo:hi], slot_indices, slot_data, indices, data)
         pieces.append((indices, data))
         del slot_indices, slot_data
-    del scratch_f, scratch_b, scratch_i, C
+    del C
     indptr = np.zeros(n_labels + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     indices, data = np.empty(indptr[-1], dtype=np.int32), np.empty(indptr[-1], dtype=np.float32)
