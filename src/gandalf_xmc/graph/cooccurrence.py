@@ -11,6 +11,8 @@ the whole un-thresholded ``Y^T Y``.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 import scipy.sparse as sp
@@ -159,8 +161,16 @@ def _label_sums(indptr, indices, data, w, n_labels):
     return diag, work, count, mass
 
 
-def _row_bounds(Y: sp.csr_matrix, w: np.ndarray, diag: np.ndarray, work: np.ndarray, mode: int, delta: float,
-                shrinkage: float, top_k: int) -> np.ndarray:
+class LabelSums(NamedTuple):
+    """Per-label sums over Y (see :func:`_label_sums`)."""
+
+    diag: np.ndarray  # G_jj
+    work: np.ndarray  # 1 + co-occurrence pairs of row j of G
+    count: np.ndarray  # points of label j
+    mass: np.ndarray  # sum of row j of G off the diagonal
+
+
+def _row_bounds(sums: LabelSums, mode: int, delta: float, shrinkage: float, top_k: int) -> np.ndarray:
     """An upper bound on each row's entries (self included), so that rows are computed once.
 
     Row j has at most ``sum_{p in j} (|p| - 1)`` co-labels (and L - 1). In conditional mode with
@@ -169,12 +179,11 @@ def _row_bounds(Y: sp.csr_matrix, w: np.ndarray, diag: np.ndarray, work: np.ndar
     fewer than ``T_j / (delta (G_jj + alpha))`` are kept: at delta 0.1 a few times the labels a
     point, not the thousands of co-labels a head label has.
     """
-    n_labels = Y.shape[1]
-    _, _, n_j, mass = _label_sums(Y.indptr, Y.indices, Y.data, w, n_labels)
-    bound = np.minimum(work - 1.0 - n_j, n_labels - 1.0)
+    diag = sums.diag
+    bound = np.minimum(sums.work - 1.0 - sums.count, diag.size - 1.0)
     if mode == _CONDITIONAL and delta > 0:
         with np.errstate(divide="ignore", invalid="ignore"):
-            by_mass = np.floor(mass * (1.0 + 1e-6) / (delta * (diag + shrinkage))) + 1.0
+            by_mass = np.floor(sums.mass * (1.0 + 1e-6) / (delta * (diag + shrinkage))) + 1.0
         bound = np.minimum(bound, np.where(diag > 0, by_mass, 0.0))
     if top_k >= 0:
         bound = np.minimum(bound, top_k)
@@ -195,9 +204,9 @@ def _waves(slots: np.ndarray, budget: int) -> list[tuple[int, int]]:
 
 
 def prepare_labels(Y: sp.spmatrix, point_weights: np.ndarray | None
-                   ) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray, np.ndarray]:
-    """Canonical float CSR labels, per-point weights (default 1), ``diag`` = G_jj and ``work`` =
-    each row of G's co-occurrence pairs (+1), which balances chunks of label rows."""
+                   ) -> tuple[sp.csr_matrix, np.ndarray, LabelSums]:
+    """Canonical float CSR labels, per-point weights (default 1) and the per-label sums (``diag``
+    = G_jj; ``work`` = each row of G's co-occurrence pairs + 1, which balances chunks of rows)."""
     Y = sp.csr_matrix(Y)
     if Y.dtype not in (np.float32, np.float64):
         Y = Y.astype(np.float32)
@@ -206,8 +215,7 @@ def prepare_labels(Y: sp.spmatrix, point_weights: np.ndarray | None
     w = np.ones(n_points) if point_weights is None else np.asarray(point_weights, dtype=np.float64)
     if w.shape != (n_points,):
         raise ValueError(f"point_weights must have one weight per training point ({n_points})")
-    diag, work, _, _ = _label_sums(Y.indptr, Y.indices, Y.data, w, n_labels)
-    return Y, w, diag, work
+    return Y, w, LabelSums(*_label_sums(Y.indptr, Y.indices, Y.data, w, n_labels))
 
 
 def conditional_graph(Y: sp.spmatrix, *, delta: float = 0.1, top_k: int | None = None, shrinkage: float = 0.0,
@@ -226,13 +234,13 @@ def conditional_graph(Y: sp.spmatrix, *, delta: float = 0.1, top_k: int | None =
     lower id). ``wave_entries`` bounds the rows computed at a time by the sum of their entry bounds
     (see :func:`_row_bounds`). Returns an ``L x L`` float32 CSR matrix with sorted indices.
     """
-    Y, w, diag, work = prepare_labels(Y, point_weights)
-    n_labels = Y.shape[1]
+    Y, w, sums = prepare_labels(Y, point_weights)
+    n_labels, diag, work = Y.shape[1], sums.diag, sums.work
     C = Y.tocsc()
     C.sort_indices()
     mode = _SYMMETRIC if symmetric else _CONDITIONAL
     k = -1 if top_k is None else int(top_k)
-    slots = _row_bounds(Y, w, diag, work, mode, float(delta), float(shrinkage), k)
+    slots = _row_bounds(sums, mode, float(delta), float(shrinkage), k)
     arrays = (Y.indptr.astype(np.int64), Y.indices.astype(np.int32, copy=False), Y.data,
               C.indptr.astype(np.int64), C.indices.astype(np.int32, copy=False), C.data, w, diag, mode,
               float(shrinkage), float(delta), k, float(self_value))

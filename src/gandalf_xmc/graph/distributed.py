@@ -82,7 +82,8 @@ def dask_conditional_graph(Y: sp.spmatrix, client, *, n_partitions: int | None =
 
     from .cooccurrence import _chunk_bounds, prepare_labels
 
-    Y, w, diag, work = prepare_labels(Y, point_weights)
+    Y, w, sums = prepare_labels(Y, point_weights)
+    diag, work = sums.diag, sums.work
     n_points, n_labels = Y.shape
     threads = max(1, sum(client.nthreads().values()))
     n_partitions = max(1, min(n_points, n_partitions or 2 * threads))
