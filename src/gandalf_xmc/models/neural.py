@@ -87,7 +87,8 @@ class XMCNetwork(nn.Module):
     def _merged_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Label and cluster weights with the label-text priors added, for inference: built once
         and kept until a parameter changes (their version counters), so a single query gathers
-        from one table instead of adding two."""
+        from one table instead of adding two. The price is one more copy of the tables in memory
+        while predicting (only models with priors, the dual-encoder, have them)."""
         tensors = (self.labels.weight, self.meta.weight, self.label_prior, self.meta_prior)
         key = tuple((t.data_ptr(), t._version) for t in tensors)
         if getattr(self, "_merged_key", None) != key:
