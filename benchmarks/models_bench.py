@@ -51,6 +51,7 @@ from dataclasses import replace
 from pathlib import Path
 family, augment, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
 aug = replace(AUTO_CANDIDATES[augment], seed=seed) if augment in AUTO_CANDIDATES else AugmentConfig(augment, seed=seed)
+aug = replace(aug, extra_negatives=sys.argv[5] == "1")
 ds = load_dataset()
 t0 = time.perf_counter()
 chosen = None
@@ -87,10 +88,11 @@ print(json.dumps(out))
 """
 
 
-def run(family: str, augment: str, seed: int, threads: int = 0) -> dict:
+def run(family: str, augment: str, seed: int, threads: int = 0, extra_negatives: bool = True) -> dict:
     t0 = time.perf_counter()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, family, augment, str(seed), str(threads)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, family, augment, str(seed), str(threads),
+                             "1" if extra_negatives else "0"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env)
     out = proc.stdout.read().decode()
     err = proc.stderr.read().decode()
@@ -130,6 +132,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=RESULTS / "models.json")
     ap.add_argument("--threads", type=int, default=0, help="torch/numba threads per run (0: library default)")
     ap.add_argument("--parallel", type=int, default=1, help="runs at a time (each in its own process)")
+    ap.add_argument("--no-extra-negatives", action="store_true",
+                    help="extra points contribute their targets only (neural models; see gandalf train)")
     args = ap.parse_args(argv)
     RESULTS.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
@@ -145,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
 
     jobs = [(family, augment, seed) for family in args.models for augment in args.augments for seed in args.seeds]
     with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
-        futures = [pool.submit(run, *job, args.threads) for job in jobs]
+        futures = [pool.submit(run, *job, args.threads, not args.no_extra_negatives) for job in jobs]
         for future in as_completed(futures):
             r = future.result()
             rows.append(r)

@@ -79,6 +79,30 @@ def test_extra_share_limits_each_epoch(tiny_dir):
     assert [h["examples"] for h in model.result.history] == [4 + 2, 4 + 2]
 
 
+def test_extra_negatives_off_reaches_the_neural_loop_and_is_refused_by_linear(tiny_dir, tmp_path, capsys, monkeypatch):
+    from gandalf_xmc.models.registry import model_config
+    from gandalf_xmc.train.pipeline import fit_augmented
+
+    ds = load_dataset(tiny_dir)
+    rest, valid = carve_validation(ds, 0.0, 0)
+    aug = AugmentConfig("identity", extra_negatives=False)
+    seen = {}
+    import gandalf_xmc.train.loop as loop
+
+    real = loop.NetworkObjective.__init__
+
+    def spy(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        seen["targets_only"] = self.targets_only.tolist()
+
+    monkeypatch.setattr(loop.NetworkObjective, "__init__", spy)
+    fit_augmented(rest, valid, None, model_config("astec", epochs=1, seed=0), aug, None, progress=False)
+    assert seen["targets_only"] == [False] * 4 + [True] * 4  # the label points, and only they
+    code, out, err = run_cli(["train", "--model", "linear", "--data", str(tiny_dir), "--augment", "identity",
+                              "--no-extra-negatives", "--out", str(tmp_path / "m")], capsys)
+    assert code == 2 and "neural models" in out + err
+
+
 def _trial(p1, psp5, name="x"):
     return {"name": name, "valid": {"P@1": p1, "PSP@5": psp5, "P@5": 0.0, "PSP@1": 0.0}}
 

@@ -176,3 +176,31 @@ def test_feature_mix_adds_its_points_once_and_needs_vector_inputs():
                         train=TrainConfig(epochs=1, batch_size=2, seed=0, threads=1))
     with pytest.raises(ConfigError, match="word ids"):
         NeuralXMC(words).fit(TEXTS, Y, LABELS, progress=False, mixer=FeatureMix("mixup", seed=0))
+
+
+def test_extra_points_without_negatives_score_their_targets_only(monkeypatch):
+    # two clusters {0, 1} and {2, 3}; train_clusters 2 puts all four labels on every shortlist.
+    # Row 0 (original, label 0) gets its positive and three negatives; row 1 (an extra point with
+    # soft targets 1.0 on label 2 and 0.4 on label 3) gets its two targets and nothing else.
+    from gandalf_xmc.models.neural import XMCNetwork
+    from gandalf_xmc.train.loop import ExtraPoints, NetworkObjective
+
+    net = XMCNetwork(torch.nn.Identity(), 3, n_labels=4, n_clusters=2)
+    X = np.eye(2, 3, dtype=np.float32)
+    Y = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 0, 1, 0.4]], dtype=np.float32))
+    members = np.array([[0, 1], [2, 3]])
+    assign = np.array([0, 0, 1, 1])
+    seen = {}
+
+    def pair_scores(z, rows, ids):
+        seen["pairs"] = sorted(zip(rows.tolist(), ids.tolist()))
+        return torch.zeros(len(rows), requires_grad=True)
+
+    monkeypatch.setattr(net, "pair_scores", pair_scores)
+    config = TrainConfig(train_clusters=2)
+    extra = ExtraPoints(np.array([False, True]), negatives=False)
+    assert not extra.is_neutral and not extra.extended(1).negatives
+    NetworkObjective(net, X, Y, assign, members, None, config, targets_only=extra.mask).loss(np.array([0, 1]))
+    assert seen["pairs"] == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 2), (1, 3)]
+    NetworkObjective(net, X, Y, assign, members, None, config).loss(np.array([0, 1]))
+    assert seen["pairs"] == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (1, 2), (1, 3)]

@@ -176,6 +176,9 @@ def train(model: str = typer.Option("linear", "--model", help="linear | astec | 
           extra_weight: float = typer.Option(1.0, min=0.0, help="Loss weight of an extra (label) point; originals weigh 1."),
           extra_share: float = typer.Option(1.0, min=0.0, max=1.0,
                                             help="Share of the extra points drawn (afresh) into each epoch."),
+          extra_negatives: bool = typer.Option(True, "--extra-negatives/--no-extra-negatives",
+                                                help="Whether an extra point's shortlist labels outside its targets "
+                                                     "count as negatives (neural models)."),
           auto_budget: float = typer.Option(60.0, min=0.0, help="Minutes --augment auto may spend on its trials."),
           out: Path = typer.Option(..., "--out", help="Model directory to write."),
           epochs: Optional[int] = typer.Option(None, min=1, help="Default: the model's (linear 8, astec 20, "
@@ -208,7 +211,8 @@ def train(model: str = typer.Option("linear", "--model", help="linear | astec | 
     from .train.auto import AutoConfig
 
     graph = _graph_config("cooccurrence", delta, top_k, shrinkage, point_weights, co_label_scale)
-    aug = AugmentConfig(augment, graph, extra_weight=extra_weight, extra_share=extra_share, seed=seed)
+    aug = AugmentConfig(augment, graph, extra_weight=extra_weight, extra_share=extra_share,
+                        extra_negatives=extra_negatives, seed=seed)
     trained = train_model(ds, out, config, aug, valid_fraction, resume, auto_config=AutoConfig(budget_seconds=60 * auto_budget))
     res = trained.result
     if augment == "auto":

@@ -34,8 +34,10 @@ TRAINING_SETS = {
 class AugmentConfig:
     """Which training set to build and how (see ``TRAINING_SETS``).
 
-    ``extra_weight`` and ``extra_share`` act while training: the loss weight of an extra (label)
-    point, the original points weighing 1, and the share of the extra points drawn into each epoch.
+    ``extra_weight``, ``extra_share`` and ``extra_negatives`` act while training: the loss weight
+    of an extra (label) point, the original points weighing 1; the share of the extra points drawn
+    into each epoch; and whether an extra point's shortlist labels outside its targets count as
+    negatives (neural models; off, it contributes its soft targets only).
     """
 
     training_set: str = "gandalf"
@@ -44,6 +46,7 @@ class AugmentConfig:
     labels_sampling: str = "random"
     extra_weight: float = 1.0
     extra_share: float = 1.0
+    extra_negatives: bool = True
     seed: int = 0
 
     def validate(self) -> None:

@@ -24,6 +24,7 @@ from torch.nn import functional as F
 from tqdm.auto import tqdm
 
 from ..augment.conventional import FeatureMix
+from ..errors import ConfigError
 from ..sparse_ops import threads_for, top_k_per_row, unique_int
 from ..train.loop import ExtraPoints, TrainConfig, TrainResult, run, validation_metrics
 from ..train.shortlist import NeighbourShortlist, shortlist_recall
@@ -182,6 +183,9 @@ class SparseLinearXMC:
                 example_weights = np.concatenate([example_weights, np.asarray(example_weights)[changed]])
             if extra is not None:
                 extra = extra.extended(changed.size)
+        if extra is not None and not extra.negatives:
+            raise ConfigError("extra points without negatives (--no-extra-negatives) apply to the neural models; "
+                              "the linear model fixes its candidate pairs for every point alike")
         if extra is not None:
             example_weights = extra.example_weights(example_weights)
         self.n_labels = Y.shape[1]

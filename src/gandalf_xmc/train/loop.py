@@ -60,6 +60,7 @@ class ExtraPoints:
     mask: np.ndarray
     weight: float = 1.0
     share: float = 1.0
+    negatives: bool = True  # False: an extra point's loss covers its (soft) targets only
 
     def __post_init__(self) -> None:
         self.mask = np.asarray(self.mask, dtype=bool)
@@ -70,7 +71,7 @@ class ExtraPoints:
 
     @property
     def is_neutral(self) -> bool:
-        return self.weight == 1.0 and self.share == 1.0
+        return self.weight == 1.0 and self.share == 1.0 and self.negatives
 
     def example_weights(self, base: np.ndarray | None = None) -> np.ndarray | None:
         """Per-example loss weights: ``base`` (default 1) times ``weight`` on the extra points."""
@@ -90,7 +91,8 @@ class ExtraPoints:
 
     def extended(self, n_more: int) -> ExtraPoints:
         """The same settings after ``n_more`` original points were appended (e.g. LabelMix's)."""
-        return ExtraPoints(np.concatenate([self.mask, np.zeros(n_more, dtype=bool)]), self.weight, self.share)
+        return ExtraPoints(np.concatenate([self.mask, np.zeros(n_more, dtype=bool)]), self.weight, self.share,
+                           self.negatives)
 
 
 @dataclass
@@ -310,9 +312,11 @@ class NetworkObjective:
 
     def __init__(self, network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, assign: np.ndarray,
                  members: np.ndarray, valid: tuple | None, config: TrainConfig,
-                 example_weights: np.ndarray | None = None, mixer: tuple | None = None):
+                 example_weights: np.ndarray | None = None, mixer: tuple | None = None,
+                 targets_only: np.ndarray | None = None):
         """``mixer = (transform, texts, featurize)``: each batch's texts and targets go through
-        ``transform`` (LabelMix) and the batch's features are recomputed with ``featurize``."""
+        ``transform`` (LabelMix) and the batch's features are recomputed with ``featurize``;
+        ``targets_only`` marks examples whose loss covers their targets only (no shortlist negatives)."""
         self.module = self.network = network
         self.X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
         self.Y = sp.csr_matrix(Y, dtype=np.float32)
@@ -320,6 +324,7 @@ class NetworkObjective:
         self.n_examples = self.X.shape[0]
         self.weights = None if example_weights is None else torch.as_tensor(example_weights, dtype=torch.float32)
         self.mixer = mixer
+        self.targets_only = None if targets_only is None else np.asarray(targets_only, dtype=bool)
         dense_params = network.dense_parameters()
         # a frozen encoder has no dense parameters: keep an (idle) optimizer so checkpoints look alike
         self.optimizers = {
@@ -347,6 +352,11 @@ class NetworkObjective:
         meta = network.meta_scores(z)
         top = torch.topk(meta.detach(), min(config.train_clusters, n_clusters), dim=1).indices.numpy()
         rows, labels, targets = _candidate_pairs(Yb, top, self.members)
+        if self.targets_only is not None:
+            # these rows' shortlist labels outside their targets are not known negatives: a label
+            # point says which labels its text goes with, not which it does not
+            keep = (targets > 0) | ~self.targets_only[idx][rows]
+            rows, labels, targets = rows[keep], labels[keep], targets[keep]
         rows_t, ids_t = torch.from_numpy(rows), torch.from_numpy(labels)
         logits = network.pair_scores(z, rows_t, ids_t)
         weights = None if self.weights is None else self.weights[idx]
@@ -392,5 +402,6 @@ def fit(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, as
     """
     if extra is not None:
         example_weights = extra.example_weights(example_weights)
-    objective = NetworkObjective(network, X, Y, assign, members, valid, config, example_weights, mixer)
+    targets_only = extra.mask if extra is not None and not extra.negatives else None
+    objective = NetworkObjective(network, X, Y, assign, members, valid, config, example_weights, mixer, targets_only)
     return run(objective, config, checkpoint_dir, resume, progress, on_epoch, extra)

@@ -61,7 +61,7 @@ def fit_augmented(rest: XMCDataset, valid: Split, inv, model_config: ModelConfig
     the number of training points it saw."""
     train = training_set(rest, augment)
     mask = extra_mask(train)
-    extra = ExtraPoints(mask, augment.extra_weight, augment.extra_share) if mask.any() else None
+    extra = ExtraPoints(mask, augment.extra_weight, augment.extra_share, augment.extra_negatives) if mask.any() else None
     model = build_model(model_config)
     model.fit(train.texts, train.Y, rest.label_texts,
               valid=(valid.texts, valid.Y, inv, valid.filter_pairs) if len(valid) else None,
