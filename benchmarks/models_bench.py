@@ -14,8 +14,9 @@ variant is reported), or the name of one of auto's candidates (``gandalf-tempere
 the test split is only scored here. Each configuration runs in its own process, so the peak
 resident memory (wait4) is its own. Prints a table (and mean +- standard deviation over seeds when
 there are several) and writes ``benchmarks/results/models.json`` (or ``--out``). When every
-candidate of ``--augment auto`` was run (``--augments none identity gandalf gandalf-tempered
-identity-light``), an ``auto`` row per model and seed is derived from them (see ``auto_rows``).
+candidate of ``--augment auto`` for a model was run (``train.auto.candidates_for``: the neural
+models also have the ``-targets-only`` ones), an ``auto`` row per model and seed is derived from
+them (see ``auto_rows``).
 """
 
 from __future__ import annotations
@@ -110,15 +111,16 @@ def auto_rows(rows: list[dict]) -> list[dict]:
     the candidate that auto's rule picks from the runs' validation scores. This is what ``--augment
     auto`` would return (its final model is the winning trial, trained on the same split with the
     same seed) without training every candidate twice."""
-    from gandalf_xmc.train.auto import AUTO_CANDIDATES, AutoConfig, choose
+    from gandalf_xmc.train.auto import AutoConfig, candidates_for, choose
 
     out = []
     for model in dict.fromkeys(r["model"] for r in rows):
         for seed in dict.fromkeys(r["seed"] for r in rows):
             runs = {r["augment"]: r for r in rows if r["model"] == model and r["seed"] == seed and r.get("valid")}
-            if not all(name in runs for name in AUTO_CANDIDATES):
+            names = candidates_for("linear" if model == "linear" else "neural")
+            if not all(name in runs for name in names):
                 continue
-            trials = [{"name": name, "valid": runs[name]["valid"]} for name in AUTO_CANDIDATES]
+            trials = [{"name": name, "valid": runs[name]["valid"]} for name in names]
             winner = choose(trials, AutoConfig().p1_tolerance)
             out.append({**runs[winner], "augment": "auto", "chosen": winner})
     return out

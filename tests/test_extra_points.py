@@ -230,3 +230,11 @@ def test_cli_analyze(tiny_dir, tmp_path, capsys):
     assert sum(deltas) == pytest.approx(-25.0) and min(deltas) == pytest.approx(-25.0)
     code, _, err = run_cli(["analyze", str(tiny_dir), "--baseline", str(tmp_path / "base.txt")], capsys)
     assert code == 2
+
+
+def test_auto_candidates_for_each_model_kind():
+    linear, neural = auto.candidates_for("linear"), auto.candidates_for("neural")
+    targets_only = [n for n, c in auto.AUTO_CANDIDATES.items() if not c.extra_negatives]
+    assert targets_only == ["identity-targets-only", "gandalf-tempered-targets-only"]
+    assert neural == tuple(auto.AUTO_CANDIDATES) and "none" in linear
+    assert set(neural) - set(linear) == set(targets_only)

@@ -4,7 +4,7 @@ original training points (never the test split), and write a self-contained mode
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -97,8 +97,12 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config: ModelCon
                                                                           resume_trial, progress)
             return trained
 
+        auto_config = auto_config or auto.AutoConfig()
+        if auto_config.candidates is None:
+            kind = "linear" if isinstance(model_config, LinearConfig) else "neural"
+            auto_config = replace(auto_config, candidates=auto.candidates_for(kind))
         model, augment, search = auto.search(
-            fit_one, lambda m, d: m.save(d), load_trained, out / "checkpoints" / "auto", auto_config or auto.AutoConfig(),
+            fit_one, lambda m, d: m.save(d), load_trained, out / "checkpoints" / "auto", auto_config,
             seed=augment.seed, resume=resume, log=(print if progress else (lambda _: None)))
         n_train = sizes.get(json.dumps(asdict(augment))) or len(training_set(rest, augment))  # else: an earlier run's trial
     else:
