@@ -13,10 +13,11 @@ variant is reported), or the name of one of auto's candidates (``gandalf-tempere
 (chosen on a validation split carved from the training data);
 the test split is only scored here. Each configuration runs in its own process, so the peak
 resident memory (wait4) is its own. Prints a table (and mean +- standard deviation over seeds when
-there are several) and writes ``benchmarks/results/models.json`` (or ``--out``). When every
-candidate of ``--augment auto`` for a model was run (``train.auto.candidates_for``: the neural
-models also have the ``-targets-only`` ones), an ``auto`` row per model and seed is derived from
-them (see ``auto_rows``).
+there are several) and writes ``benchmarks/results/models.json`` (or ``--out``). When the
+first two or more candidates of ``--augment auto`` for a model were run, in auto's order
+(``train.auto.candidates_for``: the neural models also have the ``-targets-only`` ones), an
+``auto`` row per model and seed is derived from them (see ``auto_rows``): auto with every
+candidate, or with a time budget that covers the first n.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ from dataclasses import replace
 from pathlib import Path
 family, augment, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
 aug = replace(AUTO_CANDIDATES[augment], seed=seed) if augment in AUTO_CANDIDATES else AugmentConfig(augment, seed=seed)
-aug = replace(aug, extra_negatives=sys.argv[5] == "1")
+if sys.argv[5] == "0":  # --no-extra-negatives; otherwise the candidate keeps its own setting
+    aug = replace(aug, extra_negatives=False)
 ds = load_dataset()
 t0 = time.perf_counter()
 chosen = None
@@ -107,10 +109,12 @@ def run(family: str, augment: str, seed: int, threads: int = 0, extra_negatives:
 
 
 def auto_rows(rows: list[dict]) -> list[dict]:
-    """``--augment auto`` rows derived from runs of all of auto's candidates: for each model and seed,
-    the candidate that auto's rule picks from the runs' validation scores. This is what ``--augment
+    """``--augment auto`` rows derived from runs of auto's candidates: for each model and seed, the
+    candidate that auto's rule picks from the runs' validation scores. This is what ``--augment
     auto`` would return (its final model is the winning trial, trained on the same split with the
-    same seed) without training every candidate twice."""
+    same seed) without training every candidate twice. When only the first n candidates (in auto's
+    order, n >= 2) were run, the row is auto under a time budget that covers those n
+    (``auto_candidates``; ``auto_train_seconds`` is their training time)."""
     from gandalf_xmc.train.auto import AutoConfig, candidates_for, choose
 
     out = []
@@ -118,11 +122,14 @@ def auto_rows(rows: list[dict]) -> list[dict]:
         for seed in dict.fromkeys(r["seed"] for r in rows):
             runs = {r["augment"]: r for r in rows if r["model"] == model and r["seed"] == seed and r.get("valid")}
             names = candidates_for("linear" if model == "linear" else "neural")
-            if not all(name in runs for name in names):
+            # auto runs its candidates in order until its time budget is spent: a prefix of the list
+            ran = next((i for i, name in enumerate(names) if name not in runs), len(names))
+            if ran < 2:
                 continue
-            trials = [{"name": name, "valid": runs[name]["valid"]} for name in names]
+            trials = [{"name": name, "valid": runs[name]["valid"]} for name in names[:ran]]
             winner = choose(trials, AutoConfig().p1_tolerance)
-            out.append({**runs[winner], "augment": "auto", "chosen": winner})
+            out.append({**runs[winner], "augment": "auto", "chosen": winner, "auto_candidates": ran,
+                        "auto_train_seconds": sum(runs[name]["train_seconds"] for name in names[:ran])})
     return out
 
 
