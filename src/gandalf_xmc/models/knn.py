@@ -33,27 +33,27 @@ class TfidfKNN:
     def __init__(self, config: KNNConfig | None = None):
         self.config = config or KNNConfig()
         self.featurizer: TextFeaturizer | None = None
-        self.X: sp.csr_matrix | None = None
+        self.XT: sp.csr_matrix | None = None  # features x points: a query's similarities are one product
         self.Y: sp.csr_matrix | None = None
 
     def fit(self, texts: list[str], Y: sp.spmatrix) -> TfidfKNN:
         """Index the training texts; ``Y`` may hold soft targets in [0, 1]."""
         self.featurizer = TextFeaturizer(self.config.ngram_max).fit(texts)
-        self.X = self.featurizer.transform(texts)
+        # transposed once here: doing it per call made a single query cost a pass over the index
+        self.XT = self.featurizer.transform(texts).T.tocsr()
         self.Y = sp.csr_matrix(Y, dtype=np.float32)
         return self
 
     def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> sp.csr_matrix:
         """Top-``k`` label scores for each text (``len(texts) x L`` CSR)."""
-        if self.featurizer is None or self.X is None or self.Y is None:
+        if self.featurizer is None or self.XT is None or self.Y is None:
             raise RuntimeError("fit the model before predicting")
         cfg = self.config
-        XT = self.X.T.tocsr()
         blocks = []
         starts = range(0, len(texts), cfg.batch_size)
         for start in tqdm(starts, desc="knn predict", disable=not progress, unit="batch"):
             Q = self.featurizer.transform(texts[start:start + cfg.batch_size])
-            sims = top_k_per_row(Q @ XT, cfg.n_neighbours)
+            sims = top_k_per_row(Q @ self.XT, cfg.n_neighbours)
             sims.data = np.power(np.maximum(sims.data, 0.0), cfg.power)
             blocks.append(top_k_per_row(sims @ self.Y, k))
         if not blocks:
