@@ -64,7 +64,10 @@ if family == "knn":
     best_epoch, examples_per_second = -1, float("nan")
 else:
     with tempfile.TemporaryDirectory() as out:
-        model = train_model(ds, out, model_config(family, seed=seed), aug, progress=False)
+        config = model_config(family, seed=seed)
+        if sys.argv[6] != "float32":  # the dual-encoder's sentence encoder (--encoder-precision)
+            config.encoder_precision = sys.argv[6]
+        model = train_model(ds, out, config, aug, progress=False)
         if augment == "auto":
             chosen = json.loads((Path(out) / "auto.json").read_text())["chosen"]
     best_epoch, examples_per_second = model.result.best_epoch, model.result.examples_per_second
@@ -91,11 +94,12 @@ print(json.dumps(out))
 """
 
 
-def run(family: str, augment: str, seed: int, threads: int = 0, extra_negatives: bool = True) -> dict:
+def run(family: str, augment: str, seed: int, threads: int = 0, extra_negatives: bool = True,
+        encoder_precision: str = "float32") -> dict:
     t0 = time.perf_counter()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen([sys.executable, "-c", CHILD, family, augment, str(seed), str(threads),
-                             "1" if extra_negatives else "0"], stdout=subprocess.PIPE,
+                             "1" if extra_negatives else "0", encoder_precision], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env)
     out = proc.stdout.read().decode()
     err = proc.stderr.read().decode()
@@ -103,8 +107,8 @@ def run(family: str, augment: str, seed: int, threads: int = 0, extra_negatives:
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{family}/{augment} failed:\n{err[-3000:]}")
     row = json.loads(out.strip().splitlines()[-1])
-    row.update(model=family, augment=augment, seed=seed, threads=threads, peak_rss_mib=usage.ru_maxrss / 1024.0,
-               wall_seconds=time.perf_counter() - t0)
+    row.update(model=family, augment=augment, seed=seed, threads=threads, encoder_precision=encoder_precision,
+               peak_rss_mib=usage.ru_maxrss / 1024.0, wall_seconds=time.perf_counter() - t0)
     return row
 
 
@@ -141,6 +145,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=RESULTS / "models.json")
     ap.add_argument("--threads", type=int, default=0, help="torch/numba threads per run (0: library default)")
     ap.add_argument("--parallel", type=int, default=1, help="runs at a time (each in its own process)")
+    ap.add_argument("--encoder-precision", choices=("float32", "int8"), default="float32",
+                    help="the dual-encoder's sentence encoder (see gandalf train --encoder-precision)")
     ap.add_argument("--no-extra-negatives", action="store_true",
                     help="extra points contribute their targets only (neural models; see gandalf train)")
     args = ap.parse_args(argv)
@@ -158,7 +164,8 @@ def main(argv: list[str] | None = None) -> None:
 
     jobs = [(family, augment, seed) for family in args.models for augment in args.augments for seed in args.seeds]
     with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
-        futures = [pool.submit(run, *job, args.threads, not args.no_extra_negatives) for job in jobs]
+        futures = [pool.submit(run, *job, args.threads, not args.no_extra_negatives, args.encoder_precision)
+                   for job in jobs]
         for future in as_completed(futures):
             r = future.result()
             rows.append(r)
