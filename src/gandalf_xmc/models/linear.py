@@ -169,6 +169,9 @@ class SparseLinearXMC:
         the transformed points are added to the training set: candidate pairs and the weight table
         are fixed before the first epoch, so this model cannot re-mix each batch as the neural ones do.
         """
+        if extra is not None and not extra.negatives:
+            raise ConfigError("extra points without negatives (--no-extra-negatives) apply to the neural models; "
+                              "the linear model fixes its candidate pairs for every point alike")
         cfg = self.config
         torch.manual_seed(cfg.train.seed)
         Y = sp.csr_matrix(Y, dtype=np.float32)
@@ -183,9 +186,6 @@ class SparseLinearXMC:
                 example_weights = np.concatenate([example_weights, np.asarray(example_weights)[changed]])
             if extra is not None:
                 extra = extra.extended(changed.size)
-        if extra is not None and not extra.negatives:
-            raise ConfigError("extra points without negatives (--no-extra-negatives) apply to the neural models; "
-                              "the linear model fixes its candidate pairs for every point alike")
         if extra is not None:
             example_weights = extra.example_weights(example_weights)
         self.n_labels = Y.shape[1]
