@@ -27,6 +27,7 @@ from torch.nn import functional as F
 
 from ..sparse_ops import unique_int
 from ..text import WORD as _WORD
+from .dropout import FastDropout
 
 TOKENIZER_FILE = "tokenizer.json"
 
@@ -135,7 +136,7 @@ class InceptionEncoder(nn.Module):
         self.project = nn.Linear(filters * length, dim)
         self.bag = nn.Linear(embed_dim, dim)  # residual path: IDF-weighted sum of the token embeddings
         self.norm = nn.LayerNorm(dim)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = FastDropout(dropout)  # nn.Dropout's distribution, sampled ~5x faster
         # inverse document frequency of each word: rare words carry a short text's meaning
         self.register_buffer("token_weight", torch.ones(vocab_size))
 
