@@ -65,8 +65,7 @@ if family == "knn":
 else:
     with tempfile.TemporaryDirectory() as out:
         config = model_config(family, seed=seed)
-        if sys.argv[6] != "float32":  # the dual-encoder's sentence encoder (--encoder-precision)
-            config.encoder_precision = sys.argv[6]
+        config.encoder_precision = sys.argv[6]  # the dual-encoder's sentence encoder (--encoder-precision)
         model = train_model(ds, out, config, aug, progress=False)
         if augment == "auto":
             chosen = json.loads((Path(out) / "auto.json").read_text())["chosen"]
@@ -86,7 +85,8 @@ for text in texts[:300]:
 w = inverse_propensity(ds.original_train_Y(), *ds.propensity_constants())
 res = evaluate(pred, ds.test.Y, w, ks=(1, 3, 5), filter_pairs=ds.test.filter_pairs)
 out = {k: res[k] for k in ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5", "C@1", "C@5")}
-out.update(train_seconds=train_seconds, best_epoch=best_epoch, chosen=chosen, valid=valid,
+precision = getattr(getattr(model, "config", None), "encoder_precision", None) if family == "dual-encoder" else None
+out.update(train_seconds=train_seconds, best_epoch=best_epoch, chosen=chosen, valid=valid, encoder_precision=precision,
             train_examples_per_second=examples_per_second,
            latency_ms_p50=float(np.percentile(lat, 50)), latency_ms_p99=float(np.percentile(lat, 99)),
            batch_queries_per_second=len(texts) / batch_seconds)
@@ -95,7 +95,7 @@ print(json.dumps(out))
 
 
 def run(family: str, augment: str, seed: int, threads: int = 0, extra_negatives: bool = True,
-        encoder_precision: str = "float32") -> dict:
+        encoder_precision: str = "auto") -> dict:
     t0 = time.perf_counter()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen([sys.executable, "-c", CHILD, family, augment, str(seed), str(threads),
@@ -107,7 +107,7 @@ def run(family: str, augment: str, seed: int, threads: int = 0, extra_negatives:
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{family}/{augment} failed:\n{err[-3000:]}")
     row = json.loads(out.strip().splitlines()[-1])
-    row.update(model=family, augment=augment, seed=seed, threads=threads, encoder_precision=encoder_precision,
+    row.update(model=family, augment=augment, seed=seed, threads=threads,
                peak_rss_mib=usage.ru_maxrss / 1024.0, wall_seconds=time.perf_counter() - t0)
     return row
 
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=RESULTS / "models.json")
     ap.add_argument("--threads", type=int, default=0, help="torch/numba threads per run (0: library default)")
     ap.add_argument("--parallel", type=int, default=1, help="runs at a time (each in its own process)")
-    ap.add_argument("--encoder-precision", choices=("float32", "int8"), default="float32",
+    ap.add_argument("--encoder-precision", choices=("auto", "float32", "bfloat16", "int8"), default="auto",
                     help="the dual-encoder's sentence encoder (see gandalf train --encoder-precision)")
     ap.add_argument("--no-extra-negatives", action="store_true",
                     help="extra points contribute their targets only (neural models; see gandalf train)")

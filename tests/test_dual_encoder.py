@@ -57,6 +57,25 @@ def test_int8_encoder_is_close_to_float32_and_cached_apart(tmp_path, monkeypatch
         sentence.embed(texts, precision="int4")
 
 
+def test_bfloat16_encoder_matches_float32_and_auto_picks_it_only_where_native(tmp_path, monkeypatch):
+    monkeypatch.setattr(sentence, "CACHE_MIN_TEXTS", 2)
+    texts = ["a red apple", "a green apple", "deep sea whale", "python library for parsing json"]
+    E = sentence.embed(texts)
+    B = sentence.embed(texts, precision="bfloat16")
+    assert B.dtype == np.float32 and not np.array_equal(E, B)  # bfloat16 weights: not the same numbers
+    assert (E * B).sum(1).min() > 0.995  # measured 0.9999 a single query here
+    np.testing.assert_allclose(sentence.embed(texts[1:2], precision="bfloat16"), B[1:2], atol=5e-3)
+    assert len(list((tmp_path / "cache" / "minilm").glob("*.npy"))) == 2  # one cache file a precision
+    monkeypatch.setattr(sentence, "native_bfloat16", lambda: True)
+    assert sentence.resolve_precision("auto") == "bfloat16"
+    monkeypatch.setattr(sentence, "native_bfloat16", lambda: False)
+    assert sentence.resolve_precision("auto") == "float32"
+    np.testing.assert_array_equal(sentence.embed(texts, precision="auto"), E)  # the float32 cache file
+    assert sentence.resolve_precision("int8") == "int8"
+    with pytest.raises(ValueError, match="auto, float32, bfloat16, int8"):
+        sentence.resolve_precision("fp16")
+
+
 def test_classifiers_start_at_the_label_text_prior():
     V = np.eye(4, 3, dtype=np.float32)
     net = XMCNetwork(torch.nn.Identity(), 3, n_labels=4, n_clusters=2, init_bias=0.0)
@@ -101,6 +120,9 @@ def test_train_and_predict_dual_encoder_from_the_cli(tiny_dir, tmp_path, capsys)
     code, out, err = run_cli(["train", "--model", "dual-encoder", "--data", str(tiny_dir), "--epochs", "1",
                               "--out", str(tmp_path / "m")], capsys)
     assert code == 0, err
+    from gandalf_xmc.models import load_trained
+    # the default (auto) is fixed when the model is built, so that queries use the training encoder
+    assert load_trained(tmp_path / "m").config.encoder_precision == sentence.resolve_precision("auto") != "auto"
     code, out, err = run_cli(["predict", str(tmp_path / "m"), "--text", "blue whale", "-k", "1"], capsys)
     assert code == 0, err
     assert "L3" in out and "blue whale" in out

@@ -62,7 +62,9 @@ class ModelConfig:
     cluster_dim: int = 64
     init_scale: float = 5.0  # label classifiers start at init_scale x label-text vector (when the family does)
     max_features: int = 1_000_000  # TF-IDF vocabulary cap: the embedding table has this many rows at most
-    encoder_precision: str = "float32"  # sentence encoder of the dual-encoder: float32 or int8 (faster queries)
+    # the dual-encoder's sentence encoder: auto (bfloat16 on CPUs that have it, else float32; fixed
+    # at construction, so that a saved model keeps it), float32, bfloat16 or int8
+    encoder_precision: str = sentence.AUTO
     train: TrainConfig = field(default_factory=TrainConfig)
 
 
@@ -80,6 +82,8 @@ class NeuralXMC:
         self.family = FAMILIES[self.config.family]
         if self.family.fixed_dim is not None:
             self.config.dim = self.family.fixed_dim
+        if self.family.inputs == "minilm":
+            self.config.encoder_precision = sentence.resolve_precision(self.config.encoder_precision)
         self.featurizer: TextFeaturizer | None = None
         self.tokens: WordVocabulary | None = None
         self.network: XMCNetwork | None = None
