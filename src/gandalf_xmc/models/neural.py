@@ -101,8 +101,9 @@ class XMCNetwork(nn.Module):
         if not self.label_prior.numel():
             return self.labels(ids)
         if not self.training and not torch.is_grad_enabled():
-            return torch.index_select(self._merged_tables()[0], 0, ids)  # ~50x faster than [ids] here
-        return self.labels(ids) + self.label_prior[ids]
+            # index_select, not W[ids]: advanced indexing took 1.1 ms of a 1.7 ms single query here
+            return torch.index_select(self._merged_tables()[0], 0, ids)
+        return self.labels(ids) + torch.index_select(self.label_prior, 0, ids)
 
     def correction_penalty(self, label_ids: torch.Tensor) -> torch.Tensor:
         """Mean squared norm of the corrections of the given labels and of all clusters (0 without priors)."""
