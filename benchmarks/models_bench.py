@@ -85,7 +85,7 @@ for text in texts[:300]:
 w = inverse_propensity(ds.original_train_Y(), *ds.propensity_constants())
 res = evaluate(pred, ds.test.Y, w, ks=(1, 3, 5), filter_pairs=ds.test.filter_pairs)
 out = {k: res[k] for k in ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5", "C@1", "C@5")}
-precision = getattr(getattr(model, "config", None), "encoder_precision", None) if family == "dual-encoder" else None
+precision = model.config.encoder_precision if family == "dual-encoder" else None  # auto resolved
 out.update(train_seconds=train_seconds, best_epoch=best_epoch, chosen=chosen, valid=valid, encoder_precision=precision,
             train_examples_per_second=examples_per_second,
            latency_ms_p50=float(np.percentile(lat, 50)), latency_ms_p99=float(np.percentile(lat, 99)),

@@ -204,11 +204,12 @@ def train(model: str = typer.Option("linear", "--model", help="linear | astec | 
     if encoder_precision != "auto":
         if model != "dual-encoder":
             raise typer.BadParameter("--encoder-precision applies to the dual-encoder only")
-        from .models.sentence import AUTO, PRECISIONS
+        from .models.sentence import resolve_precision
 
-        if encoder_precision not in PRECISIONS:
-            raise typer.BadParameter(f"--encoder-precision must be one of {', '.join((AUTO, *PRECISIONS))}")
-        config.encoder_precision = encoder_precision
+        try:
+            config.encoder_precision = resolve_precision(encoder_precision)
+        except ValueError as err:
+            raise typer.BadParameter(str(err)) from None
     from .train.auto import AutoConfig
 
     graph = _graph_config("cooccurrence", delta, top_k, shrinkage, point_weights, co_label_scale)

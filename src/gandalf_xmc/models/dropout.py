@@ -11,6 +11,8 @@ input, as with ``nn.Dropout``. The draws come from PyTorch's global generator, s
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -20,9 +22,7 @@ _LEVELS = 1 << 16
 
 def keep_mask(shape: torch.Size | tuple[int, ...], p: float) -> torch.Tensor:
     """A boolean tensor of ``shape`` whose elements are False with probability ``round(65536 p) / 65536``."""
-    n = 1
-    for s in shape:
-        n *= s
+    n = math.prod(shape)
     draws = torch.empty((n + _LANES - 1) // _LANES, dtype=torch.int64).random_(-(1 << 63), None)  # all 64 bits
     lanes = draws.view(torch.int16)[:n].view(shape)  # uniform over [-32768, 32767]
     return lanes >= -(_LEVELS // 2) + round(p * _LEVELS)
