@@ -20,5 +20,21 @@ class DataFormatError(GandalfError):
         super().__init__(f"{where}: {problem}")
 
 
+class OutputError(GandalfError):
+    """An output that cannot or must not be written: names the path and the problem."""
+
+    def __init__(self, path: str | Path, problem: str):
+        self.path, self.problem = Path(path), problem
+        super().__init__(f"{path}: {problem}")
+
+
 class ConfigError(GandalfError, ValueError):
     """An invalid setting (a delta out of range, an unknown graph kind, ...)."""
+
+
+class CheckpointError(DataFormatError):
+    """A checkpoint that is missing, damaged, not ours, or written for another model or dataset."""
+
+
+class TrainingDiverged(GandalfError):
+    """The loss stopped being a finite number."""
