@@ -4,25 +4,27 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataFormatError
+from ..text import words
 from .atomic import atomic_directory
 from .formats import read_filter_pairs, read_lf_json, read_sparse_text, read_text_lines, write_filter_pairs, write_lf_json
 from .presets import propensity_constants
+from .suite import resolve
 
 EMBEDDED_NAME = "debian-bookworm"
 AUGMENT_METADATA = "augment.json"
+DATASET_CARD = "dataset.json"  # name, domain and propensity constants that travel with a dataset
 SPLIT_FILTER_FILES = {"trn": "filter_labels_train.txt", "tst": "filter_labels_test.txt"}
 
 
 def embedded_dataset_path() -> Path:
-    """Directory of the dataset shipped inside the package (debian-bookworm)."""
-    return Path(str(resources.files("gandalf_xmc") / "data" / "embedded" / EMBEDDED_NAME))
+    """Directory of the default dataset shipped inside the package (debian-bookworm)."""
+    return resolve(None)
 
 
 @dataclass
@@ -33,6 +35,7 @@ class Split:
     texts: list[str]
     Y: sp.csr_matrix
     filter_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=np.int64))
+    groups: list[str] | None = None  # a group key a point (its source, section, ...), when the file has one
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -49,6 +52,9 @@ class XMCDataset:
         n_original_train: number of leading training points that are original; the rest are
             augmentation points. Propensities and frequency bins use only the original ones.
         path: where it was read from (None if built in memory).
+        propensity: A and B of the inverse propensity model when the dataset names them (its
+            ``dataset.json``); otherwise they come from the name's preset.
+        domain: what the data is about, when the dataset says.
     """
 
     name: str
@@ -57,6 +63,9 @@ class XMCDataset:
     splits: dict[str, Split]
     n_original_train: int | None = None
     path: Path | None = None
+    propensity: tuple[float, float] | None = None
+    domain: str | None = None
+    notes: list[str] = field(default_factory=list)  # what loading decided on its own (e.g. derived filter pairs)
 
     @property
     def n_labels(self) -> int:
@@ -89,7 +98,11 @@ class XMCDataset:
         return np.bincount(Y.indices[Y.data > 0], minlength=self.n_labels).astype(np.int64)
 
     def propensity_constants(self, a: float | None = None, b: float | None = None) -> tuple[float, float]:
-        """A and B of the inverse propensity model for this dataset (overrides win)."""
+        """A and B of the inverse propensity model for this dataset (overrides win, then the
+        dataset's own card, then the preset of its name)."""
+        if self.propensity is not None:
+            a = self.propensity[0] if a is None else a
+            b = self.propensity[1] if b is None else b
         return propensity_constants(self.name, a, b)
 
 
@@ -112,8 +125,9 @@ def _read_split_text_layout(directory: Path, split: str, n_labels: int) -> Split
     return Split([str(i) for i in range(len(texts))], texts, Y)
 
 
-def load_dataset(path: str | Path | None = None, splits: tuple[str, ...] = ("trn", "tst"), name: str | None = None) -> XMCDataset:
-    """Load a dataset directory (the embedded dataset if ``path`` is None).
+def load_dataset(path: str | Path | None = None, splits: tuple[str, ...] = ("trn", "tst"), name: str | None = None,
+                 derive_filters: bool = True) -> XMCDataset:
+    """Load a dataset directory or a suite dataset by name (the default dataset if ``path`` is None).
 
     Two layouts are understood:
 
@@ -122,24 +136,22 @@ def load_dataset(path: str | Path | None = None, splits: tuple[str, ...] = ("trn
     * text: ``lbl_X.txt`` (or ``Y.txt``) with one label text a line, and for each split
       ``{split}_X.txt`` (texts) plus ``{split}_X_Y.txt`` (sparse matrix text).
 
-    ``filter_labels_train.txt`` / ``filter_labels_test.txt`` are read when present. An
+    ``filter_labels_train.txt`` / ``filter_labels_test.txt`` are read when present. When a split
+    has none and ``derive_filters`` is set, the points that are themselves a label (same uid, or
+    the same text, see :func:`self_label_pairs`) give its filter pairs, and ``notes`` says so. An
     ``augment.json`` written by ``gandalf augment`` marks how many training points are original.
+    A ``dataset.json`` gives the dataset's name, domain and propensity constants.
     """
-    directory = Path(path) if path is not None else embedded_dataset_path()
+    directory = resolve(path)
     if not directory.exists():
         raise DataFormatError(directory, None, "dataset directory not found")
     if not directory.is_dir():
         raise DataFormatError(directory, None, "is not a directory")
-    meta: dict = {}
-    meta_path = directory / AUGMENT_METADATA
-    if meta_path.exists():
-        try:
-            meta = json.loads(meta_path.read_text())
-        except (json.JSONDecodeError, OSError) as exc:
-            raise DataFormatError(meta_path, None, f"unreadable metadata ({exc})") from None
+    card = _read_card(directory / DATASET_CARD)
+    meta = _read_augment_metadata(directory / AUGMENT_METADATA)
     lbl_path = find_split_file(directory, "lbl")
     if lbl_path is not None:
-        labels = read_lf_json(lbl_path, require_targets=False)
+        labels = read_lf_json(lbl_path, require_targets=False, unique_uids=True)
         label_uids, label_texts = labels.uids, labels.texts
         layout = "json"
     else:
@@ -161,15 +173,90 @@ def load_dataset(path: str | Path | None = None, splits: tuple[str, ...] = ("trn
                 raise DataFormatError(directory / f"{split}.json.gz", None, f"missing '{split}' split file")
             rec = read_lf_json(split_path, n_labels, require_targets=True)
             assert rec.Y is not None
-            loaded[split] = Split(rec.uids, rec.texts, rec.Y)
+            loaded[split] = Split(rec.uids, rec.texts, rec.Y, groups=rec.groups)
         else:
             loaded[split] = _read_split_text_layout(directory, split, n_labels)
+    n_original = meta.get("n_original_train")
+    if n_original is not None and "trn" in loaded and n_original > len(loaded["trn"]):
+        raise DataFormatError(directory / AUGMENT_METADATA, None, f"n_original_train is {n_original} but the training "
+                                                                  f"split has {len(loaded['trn'])} points")
+    notes = []
+    for split, data in loaded.items():
+        if layout == "json":
+            n_dup = len(data.uids) - len(set(data.uids))
+            if n_dup:
+                notes.append(f"{split}: {n_dup:,} points share a uid with an earlier point (kept: points are rows, not ids)")
         filter_file = directory / SPLIT_FILTER_FILES.get(split, f"filter_labels_{split}.txt")
         if filter_file.exists():
-            loaded[split].filter_pairs = read_filter_pairs(filter_file, len(loaded[split]), n_labels)
-    n_original = meta.get("n_original_train")
-    dataset_name = name or meta.get("source_name") or (EMBEDDED_NAME if path is None else directory.resolve().name)
-    return XMCDataset(dataset_name, label_uids, label_texts, loaded, n_original, directory)
+            data.filter_pairs = read_filter_pairs(filter_file, len(data), n_labels)
+        elif derive_filters:
+            n_points = n_original if split == "trn" and n_original is not None else len(data)
+            data.filter_pairs = self_label_pairs(data.uids[:n_points] if layout == "json" else None, data.texts[:n_points],
+                                                 label_uids if layout == "json" else None, label_texts)
+            if data.filter_pairs.size:
+                notes.append(f"{split}: no {filter_file.name}; {len(data.filter_pairs):,} points are themselves a label "
+                             f"(same uid or text): those pairs are filtered as the file would (--no-derive-filters: keep them)")
+    dataset_name = name or meta.get("source_name") or card.get("name") or directory.resolve().name
+    propensity = card.get("propensity") or meta.get("propensity")
+    ab = (float(propensity["A"]), float(propensity["B"])) if propensity else None
+    return XMCDataset(dataset_name, label_uids, label_texts, loaded, n_original, directory, ab, card.get("domain"), notes)
+
+
+def _normalised(text: str) -> str:
+    return " ".join(words(text))
+
+
+def self_label_pairs(uids: list[str] | None, texts: list[str], label_uids: list[str] | None,
+                     label_texts: list[str]) -> np.ndarray:
+    """``(row, label)`` pairs where point ``row`` is itself label ``label``: the same uid (when
+    both sides have real ids) or the same text once lowercased and cut into words. A text shared
+    by several labels names none of them, so it gives no pair."""
+    pairs = []
+    if uids is not None and label_uids is not None:
+        by_uid = {u: j for j, u in enumerate(label_uids)}
+        pairs += [(i, by_uid[u]) for i, u in enumerate(uids) if u in by_uid]
+    by_text: dict[str, int] = {}
+    for j, t in enumerate(label_texts):
+        key = _normalised(t)
+        if key:
+            by_text[key] = -1 if key in by_text else j
+    pairs += [(i, j) for i, t in enumerate(texts) if (j := by_text.get(_normalised(t), -1)) >= 0]
+    return np.unique(np.array(pairs, dtype=np.int64).reshape(-1, 2), axis=0)
+
+
+def _read_augment_metadata(path: Path) -> dict:
+    """``augment.json`` (empty when absent), checked: ``n_original_train`` is a positive integer."""
+    if not path.exists():
+        return {}
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, OSError, UnicodeDecodeError) as exc:
+        raise DataFormatError(path, None, f"unreadable metadata ({exc})") from None
+    if not isinstance(meta, dict):
+        raise DataFormatError(path, None, "expected a JSON object")
+    n = meta.get("n_original_train")
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+        raise DataFormatError(path, None, f"n_original_train must be a positive integer, got {json.dumps(n)}")
+    return meta
+
+
+def _read_card(path: Path) -> dict:
+    """A dataset's ``dataset.json`` (empty when absent); a bad one is a :class:`DataFormatError`."""
+    if not path.exists():
+        return {}
+    try:
+        card = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataFormatError(path, None, f"unreadable dataset card ({exc})") from None
+    if not isinstance(card, dict):
+        raise DataFormatError(path, None, "expected a JSON object")
+    prop = card.get("propensity")
+    if prop is not None:
+        ok = isinstance(prop, dict) and all(isinstance(prop.get(k), (int, float)) and not isinstance(prop.get(k), bool)
+                                            for k in ("A", "B"))
+        if not ok or not (prop["A"] > 0 and prop["B"] >= 0):
+            raise DataFormatError(path, None, "'propensity' must be {\"A\": number > 0, \"B\": number >= 0}")
+    return card
 
 
 def sample_dataset(ds: XMCDataset, n_train: int, n_test: int, seed: int = 0) -> XMCDataset:
@@ -203,10 +290,11 @@ def _sample_split(split: Split, rows: np.ndarray, labels: np.ndarray, new_label:
                  np.stack([new_row[fp[:, 0]], new_label[fp[:, 1]]], axis=1).astype(np.int64))
 
 
-def write_dataset(ds: XMCDataset, directory: str | Path) -> Path:
+def write_dataset(ds: XMCDataset, directory: str | Path, force: bool = False) -> Path:
     """Write ``ds`` as an LF raw dataset directory (``lbl.json.gz``, ``{split}.json.gz``,
-    ``filter_labels_*.txt``), atomically; :func:`load_dataset` reads it back."""
-    with atomic_directory(directory) as staging:
+    ``filter_labels_*.txt``), atomically; :func:`load_dataset` reads it back. ``directory`` must
+    be new or empty unless ``force``."""
+    with atomic_directory(directory, force) as staging:
         write_lf_json(staging / "lbl.json.gz", ds.label_uids, ds.label_texts, None)
         for name, split in ds.splits.items():
             write_lf_json(staging / f"{name}.json.gz", split.uids, split.texts, split.Y)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
+import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -48,11 +50,11 @@ _CHUNK = 200_000  # lines parsed before their indices are packed into numpy arra
 # Reading lines safely
 
 
-def _open_text(path: Path) -> IO[str]:
+def _open_bytes(path: Path) -> IO[bytes]:
     try:
         if path.suffix == ".gz":
-            return gzip.open(path, "rt", encoding="utf-8")
-        return open(path, encoding="utf-8")
+            return gzip.open(path, "rb")
+        return open(path, "rb")
     except FileNotFoundError:
         raise DataFormatError(path, None, "file not found") from None
     except IsADirectoryError:
@@ -63,25 +65,30 @@ def _open_text(path: Path) -> IO[str]:
         raise DataFormatError(path, None, f"cannot read: {exc.strerror or exc}") from None
 
 
-def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+def iter_lines(path: str | Path, strip_bom: bool = False) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line_without_newline)`` with 1-based numbers.
 
-    Turns the many ways a file can be broken (truncated or corrupt gzip, bad UTF-8, an
-    unreadable path) into one :class:`DataFormatError`.
+    Lines are decoded one at a time, so a bad byte is reported on its own line. Turns the many
+    ways a file can be broken (truncated or corrupt gzip, bad UTF-8, an unreadable path) into one
+    :class:`DataFormatError`. ``strip_bom``: a UTF-8 byte-order mark opening the file is not text.
     """
     path = Path(path)
-    fh = _open_text(path)
+    fh = _open_bytes(path)
     lineno = 0
     try:
         with fh:
-            for lineno, line in enumerate(fh, start=1):
+            for lineno, raw in enumerate(fh, start=1):
+                if lineno == 1 and strip_bom and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise DataFormatError(path, lineno, "not valid UTF-8 text") from None
                 yield lineno, line.rstrip("\n").rstrip("\r")
     except EOFError:
         raise DataFormatError(path, lineno + 1, "truncated gzip file (compressed stream ends early)") from None
     except (gzip.BadGzipFile, zlib.error) as exc:
         raise DataFormatError(path, lineno + 1, f"corrupt gzip file ({exc})") from None
-    except UnicodeDecodeError:
-        raise DataFormatError(path, lineno + 1, "not valid UTF-8 text") from None
     except PermissionError:
         raise DataFormatError(path, None, "cannot read: permission denied") from None
     except IsADirectoryError:
@@ -104,13 +111,15 @@ class LFRecords:
     uids: list[str]
     texts: list[str]
     Y: sp.csr_matrix | None
+    groups: list[str] | None = None  # each line's "group" field, when the file has one
 
 
 class _CsrBuilder:
     """Accumulates rows of (indices, values) in chunks, validating each chunk with numpy."""
 
-    def __init__(self, path: Path, n_cols: int | None, check_values: bool):
+    def __init__(self, path: Path, n_cols: int | None, check_values: bool, duplicates: str = "merge"):
         self.path = path
+        self.duplicates = duplicates  # "merge": summed (relevances clipped to 1); "error": refused
         self.n_cols = n_cols
         self.check_values = check_values
         self.indptr: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
@@ -120,6 +129,7 @@ class _CsrBuilder:
         self._val: list = []
         self._len: list[int] = []
         self._lines: list[int] = []
+        self._all_lines: list[int] = []  # the line of every row, for errors found after reading
         self._total = 0
         self.max_index = -1
 
@@ -131,8 +141,12 @@ class _CsrBuilder:
             self._val.extend(values)
         self._len.append(len(indices))
         self._lines.append(lineno)
+        self._all_lines.append(lineno)
         if len(self._len) >= _CHUNK:
             self.flush()
+
+    def line_of_row(self, row: int) -> int | None:
+        return self._all_lines[row] if row < len(self._all_lines) else None
 
     def _fail_at(self, offsets: np.ndarray, bad_pos: int, problem: str) -> None:
         row = int(np.searchsorted(offsets, bad_pos, side="right")) - 1
@@ -143,13 +157,19 @@ class _CsrBuilder:
             return
         offsets = np.zeros(len(self._len) + 1, dtype=np.int64)
         np.cumsum(self._len, out=offsets[1:])
+        bools = [pos for pos, value in enumerate(self._ind) if type(value) is bool]  # numpy would make True a 1
+        if bools:
+            self._fail_at(offsets, bools[0], f"label id {json.dumps(self._ind[bools[0]])} is not an integer")
         try:
             ind = np.array(self._ind)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, OverflowError):
             ind = np.array(self._ind, dtype=object)
         if ind.size and ind.dtype.kind not in "iu":
             for pos, value in enumerate(self._ind):
-                if not isinstance(value, int) or isinstance(value, bool):
+                if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+                    if not -2**62 < value < 2**62:
+                        self._fail_at(offsets, pos, f"label id {value!r} is out of range")
+                if not isinstance(value, int):
                     self._fail_at(offsets, pos, f"label id {value!r} is not an integer")
         ind = ind.astype(np.int64, copy=False)
         if ind.size:
@@ -183,6 +203,16 @@ class _CsrBuilder:
         self.values.append(val.astype(np.float32))
         self._ind, self._val, self._len, self._lines = [], [], [], []
 
+    def _refuse_duplicates(self, M: sp.csr_matrix) -> None:
+        rows = np.repeat(np.arange(M.shape[0], dtype=np.int64), np.diff(M.indptr))
+        keys = rows * max(M.shape[1], 1) + M.indices
+        order = np.argsort(keys, kind="stable")
+        same = np.flatnonzero(keys[order][1:] == keys[order][:-1])
+        if same.size:
+            row = int(rows[order][same[0]])
+            raise DataFormatError(self.path, self.line_of_row(row), f"label {int(M.indices[order][same[0]])} appears "
+                                                                    "twice in this row")
+
     def build(self, n_rows: int) -> sp.csr_matrix:
         self.flush()
         n_cols = self.n_cols if self.n_cols is not None else self.max_index + 1
@@ -190,6 +220,8 @@ class _CsrBuilder:
         indices = np.concatenate(self.indices) if self.indices else np.zeros(0, np.int32)
         values = np.concatenate(self.values) if self.values else np.zeros(0, np.float32)
         Y = sp.csr_matrix((values, indices, indptr), shape=(n_rows, n_cols))
+        if self.duplicates == "error":
+            self._refuse_duplicates(Y)
         Y.sum_duplicates()  # duplicate ids in one row are summed ...
         if self.check_values and Y.data.size and Y.data.max() > 1:
             np.minimum(Y.data, 1.0, out=Y.data)  # ... and, for relevances, clipped to 1
@@ -197,7 +229,8 @@ class _CsrBuilder:
         return Y
 
 
-def read_lf_json(path: str | Path, n_labels: int | None = None, *, require_targets: bool | None = None) -> LFRecords:
+def read_lf_json(path: str | Path, n_labels: int | None = None, *, require_targets: bool | None = None,
+                 unique_uids: bool = False) -> LFRecords:
     """Read an LF JSON-lines file (optionally gzipped).
 
     Args:
@@ -205,6 +238,7 @@ def read_lf_json(path: str | Path, n_labels: int | None = None, *, require_targe
         n_labels: L; label ids must be in ``[0, L)``. ``None`` skips that check.
         require_targets: ``True`` for data points (every line needs ``target_ind``), ``False``
             for label files (targets ignored), ``None`` to accept either.
+        unique_uids: refuse a uid seen before in the file (labels are known by their uid).
 
     Raises:
         DataFormatError: on the first problem, naming the file and line.
@@ -214,6 +248,9 @@ def read_lf_json(path: str | Path, n_labels: int | None = None, *, require_targe
     texts: list[str] = []
     builder = _CsrBuilder(path, n_labels, check_values=True)
     n_with_targets = 0
+    groups: list[str] = []
+    n_grouped = 0
+    seen_uids: dict[str, int] = {}
     for lineno, line in iter_lines(path):
         if not line.strip():
             raise DataFormatError(path, lineno, "empty line (every line must be one JSON object)")
@@ -229,9 +266,20 @@ def read_lf_json(path: str | Path, n_labels: int | None = None, *, require_targe
         title = obj.get("title")
         if not isinstance(title, str):
             raise DataFormatError(path, lineno, "missing or non-string 'title'")
-        uid = obj.get("uid", str(lineno - 1))
-        uids.append(str(uid))
+        uid = obj.get("uid", lineno - 1)
+        if isinstance(uid, bool) or not isinstance(uid, (str, int, float)):
+            raise DataFormatError(path, lineno, f"'uid' must be a string or a number, got {json.dumps(uid)}")
+        uid = str(uid)
+        if unique_uids:
+            if uid in seen_uids:
+                raise DataFormatError(path, lineno, f"uid {uid!r} appears again (first on line {seen_uids[uid]})")
+            seen_uids[uid] = lineno
+        uids.append(uid)
         texts.append(title)
+        group = obj.get("group")
+        if group is not None:
+            n_grouped += 1
+        groups.append("" if group is None else str(group))
         if require_targets is False:
             continue
         ind = obj.get("target_ind")
@@ -251,11 +299,12 @@ def read_lf_json(path: str | Path, n_labels: int | None = None, *, require_targe
         builder.add(lineno, ind, rel)
     if not uids:
         raise DataFormatError(path, None, "file is empty (no points)")
+    kept_groups = groups if n_grouped else None
     if n_with_targets:
         if n_with_targets != len(uids):
             raise DataFormatError(path, None, "some lines have 'target_ind' and others do not")
-        return LFRecords(uids, texts, builder.build(len(uids)))
-    return LFRecords(uids, texts, None)
+        return LFRecords(uids, texts, builder.build(len(uids)), kept_groups)
+    return LFRecords(uids, texts, None, kept_groups)
 
 
 def lf_json_chunks(uids: list[str], texts: list[str], Y: sp.csr_matrix | None, *, binary_rel: bool = False,
@@ -315,12 +364,15 @@ def _parse_pairs(path: Path, lineno: int, tokens: list[str]) -> tuple[list[str],
     return idx, val
 
 
+_ASCII_INT = re.compile(r"-?[0-9]{1,18}")  # 18 digits: every such value fits an int64
+
+
 def _to_numbers(path: Path, lineno: int, idx: list[str], val: list[str]) -> tuple[list[int], list[float]]:
-    try:
-        ints = [int(i) for i in idx]
-    except ValueError:
-        bad = next(i for i in idx if not i.lstrip("-").isdigit())
-        raise DataFormatError(path, lineno, f"index {bad!r} is not an integer") from None
+    for i in idx:
+        if not _ASCII_INT.fullmatch(i):
+            problem = "is out of range" if re.fullmatch(r"-?[0-9]+", i) else "is not an integer"
+            raise DataFormatError(path, lineno, f"index {i!r} {problem}")
+    ints = [int(i) for i in idx]
     try:
         floats = [float(v) for v in val]
     except ValueError:
@@ -335,19 +387,21 @@ def _to_numbers(path: Path, lineno: int, idx: list[str], val: list[str]) -> tupl
 
 def _parse_header(path: Path, line: str, n_fields: int, names: str) -> list[int]:
     parts = line.split()
-    if len(parts) != n_fields or not all(p.isdigit() for p in parts):
+    if len(parts) != n_fields or not all(_ASCII_INT.fullmatch(p) and not p.startswith("-") for p in parts):
         raise DataFormatError(path, 1, f"header must be '{names}' ({n_fields} non-negative integers), got {line!r}")
     return [int(p) for p in parts]
 
 
 def read_sparse_text(path: str | Path, *, expect_shape: tuple[int | None, int | None] | None = None,
-                     relevance: bool = False) -> sp.csr_matrix:
+                     relevance: bool = False, duplicates: str = "merge") -> sp.csr_matrix:
     """Read the sparse matrix text format (``rows cols`` header, ``index:value`` rows).
 
     Args:
         expect_shape: if given, ``(rows, cols)`` the header must agree with (``None`` = any).
         relevance: values are label relevances and must lie in ``[0, 1]`` (otherwise any
             finite real, e.g. prediction scores).
+        duplicates: ``"merge"`` sums an index repeated in a row (relevances clipped to 1),
+            ``"error"`` refuses it (predictions: a label scored twice is a broken file).
     """
     path = Path(path)
     lines = iter_lines(path)
@@ -360,7 +414,7 @@ def read_sparse_text(path: str | Path, *, expect_shape: tuple[int | None, int | 
         for name, got, want in (("rows", n_rows, expect_shape[0]), ("columns", n_cols, expect_shape[1])):
             if want is not None and got != want:
                 raise DataFormatError(path, 1, f"header says {got} {name} but {want} were expected")
-    builder = _CsrBuilder(path, n_cols, check_values=relevance)
+    builder = _CsrBuilder(path, n_cols, check_values=relevance, duplicates=duplicates)
     n_read = 0
     for lineno, line in lines:
         n_read += 1
@@ -483,7 +537,42 @@ def write_filter_pairs(path: str | Path, pairs: np.ndarray) -> None:
             fh.write(f"{r} {l}\n")
 
 
-def read_text_lines(path: str | Path) -> list[str]:
-    """Read one text a line (``trn_X.txt``-style raw texts)."""
-    return [line for _, line in iter_lines(path)]
+def write_text_lines(path: str | Path, texts: list[str]) -> None:
+    """Write one text a line (``trn_X.txt``-style), atomically; a line break inside a text becomes a space."""
+    with atomic_text_writer(path) as fh:
+        for text in texts:
+            fh.write(" ".join(text.splitlines()) + "\n")
 
+
+def read_text_lines(path: str | Path) -> list[str]:
+    """Read one text a line (``trn_X.txt``-style raw texts); a byte-order mark opening the file is dropped."""
+    return [line for _, line in iter_lines(path, strip_bom=True)]
+
+
+
+def read_predictions(path: str | Path, expect_shape: tuple[int, int]) -> sp.csr_matrix:
+    """Predictions for scoring: the sparse text format, or a scipy ``.npz`` matrix as PECOS and
+    scipy write them (read without unpickling). Shape and values are checked; a label scored twice
+    in a row is an error, not a sum."""
+    path = Path(path)
+    if path.suffix == ".npz":
+        try:
+            P = sp.load_npz(path)
+        except FileNotFoundError:
+            raise DataFormatError(path, None, "file not found") from None
+        except (OSError, ValueError, KeyError, zlib.error, zipfile.BadZipFile, EOFError) as exc:
+            raise DataFormatError(path, None, f"not a scipy sparse .npz matrix ({exc})") from None
+        P = sp.csr_matrix(P, dtype=np.float32)
+        if P.shape != tuple(expect_shape):
+            raise DataFormatError(path, None, f"matrix is {P.shape[0]} x {P.shape[1]} but {expect_shape[0]} x "
+                                              f"{expect_shape[1]} (points x labels) was expected")
+        if P.data.size and not np.isfinite(P.data).all():
+            raise DataFormatError(path, None, "a score is not finite")
+        if P.has_canonical_format is False:
+            copy = P.copy()
+            copy.sum_duplicates()
+            if copy.nnz != P.nnz:
+                raise DataFormatError(path, None, "a label appears twice in one row")
+        return P
+    P = read_sparse_text(path, expect_shape=expect_shape, duplicates="error")
+    return P

@@ -1,0 +1,78 @@
+"""The Jargon File 4.4.7 (Debian ``dict-jargon``): an entry -> the entries it cross-references.
+
+Point and label text: the headword and the first sentence of its definition, at most 20 words
+(``hard boot: See boot.``). Labels: the entries its text marks as cross-references (``{boot}``)
+that exist in the file. Group: the headword's first letter.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+
+from . import DatasetCard, Item, write_related_items
+from .debian_archive import DEFAULT_MIRROR, DebianPackage, fetch, package_files
+
+PACKAGE = DebianPackage("dict-jargon", "4.4.7-3.1", "pool/main/d/dict-jargon/dict-jargon_4.4.7-3.1_all.deb",
+                        "405f8168d7994ed2cb71407bb95493daec2e9aa66fc0461dafa74a9d6728a8c1")
+MAX_WORDS = 20
+CARD = DatasetCard(
+    name="jargon", domain="dictionary (hacker slang)", summary="Jargon File entries and their cross-references",
+    text=f"the headword, a colon and the first sentence of its definition (at most {MAX_WORDS} words)",
+    labels="the entries its definition cross-references", license="public domain (The Jargon File)",
+    sources=(PACKAGE,))
+_BASE64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def _number(text: str) -> int:
+    value = 0
+    for ch in text:
+        value = value * 64 + _BASE64.index(ch)
+    return value
+
+
+def _key(headword: str) -> str:
+    return " ".join(headword.lower().split())
+
+
+def _first_sentence(definition: str) -> str:
+    words = definition.replace("{", "").replace("}", "").split()
+    out = []
+    for word in words[:MAX_WORDS]:
+        out.append(word)
+        if word.endswith((".", "?", "!")) and len(out) > 3 and not word[:-1].isdigit():  # "1." numbers a sense
+            break
+    return " ".join(out)
+
+
+def parse(index: str, dictionary: bytes) -> list[Item]:
+    """Items of a dictd index and its (uncompressed) dictionary."""
+    entries = []
+    for line in index.splitlines():
+        headword, offset, length = line.split("\t")[:3]
+        if headword.startswith("00-database"):
+            continue
+        entries.append((headword, dictionary[_number(offset):_number(offset) + _number(length)].decode("utf-8")))
+    known = {_key(h) for h, _ in entries}
+    items, seen = [], set()
+    for headword, body in entries:
+        key = _key(headword)
+        if key in seen:
+            continue
+        seen.add(key)
+        lines = body.split("\n")[1:]  # the first line repeats the headword
+        # skip the part-of-speech / pronunciation lines that precede the definition's first paragraph
+        paragraphs = [p for p in "\n".join(lines).split("\n\n") if p.strip()]
+        definition = " ".join(paragraphs[1:] if len(paragraphs) > 1 else paragraphs)
+        refs = [_key(r) for r in re.findall(r"\{([^{}]+)\}", " ".join(body.split()))]
+        targets = tuple(r for r in dict.fromkeys(refs) if r in known and r != key)
+        items.append(Item(key, f"{headword}: {_first_sentence(definition)}", targets, key[:1]))
+    return items
+
+
+def build(out_dir: str | Path, mirror: str = DEFAULT_MIRROR, log=None, force: bool = False) -> dict:
+    deb = fetch(PACKAGE, mirror, log)
+    files = dict(package_files(deb, lambda p: p.startswith("usr/share/dictd/jargon.")))
+    index = files["usr/share/dictd/jargon.index"].decode("utf-8")
+    return write_related_items(parse(index, gzip.decompress(files["usr/share/dictd/jargon.dict.dz"])), out_dir, CARD, force)

@@ -1,0 +1,178 @@
+"""The dev suite: builders parse their sources as read by hand, write byte-identical datasets,
+and every command takes a suite name; missing filter files are derived from self-labels."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sqlite3
+
+import numpy as np
+import pytest
+
+from gandalf_xmc.data import load_dataset
+from gandalf_xmc.data.builders import DatasetCard, Item, gene_ontology, jargon, manpages, wordnet, write_related_items
+from gandalf_xmc.data.suite import SUITE, is_available, resolve, suite_path
+from gandalf_xmc.errors import GandalfError
+
+from helpers import run_cli
+
+CARD = DatasetCard(name="toy", domain="toys", summary="s", text="t", labels="l", license="none")
+
+
+def toy_items():
+    # a -> b, c; b -> c; c -> a; d -> x (unknown: dropped, so d is no point); e -> e (self: dropped)
+    return [Item("a", "apple  pie", ("b", "c")), Item("b", "banana", ("c",)), Item("c", "cherry", ("a",)),
+            Item("d", "date", ("x",)), Item("e", "elder", ("e",)), Item("f", "fig", ("a", "a"), "g1")]
+
+
+def read_lines(path):
+    return [json.loads(line) for line in gzip.open(path, "rt", encoding="utf-8")]
+
+
+def test_related_items_labels_split_and_filter_pairs(tmp_path):
+    stats = write_related_items(toy_items(), tmp_path / "toy", CARD)
+    labels = read_lines(tmp_path / "toy" / "lbl.json.gz")
+    assert [r["uid"] for r in labels] == ["a", "b", "c"]  # the pointed-at items, sorted
+    assert labels[0]["title"] == "apple pie"  # whitespace normalised
+    points = read_lines(tmp_path / "toy" / "trn.json.gz") + read_lines(tmp_path / "toy" / "tst.json.gz")
+    assert sorted(r["uid"] for r in points) == ["a", "b", "c", "f"]
+    want = {"a": [1, 2], "b": [2], "c": [0], "f": [0]}
+    assert {r["uid"]: r["target_ind"] for r in points} == want
+    assert stats["N"] + stats["N_test"] == 4 and stats["L"] == 3
+    # 30% of 4 points is 1 test point; the filter files pair each point that is a label with it
+    ds = load_dataset(tmp_path / "toy")
+    assert len(ds.test) == 1 and len(ds.train) == 3
+    for split in (ds.train, ds.test):
+        got = {(split.uids[r], ds.label_uids[lab]) for r, lab in split.filter_pairs.tolist()}
+        assert got == {(u, u) for u in split.uids if u in ("a", "b", "c")}
+    assert ds.name == "toy" and ds.domain == "toys" and ds.propensity == (0.55, 1.5)
+
+
+def test_related_items_are_byte_identical(tmp_path):
+    write_related_items(toy_items(), tmp_path / "one", CARD)
+    write_related_items(toy_items(), tmp_path / "two", CARD)
+    for f in (tmp_path / "one").iterdir():
+        assert f.read_bytes() == (tmp_path / "two" / f.name).read_bytes(), f.name
+
+
+def test_wordnet_parse_by_hand():
+    noun = ("  1 This software and database is being provided\n"
+            "02084071 05 n 03 dog 0 domestic_dog 0 Canis_familiaris 0 003 @ 02083346 n 0000 ~ 01322604 n 0000 "
+            "#m 02083863 n 0000 | a member of the genus Canis\n")
+    adj = "00001740 00 a 01 able 0 002 ! 00002098 a 0101 & 00002312 s 0000 | (usually followed by `to')\n"
+    items = wordnet.parse({"noun": noun, "verb": "", "adj": adj, "adv": ""})
+    dog = next(i for i in items if i.uid == "n02084071")
+    assert dog.text == "dog, domestic dog, Canis familiaris" and dog.group == "noun.animal"
+    assert dog.targets == ("n02083346", "n02083863")  # hypernym and member holonym; the hyponym is left out
+    able = next(i for i in items if i.uid == "a00001740")
+    assert able.targets == ("a00002312",)  # similar-to a satellite (s -> a); the antonym is lexical, left out
+
+
+def test_gene_ontology_parse_by_hand():
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE go_term (_id INTEGER, go_id TEXT, term TEXT, ontology TEXT)")
+    db.executemany("INSERT INTO go_term VALUES (?,?,?,?)",
+                   [(1, "all", "all", "universal"), (2, "GO:1", "binding", "MF"), (3, "GO:2", "protein binding", "MF"),
+                    (4, "GO:3", "cell", "CC")])
+    for t in ("go_bp_parents", "go_mf_parents", "go_cc_parents"):
+        db.execute(f"CREATE TABLE {t} (_id INTEGER, _parent_id INTEGER, relationship_type TEXT)")
+    db.execute("INSERT INTO go_mf_parents VALUES (3, 2, 'isa')")
+    items = {i.uid: i for i in gene_ontology.parse(db)}
+    assert set(items) == {"GO:1", "GO:2", "GO:3"}
+    assert items["GO:2"].targets == ("GO:1",) and items["GO:2"].group == "MF" and items["GO:3"].targets == ()
+
+
+def test_manpages_parse_by_hand():
+    ls = (b'.TH LS 1\n.SH NAME\nls \\- list directory contents\n.SH SEE ALSO\n'
+          b'\\fBdir\\fR\\|(1), \\fBstat\\fP(2), nothere(3)\n')
+    stat = b'.TH STAT 2\n.SH "NAME"\nstat, fstat \\- get file status\n.SH SEE ALSO\n.BR fstat (2)\n'
+    mdoc = b'.Sh NAME\n.Nm strlcpy\n.Nd size-bounded string copying\n.Sh SEE ALSO\n.Xr stat 2 ,\n'
+    packages = {"p": [("usr/share/man/man1/ls.1.gz", gzip.compress(ls)),
+                      ("usr/share/man/man1/dir.1.gz", "ls.1.gz"),  # a symbolic link: dir(1) is ls(1)
+                      ("usr/share/man/man2/stat.2.gz", gzip.compress(stat)),
+                      ("usr/share/man/man2/fstat.2.gz", gzip.compress(b".so man2/stat.2\n")),
+                      ("usr/share/man/man3/strlcpy.3bsd.gz", gzip.compress(mdoc)),
+                      ("usr/share/man/de/man1/ls.1.gz", gzip.compress(ls))]}  # a translation: not read
+    items = {i.uid: i for i in manpages.parse(packages)}
+    assert set(items) == {"ls(1)", "stat(2)", "strlcpy(3bsd)"}
+    assert items["ls(1)"].text == "ls - list directory contents"
+    assert items["ls(1)"].targets == ("ls(1)", "stat(2)")  # dir(1) leads to ls(1) itself (dropped later)
+    assert items["stat(2)"].targets == ("stat(2)",) and items["stat(2)"].text == "stat, fstat - get file status"
+    assert items["strlcpy(3bsd)"].text == "strlcpy - size-bounded string copying"
+    assert items["strlcpy(3bsd)"].targets == ("stat(2)",)
+
+
+def test_jargon_parse_by_hand():
+    body = [b"hard boot\n n.\n\n    See {boot}.\n\n", b"boot\n v.\n\n    1. To load and initialize. See {hard boot}\n"
+            b"    and {nonexistent}.\n\n"]
+    dictionary = b"".join(body)
+
+    def b64(n):
+        chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+        return chars[n] if n < 64 else chars[n // 64] + chars[n % 64]
+
+    index = f"hard boot\t{b64(0)}\t{b64(len(body[0]))}\nboot\t{b64(len(body[0]))}\t{b64(len(body[1]))}\n"
+    items = {i.uid: i for i in jargon.parse(index, dictionary)}
+    assert items["hard boot"].targets == ("boot",) and items["hard boot"].text == "hard boot: See boot."
+    assert items["boot"].targets == ("hard boot",)
+    assert items["boot"].text == "boot: 1. To load and initialize."
+
+
+def test_suite_names_resolve_and_shipped_datasets_load():
+    for entry in SUITE:
+        if entry.shipped:
+            assert is_available(entry.name)
+            ds = load_dataset(entry.name, splits=("trn",))
+            stats = json.loads((suite_path(entry.name) / "stats.json").read_text())
+            assert len(ds.train) == stats["N"] and ds.n_labels == stats["L"] and ds.name == entry.name
+    with pytest.raises(GandalfError, match="gandalf datasets build"):
+        import os
+
+        old = os.environ.get("GANDALF_CACHE")
+        os.environ["GANDALF_CACHE"] = "/nonexistent-gandalf-cache"
+        try:
+            resolve("wordnet")
+        finally:
+            os.environ.pop("GANDALF_CACHE") if old is None else os.environ.__setitem__("GANDALF_CACHE", old)
+
+
+def test_datasets_command_json(capsys):
+    code, out, err = run_cli(["datasets", "--json"], capsys)
+    assert code == 0, err
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert set(rows) == {e.name for e in SUITE}
+    assert rows["jargon"]["N"] == 1346 and rows["jargon"]["domain"] == "dictionary (hacker slang)"
+    assert rows["gene-ontology"]["available"] and rows["gene-ontology"]["path"].endswith("gene-ontology")
+
+
+def test_stats_takes_a_suite_name(capsys):
+    code, out, err = run_cli(["stats", "--data", "manpages", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["N"] == 2293
+
+
+@pytest.mark.parametrize("name", ["jargon", "debian-bookworm"])
+def test_missing_filter_files_are_derived_from_self_labels(tmp_path, name):
+    copy = tmp_path / name
+    shutil.copytree(suite_path(name), copy)
+    for f in copy.glob("filter_labels_*.txt"):
+        f.unlink()
+    shipped, derived = load_dataset(name), load_dataset(copy)
+    assert len(derived.notes) == 2 and "points are themselves a label" in derived.notes[0]
+    for split in ("trn", "tst"):
+        want = set(map(tuple, shipped.split(split).filter_pairs.tolist()))
+        got = set(map(tuple, derived.split(split).filter_pairs.tolist()))
+        assert want <= got  # every pair of the file is found; a same-text label may add one
+        assert len(got - want) <= 0.02 * len(want)
+    plain = load_dataset(copy, derive_filters=False)
+    assert plain.notes == [] and plain.test.filter_pairs.size == 0
+
+
+def test_self_label_pairs_by_text_only_when_the_text_names_one_label():
+    from gandalf_xmc.data.dataset import self_label_pairs
+
+    pairs = self_label_pairs(None, ["Red  Apple!", "pie", "twin"], None, ["red apple", "twin", "twin", "x"])
+    assert pairs.tolist() == [[0, 0]]  # "twin" names two labels: no pair
+    assert np.asarray(pairs).dtype == np.int64
