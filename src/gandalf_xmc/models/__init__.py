@@ -1,9 +1,17 @@
-"""Models (one file each) and the registry that names them."""
+"""Models (one file each) and the registry that names them. Names are imported on first use, so
+that ``import gandalf_xmc.models`` does not import torch."""
 
-from .classifier import FAMILIES, ModelConfig, NeuralXMC
-from .knn import KNNConfig, TfidfKNN
-from .linear import LinearConfig, SparseLinearXMC
-from .registry import MODEL_NAMES, build_model, load_trained, model_config
+from __future__ import annotations
 
-__all__ = ["FAMILIES", "KNNConfig", "LinearConfig", "MODEL_NAMES", "ModelConfig", "NeuralXMC", "SparseLinearXMC",
-           "TfidfKNN", "build_model", "load_trained", "model_config"]
+import importlib
+
+_WHERE = {"FAMILIES": "classifier", "ModelConfig": "classifier", "NeuralXMC": "classifier", "KNNConfig": "knn",
+          "TfidfKNN": "knn", "LinearConfig": "linear", "XRLinear": "linear", "MODEL_NAMES": "registry",
+          "build_model": "registry", "load_trained": "registry", "model_config": "registry"}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ..augment.conventional import FeatureMix
+from .. import sentence
+from ..augment.conventional import FeatureMix, append_mixed
+from ..engine.clusters import balanced_clusters, cluster_members, label_representations
+from ..engine.records import ExtraPoints, TrainConfig, TrainResult
 from ..errors import ConfigError
-from ..train.loop import ExtraPoints, TrainConfig, TrainResult, fit, predict
-from ..train.shortlist import balanced_clusters, cluster_members, label_representations
-from . import sentence
+from ..features import TextFeaturizer
 from .astec import BagOfEmbeddings
+from .base import LabelledModel
 from .dual_encoder import FrozenEmbeddings
-from .features import TextFeaturizer
 from .inception import InceptionEncoder, WordVocabulary, token_bags
-from .linear import _append_mixed
 from .neural import XMCNetwork
+from .neural_training import fit, predict
 from .spec import read_result, read_spec, write_spec
 
 
@@ -71,22 +72,32 @@ class ModelConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
 
 
-class NeuralXMC:
+def config_for(name: str, seed: int | None = None, threads: int | None = None, epochs: int | None = None) -> ModelConfig:
+    """The default settings of neural family ``name`` (the registry's hook; torch's thread count is
+    the process's, set by the entry point)."""
+    overrides = {k: v for k, v in (("seed", seed), ("epochs", epochs)) if v is not None}
+    return ModelConfig(family=name, train=FAMILIES[name].train_config(**overrides))
+
+
+class NeuralXMC(LabelledModel):
     """Features -> encoder -> meta-classifier over label clusters -> label classifier.
 
     ``fit(texts, Y, label_texts)`` learns from soft targets; ``predict(texts, k)`` returns the
     top-k labels of each text as a CSR matrix of probabilities.
     """
 
+    kind = "neural"
+
     def __init__(self, config: ModelConfig | None = None):
-        self.config = config or ModelConfig()
-        if self.config.family not in FAMILIES:
-            raise ValueError(f"unknown model family {self.config.family!r}; choose one of {', '.join(FAMILIES)}")
-        self.family = FAMILIES[self.config.family]
+        config = config or ModelConfig()
+        if config.family not in FAMILIES:
+            raise ValueError(f"unknown model family {config.family!r}; choose one of {', '.join(FAMILIES)}")
+        self.family = FAMILIES[config.family]
         if self.family.fixed_dim is not None:
-            self.config.dim = self.family.fixed_dim
+            config = replace(config, dim=self.family.fixed_dim)
         if self.family.inputs == "minilm":
-            self.config.encoder_precision = sentence.resolve_precision(self.config.encoder_precision)
+            config = replace(config, encoder_precision=sentence.resolve_precision(config.encoder_precision))
+        self.config = config  # a copy where the family fixes a setting: the caller's object is not changed
         self.featurizer: TextFeaturizer | None = None
         self.tokens: WordVocabulary | None = None
         self.network: XMCNetwork | None = None
@@ -130,6 +141,7 @@ class NeuralXMC:
         ``extra`` marks the augmentation points and sets their loss weight and share of each epoch.
         """
         cfg = self.config
+        self.set_labels(label_texts)
         torch.manual_seed(cfg.train.seed)
         if self.family.inputs == "tfidf":
             self.featurizer = TextFeaturizer(max_features=cfg.max_features).fit(list(texts) + list(label_texts))
@@ -155,7 +167,7 @@ class NeuralXMC:
         if isinstance(mixer, FeatureMix):  # drawn once, after clustering on the original points
             if self.tokens is not None:
                 raise ConfigError(f"{mixer.kind} mixes input vectors; {cfg.family} reads word ids")
-            X, Y, example_weights, extra = _append_mixed(mixer, X, Y, Z, example_weights, extra)
+            X, Y, example_weights, extra = append_mixed(mixer, X, Y, Z, example_weights, extra)
             mixer = None
         v = None if valid is None else (self.features(valid[0]), *valid[1:])
         mix = None if mixer is None else (mixer, list(texts), self.features)
@@ -179,6 +191,7 @@ class NeuralXMC:
         if self.tokens is not None:
             self.tokens.save(d)
         np.save(d / "clusters.npy", self.assign)
+        self.save_labels(d)
         torch.save(self.network.state_dict(), d / "weights.pt")
 
     @classmethod
@@ -196,4 +209,5 @@ class NeuralXMC:
         model.network = model._build(int(spec["n_features"]), int(spec["n_labels"]), model.members.shape[0])
         model.network.load_state_dict(torch.load(d / "weights.pt", weights_only=True))
         model.network.eval()
+        model.load_labels(d, int(spec["n_labels"]))
         return model

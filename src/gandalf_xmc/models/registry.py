@@ -1,33 +1,107 @@
-"""Every trainable model by name: one way to configure, build and load them."""
+"""Every model by name, in one table: what it is, where it lives and how to configure it.
+
+A model module is imported only when its model is asked for, so that naming, configuring or
+loading a linear model never imports torch. Each model class follows one protocol
+(:class:`XMCModel`): ``fit(texts, Y, label_texts, ...)``, ``predict(texts, k)``, ``save(dir)`` and
+``load(dir)``; adding a model is one row here and one module.
+"""
 
 from __future__ import annotations
 
+import importlib
 import json
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from .classifier import FAMILIES, ModelConfig, NeuralXMC
-from .linear import LinearConfig, SparseLinearXMC
-
-MODEL_NAMES = ("linear", *FAMILIES)
+from ..errors import ConfigError, DataFormatError
 
 
-def model_config(name: str, **train_overrides) -> ModelConfig | LinearConfig:
-    """The default settings of model ``name`` with ``train_overrides`` applied to its training settings."""
-    if name == "linear":
-        base = LinearConfig()
-        return replace(base, train=replace(base.train, **train_overrides))
-    if name not in FAMILIES:
-        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
-    return ModelConfig(family=name, train=FAMILIES[name].train_config(**train_overrides))
+class XMCModel(Protocol):
+    """What every model offers (see :class:`gandalf_xmc.models.linear.XRLinear` for the arguments)."""
+
+    kind: str
+    result: object
+
+    def fit(self, texts: list[str], Y, label_texts: list[str], valid=None, example_weights=None, checkpoint_dir=None,
+            resume: bool = False, progress: bool = True, mixer=None, extra=None) -> XMCModel: ...
+
+    def predict(self, texts: list[str], k: int = 100, progress: bool = False): ...
+
+    def save(self, directory: str | Path) -> None: ...
 
 
-def build_model(config: ModelConfig | LinearConfig) -> NeuralXMC | SparseLinearXMC:
-    """An untrained model for ``config``."""
-    return SparseLinearXMC(config) if isinstance(config, LinearConfig) else NeuralXMC(config)
+@dataclass(frozen=True)
+class ModelEntry:
+    """A row of the table: ``module`` holds class ``cls`` and ``config_for(name, seed=, threads=,
+    epochs=)``, which returns the model's default settings with those applied."""
+
+    name: str
+    summary: str
+    module: str
+    cls: str
+    in_epochs: bool  # trained in epochs (``--epochs`` applies)
+
+    def load_module(self):
+        return importlib.import_module(self.module)
+
+    def model_class(self):
+        return getattr(self.load_module(), self.cls)
 
 
-def load_trained(directory: str | Path) -> NeuralXMC | SparseLinearXMC:
+MODELS: dict[str, ModelEntry] = {e.name: e for e in (
+    ModelEntry("linear", "XR-Linear: sparse linear classifiers over a label tree, TF-IDF input (the default)",
+               "gandalf_xmc.models.linear", "XRLinear", False),
+    ModelEntry("astec", "bag of uni/bigram embeddings + residual layer, clustered shortlist",
+               "gandalf_xmc.models.classifier", "NeuralXMC", True),
+    ModelEntry("inceptionxml", "convolutions over word embeddings, clustered shortlist",
+               "gandalf_xmc.models.classifier", "NeuralXMC", True),
+    ModelEntry("dual-encoder", "frozen all-MiniLM-L6-v2 embeddings, label-text-initialised classifiers",
+               "gandalf_xmc.models.classifier", "NeuralXMC", True),
+    ModelEntry("knn", "TF-IDF k nearest training points, training-free (a reference)",
+               "gandalf_xmc.models.knn", "TfidfKNN", False),
+)}
+MODEL_NAMES = tuple(MODELS)
+
+
+def entry(name: str) -> ModelEntry:
+    if name not in MODELS:
+        raise ConfigError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
+    return MODELS[name]
+
+
+def model_config(name: str, seed: int | None = None, threads: int | None = None, epochs: int | None = None):
+    """The default settings of model ``name`` with the given seed, thread count and epochs."""
+    e = entry(name)
+    if epochs is not None and not e.in_epochs:
+        raise ConfigError(f"--epochs applies to the models trained in epochs, not to {name}")
+    return e.load_module().config_for(name, seed=seed, threads=threads, epochs=epochs)
+
+
+def config_seed(config) -> int:
+    """The seed of a model's settings."""
+    return config.seed if hasattr(config, "seed") else config.train.seed
+
+
+def model_name(config) -> str:
+    """The model a settings object is for (a neural family's ``family``, else its ``MODEL``)."""
+    return getattr(config, "family", None) or type(config).MODEL
+
+
+def build_model(config) -> XMCModel:
+    """An untrained model for ``config`` (any model's settings object)."""
+    return entry(model_name(config)).model_class()(config)
+
+
+def load_trained(directory: str | Path) -> XMCModel:
     """A saved model of any kind (``model.json`` says which)."""
-    spec = json.loads((Path(directory) / "model.json").read_text())
-    return SparseLinearXMC.load(directory) if spec.get("kind") == "linear" else NeuralXMC.load(directory)
+    path = Path(directory) / "model.json"
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+        kind = spec["kind"]
+    except FileNotFoundError:
+        raise DataFormatError(Path(directory), None, "not a model directory (no model.json)") from None
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise DataFormatError(path, None, f"not a readable model description ({type(exc).__name__}: {exc})") from None
+    kinds = {"neural": "astec"}  # every neural family saves kind "neural"
+    return entry(kinds.get(kind, kind)).model_class().load(directory)

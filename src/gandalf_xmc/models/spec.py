@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from ..train.loop import TrainConfig, TrainResult
+from ..engine.records import TrainConfig, TrainResult
 
 
 def write_spec(directory: str | Path, kind: str, config, result: TrainResult | None, **extra) -> Path:

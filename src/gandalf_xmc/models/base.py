@@ -1,0 +1,79 @@
+"""What every model shares: the labels it ranks (ids and texts, saved beside its weights as
+``labels.json.gz``, so that any saved model directory can be loaded and queried on its own) and
+ranked predictions with ids, texts and scores."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+from ..errors import DataFormatError
+
+LABELS_FILE = "labels.json.gz"
+
+
+def read_labels(path: str | Path) -> tuple[list[str], list[str]]:
+    """Label ids and texts of a ``labels.json.gz`` (LF JSON lines), read with orjson only (this is
+    on the cold-start path of ``gandalf predict``)."""
+    import orjson
+
+    path = Path(path)
+    uids, texts = [], []
+    try:
+        with gzip.open(path, "rb") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                try:
+                    obj = orjson.loads(line)
+                    uid, text = obj["uid"], obj["title"]
+                except (orjson.JSONDecodeError, KeyError, TypeError):
+                    raise DataFormatError(path, lineno, "expected a JSON object with 'uid' and 'title'") from None
+                if not isinstance(text, str) or isinstance(uid, (dict, list)) or uid is None:
+                    raise DataFormatError(path, lineno, "'uid' must be a string or number and 'title' a string")
+                uids.append(str(uid))
+                texts.append(text)
+    except FileNotFoundError:
+        raise DataFormatError(path, None, "file not found (the model directory is incomplete)") from None
+    except (OSError, EOFError) as exc:
+        raise DataFormatError(path, None, f"unreadable ({exc})") from None
+    return uids, texts
+
+
+class LabelledModel:
+    """Mixin of every model: ``label_uids`` / ``label_texts`` and :meth:`predict_labels`."""
+
+    label_uids: list[str] | None = None
+    label_texts: list[str] | None = None
+
+    def set_labels(self, label_texts: list[str], label_uids: list[str] | None = None) -> None:
+        """The labels this model ranks (ids default to their positions; ids set before with the
+        same number of labels are kept)."""
+        texts = [str(t) for t in label_texts]
+        if label_uids is None and self.label_uids is not None and len(self.label_uids) == len(texts):
+            label_uids = self.label_uids
+        self.label_texts = texts
+        self.label_uids = [str(u) for u in label_uids] if label_uids is not None else [str(i) for i in range(len(texts))]
+
+    def predict_labels(self, texts: list[str], k: int = 5) -> list[list[dict]]:
+        """For each text, its top ``k`` labels best first, as ``{"id", "text", "score"}``."""
+        if self.label_uids is None:
+            raise RuntimeError("fit or load the model first")
+        k = max(1, min(int(k), len(self.label_uids)))
+        P = self.predict(list(texts), k=k)
+        out = []
+        for i in range(P.shape[0]):
+            lo, hi = P.indptr[i], P.indptr[i + 1]
+            ranked = sorted(zip(P.data[lo:hi].tolist(), P.indices[lo:hi].tolist()), key=lambda sc: (-sc[0], sc[1]))
+            out.append([{"id": self.label_uids[j], "text": self.label_texts[j], "score": round(s, 6)} for s, j in ranked])
+        return out
+
+    def save_labels(self, directory: str | Path) -> None:
+        from ..data.formats import write_lf_json
+
+        write_lf_json(Path(directory) / LABELS_FILE, self.label_uids, self.label_texts, None)
+
+    def load_labels(self, directory: str | Path, n_labels: int) -> None:
+        path = Path(directory) / LABELS_FILE
+        uids, texts = read_labels(path)
+        if len(uids) != n_labels:
+            raise DataFormatError(path, None, f"has {len(uids):,} labels but the model has {n_labels:,}")
+        self.label_uids, self.label_texts = uids, texts

@@ -1,0 +1,131 @@
+"""A saved linear model read and queried with numpy alone, for a fast cold start.
+
+``gandalf predict MODEL --text`` is a whole process for one query: importing scikit-learn, scipy
+and numba would take longer than the answer, so this module re-implements the two small pieces
+the trained model needs at query time, and ``tests/test_linear_reader.py`` checks them against
+the full model: the TF-IDF transform (lowercase, ``\\w+`` words and their bigrams, sublinear tf
+times idf, l2 norm) and the beam search of :mod:`gandalf_xmc.engine.beam_search`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+
+from ..text import TOKEN_PATTERN
+from .base import LabelledModel
+
+_WORD = re.compile(TOKEN_PATTERN)
+
+
+def can_read(spec: dict) -> bool:
+    """Whether a saved linear model's settings are within what this reader does."""
+    model = spec.get("model", {})
+    return spec.get("kind") == "linear" and not model.get("char_ngrams")
+
+
+class _CSR:
+    """A scipy ``.npz`` CSR matrix's arrays, loaded without scipy (and without pickles)."""
+
+    def __init__(self, path: Path):
+        with np.load(path, allow_pickle=False) as f:
+            fmt = f["format"].item()
+            if (fmt.decode() if isinstance(fmt, bytes) else str(fmt)) != "csr":
+                raise ValueError(f"{path.name}: expected a CSR matrix")
+            self.indptr, self.indices, self.data = f["indptr"], f["indices"], f["data"]
+            self.shape = tuple(int(x) for x in f["shape"])
+
+
+class LinearReader(LabelledModel):
+    """The predictions of a saved :class:`~gandalf_xmc.models.linear.XRLinear` (``predict`` returns
+    ``(label ids, scores)`` rows as lists; ``predict_labels`` as every model's)."""
+
+    kind = "linear"
+
+    def __init__(self, directory: str | Path):
+        d = Path(directory)
+        spec = json.loads((d / "model.json").read_text())
+        if not can_read(spec):
+            raise ValueError("this linear model needs the full reader")
+        self.config = spec["model"]
+        self.n_labels = int(spec["n_labels"])
+        features = json.loads((d / "features.json").read_text())
+        self.vocabulary = {term: i for i, term in enumerate(features["vocabulary"])}
+        self.ngram_max = int(features["ngram_max"])
+        self.idf = np.load(d / "features_idf.npy", allow_pickle=False)
+        self.n_features = len(self.vocabulary)
+        self.order = np.load(d / "tree_order.npy", allow_pickle=False)
+        with np.load(d / "tree_bounds.npz", allow_pickle=False) as b:
+            self.bounds = [b[f"arr_{i}"] for i in range(len(b.files))]
+        self.levels = [_CSR(d / f"weights_level{t}.npz") for t in range(int(spec["n_levels"]))]
+        below = [*self.bounds[1:], np.arange(self.n_labels + 1)]
+        self.children = [np.searchsorted(nxt, b) for b, nxt in zip(self.bounds, below)]
+        self.load_labels(d, self.n_labels)
+
+    def features(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """The query's (feature ids ascending, values), the bias feature last."""
+        words = _WORD.findall(text.lower())
+        counts: dict[int, int] = {}
+        for n in range(1, self.ngram_max + 1):
+            for i in range(len(words) - n + 1):
+                j = self.vocabulary.get(" ".join(words[i:i + n]))
+                if j is not None:
+                    counts[j] = counts.get(j, 0) + 1
+        ids = np.array(sorted(counts), dtype=np.int64)
+        values = np.array([(1.0 + math.log(counts[j])) * self.idf[j] for j in ids.tolist()], dtype=np.float64)
+        norm = float(np.sqrt((values * values).sum()))
+        if norm > 0:
+            values /= norm
+        ids = np.append(ids, self.n_features)
+        values = np.append(values, float(self.config["bias"])).astype(np.float32)
+        return ids, values
+
+    def _margins(self, level: _CSR, nodes: np.ndarray, ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+        out = np.zeros(nodes.size, dtype=np.float64)
+        for c, node in enumerate(nodes.tolist()):
+            lo, hi = level.indptr[node], level.indptr[node + 1]
+            row = level.indices[lo:hi]
+            pos = np.searchsorted(row, ids)
+            ok = pos < row.size
+            hit = np.zeros(ids.size, dtype=bool)
+            hit[ok] = row[pos[ok]] == ids[ok]
+            out[c] = float(np.dot(level.data[lo:hi][pos[hit]].astype(np.float64), values[hit]))
+        return out
+
+    def _search(self, text: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        ids, values = self.features(text)
+        beam = int(self.config["beam"])
+        cand = np.arange(self.levels[0].shape[0])
+        parent = np.ones(cand.size)
+        for t, level in enumerate(self.levels):
+            h = np.maximum(1.0 - self._margins(level, cand, ids, values), 0.0)
+            scores = parent * np.exp(-h * h * h)
+            keep = k if t == len(self.levels) - 1 else beam
+            best = np.argsort(-scores, kind="mergesort")[:keep]
+            if t == len(self.levels) - 1:
+                return self.order[cand[best]], scores[best].astype(np.float32)
+            ranges = [np.arange(self.children[t][n], self.children[t][n + 1]) for n in cand[best].tolist()]
+            parent = np.concatenate([np.full(r.size, scores[b]) for r, b in zip(ranges, best.tolist())])
+            cand = np.concatenate(ranges)
+        raise AssertionError("unreachable")
+
+    def predict(self, texts: list[str], k: int = 100, progress: bool = False):
+        """Top-``k`` labels of each text as a CSR-like object with ``indptr``, ``indices`` and ``data``."""
+        k = min(int(k), self.n_labels)
+        rows = [self._search(t, k) for t in texts]
+        return _Rows([r[0] for r in rows], [r[1] for r in rows], self.n_labels)
+
+
+class _Rows:
+    """Ranked rows in CSR's shape (what :meth:`LabelledModel.predict_labels` reads)."""
+
+    def __init__(self, labels: list[np.ndarray], scores: list[np.ndarray], n_labels: int):
+        self.indptr = np.concatenate([[0], np.cumsum([r.size for r in labels])]).astype(np.int64)
+        self.indices = np.concatenate(labels) if labels else np.zeros(0, np.int64)
+        self.data = np.concatenate(scores) if scores else np.zeros(0, np.float32)
+        self.shape = (len(labels), n_labels)
+        self.nnz = int(self.indices.size)

@@ -1,0 +1,200 @@
+"""The neural models' objective: soft-target BCE of an :class:`~.neural.XMCNetwork` over each
+point's cluster shortlist, plus the meta-classifier's loss, and prediction through the clusters.
+
+Each point is scored on its own shortlist: the labels of its (soft) targets plus the labels of
+its top meta-classifier clusters (hard negatives), so the cost grows with the shortlist, not with
+L. The loss is binary cross-entropy with logits against the (soft) targets, so a target of 0.35
+pulls its score towards logit(0.35). Sparse tables (embeddings, label and cluster classifiers)
+are updated with SparseAdam, the rest with AdamW; :func:`gandalf_xmc.engine.loop.run` orders the epochs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch.nn import functional as F
+from tqdm.auto import tqdm
+
+from ..engine.clusters import shortlist_recall
+from ..engine.loop import run
+from ..engine.records import ExtraPoints, TrainConfig, TrainResult, validation_metrics
+from .neural import FeatureBatch, XMCNetwork
+
+
+def _cluster_targets(Yb: sp.csr_matrix, assign: np.ndarray, n_clusters: int) -> torch.Tensor:
+    """Meta targets: a cluster's target is the largest target among its labels."""
+    T = np.zeros((Yb.shape[0], n_clusters), dtype=np.float32)
+    rows = np.repeat(np.arange(Yb.shape[0]), np.diff(Yb.indptr))
+    np.maximum.at(T, (rows, assign[Yb.indices]), Yb.data)
+    return torch.from_numpy(T)
+
+
+def _candidate_pairs(Yb: sp.csr_matrix, top_clusters: np.ndarray, members: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each point's shortlist as flat (row, label, target) triples: its (soft) positives plus the
+    labels of its top clusters that are not already among its positives."""
+    n, n_labels = Yb.shape
+    pos_rows = np.repeat(np.arange(n), np.diff(Yb.indptr))
+    hard = members[top_clusters].reshape(n, -1)  # B x (c * m), -1 padded
+    hard_rows = np.repeat(np.arange(n), hard.shape[1])
+    hard = hard.ravel()
+    keep = hard >= 0
+    if Yb.nnz:
+        codes = np.sort(pos_rows * n_labels + Yb.indices)
+        cand = hard_rows * n_labels + np.maximum(hard, 0)
+        at = np.minimum(np.searchsorted(codes, cand), codes.size - 1)
+        keep &= codes[at] != cand
+    rows = np.concatenate([pos_rows, hard_rows[keep]])
+    labels = np.concatenate([Yb.indices.astype(np.int64), hard[keep]])
+    targets = np.concatenate([Yb.data.astype(np.float32), np.zeros(int(keep.sum()), dtype=np.float32)])
+    return rows, labels, targets
+
+
+@torch.no_grad()
+def predict(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, members: np.ndarray, k: int = 100, n_clusters: int = 128,
+            batch_size: int = 128, progress: bool = False) -> sp.csr_matrix:
+    """Top-``k`` label scores (sigmoid probabilities) for each row of features ``X``."""
+    network.eval()
+    n_clusters = min(n_clusters, members.shape[0])
+    rows, cols, vals = [], [], []
+    for start in tqdm(range(0, X.shape[0], batch_size), desc="predict", disable=not progress, unit="batch"):
+        z = network.encode(FeatureBatch.of_rows(X, slice(start, start + batch_size)))
+        top = torch.topk(network.meta_scores(z), n_clusters, dim=1).indices.numpy()
+        cand = torch.from_numpy(members[top].reshape(top.shape[0], -1))
+        scores = network.candidate_scores(z, cand).masked_fill(cand < 0, float("-inf"))
+        kk = min(k, cand.shape[1])
+        best = torch.topk(scores, kk, dim=1)
+        ids = torch.gather(cand, 1, best.indices).numpy()
+        val = torch.sigmoid(best.values).numpy()
+        ok = np.isfinite(best.values.numpy()) & (ids >= 0)
+        r = np.repeat(np.arange(start, start + z.shape[0]), kk).reshape(-1, kk)
+        rows.append(r[ok])
+        cols.append(ids[ok])
+        vals.append(val[ok])
+    n_labels = network.labels.num_embeddings
+    if not rows:
+        return sp.csr_matrix((X.shape[0], n_labels), dtype=np.float32)
+    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(X.shape[0], n_labels),
+                         dtype=np.float32)
+
+
+@torch.no_grad()
+def candidate_sets(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, members: np.ndarray, n_clusters: int = 32,
+                   batch_size: int = 512) -> sp.csr_matrix:
+    """The labels each point's top meta clusters offer (binary ``n x L``), for shortlist recall."""
+    network.eval()
+    n_clusters = min(n_clusters, members.shape[0])
+    blocks = []
+    for start in range(0, X.shape[0], batch_size):
+        z = network.encode(FeatureBatch.of_rows(X, slice(start, start + batch_size)))
+        top = torch.topk(network.meta_scores(z), n_clusters, dim=1).indices.numpy()
+        cand = members[top].reshape(top.shape[0], -1)
+        rows = np.repeat(np.arange(cand.shape[0]), cand.shape[1]).reshape(cand.shape)
+        ok = cand >= 0
+        blocks.append(sp.csr_matrix((np.ones(int(ok.sum()), dtype=np.float32), (rows[ok], cand[ok])),
+                                    shape=(cand.shape[0], network.labels.num_embeddings)))
+    return sp.vstack(blocks, format="csr")
+
+
+class NetworkObjective:
+    """Soft-target BCE of an :class:`XMCNetwork` over each point's cluster shortlist, plus the meta loss."""
+
+    def __init__(self, network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, assign: np.ndarray,
+                 members: np.ndarray, valid: tuple | None, config: TrainConfig,
+                 example_weights: np.ndarray | None = None, mixer: tuple | None = None,
+                 targets_only: np.ndarray | None = None):
+        """``mixer = (transform, texts, featurize)``: each batch's texts and targets go through
+        ``transform`` (LabelMix) and the batch's features are recomputed with ``featurize``;
+        ``targets_only`` marks examples whose loss covers their targets only (no shortlist negatives)."""
+        self.module = self.network = network
+        self.X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
+        self.Y = sp.csr_matrix(Y, dtype=np.float32)
+        self.assign, self.members, self.valid, self.config = assign, members, valid, config
+        self.n_examples = self.X.shape[0]
+        self.weights = None if example_weights is None else torch.as_tensor(example_weights, dtype=torch.float32)
+        self.mixer = mixer
+        self.targets_only = None if targets_only is None else np.asarray(targets_only, dtype=bool)
+        dense_params = network.dense_parameters()
+        # a frozen encoder has no dense parameters: keep an (idle) optimizer so checkpoints look alike
+        self.optimizers = {
+            "sparse": torch.optim.SparseAdam(network.sparse_parameters(), lr=config.lr),
+            "dense": torch.optim.AdamW(dense_params or [torch.nn.Parameter(torch.zeros(1))], lr=config.dense_lr,
+                                       weight_decay=config.weight_decay)}
+
+    def loss(self, idx: np.ndarray) -> torch.Tensor:
+        network, config, n_clusters = self.network, self.config, self.members.shape[0]
+        Yb = self.Y[idx]
+        if self.mixer is not None:
+            transform, texts, featurize = self.mixer
+            originals = [texts[i] for i in idx]
+            mixed, Yb = transform(originals, Yb)
+            if sp.issparse(self.X):  # TF-IDF rows are cheap: recompute the batch
+                Xb = featurize(mixed)
+            else:  # sentence embeddings are not: re-encode only the mixed rows
+                Xb = np.array(self.X[idx])
+                changed = [j for j, (a, b) in enumerate(zip(mixed, originals)) if a != b]
+                if changed:
+                    Xb[changed] = featurize([mixed[j] for j in changed])
+            z = network.encode(FeatureBatch.of_rows(Xb, slice(None)))
+        else:
+            z = network.encode(FeatureBatch.of_rows(self.X, idx))
+        meta = network.meta_scores(z)
+        top = torch.topk(meta.detach(), min(config.train_clusters, n_clusters), dim=1).indices.numpy()
+        rows, labels, targets = _candidate_pairs(Yb, top, self.members)
+        if self.targets_only is not None:
+            # these rows' shortlist labels outside their targets are not known negatives: a label
+            # point says which labels its text goes with, not which it does not
+            keep = (targets > 0) | ~self.targets_only[idx][rows]
+            rows, labels, targets = rows[keep], labels[keep], targets[keep]
+        rows_t, ids_t = torch.from_numpy(rows), torch.from_numpy(labels)
+        logits = network.pair_scores(z, rows_t, ids_t)
+        weights = None if self.weights is None else self.weights[idx]
+        loss = F.binary_cross_entropy_with_logits(logits, torch.from_numpy(targets),
+                                                  weight=None if weights is None else weights[rows_t])
+        meta_loss = F.binary_cross_entropy_with_logits(meta, _cluster_targets(Yb, self.assign, n_clusters),
+                                                       weight=None if weights is None else weights[:, None])
+        loss = loss + config.meta_loss_weight * meta_loss
+        if config.correction_l2 > 0:
+            loss = loss + config.correction_l2 * self.network.correction_penalty(ids_t)
+        return loss
+
+    def start_epoch(self, epoch: int) -> None:
+        if self.mixer is not None:
+            self.mixer[0].rng = np.random.default_rng([self.config.seed, epoch, 7])
+
+    def validate(self) -> dict[str, float] | None:
+        if self.valid is None:
+            return None
+        Xv, Yv = self.valid[:2]
+        pred = predict(self.network, Xv, self.members, k=10, n_clusters=self.config.predict_clusters)
+        metrics = validation_metrics(pred, self.valid)
+        metrics["shortlist_recall"] = shortlist_recall(
+            candidate_sets(self.network, Xv, self.members, self.config.predict_clusters), Yv)
+        return metrics
+
+
+def fit(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, assign: np.ndarray, members: np.ndarray,
+        valid: tuple | None, config: TrainConfig,
+        checkpoint_dir: str | Path | None = None, resume: bool = False, example_weights: np.ndarray | None = None,
+        progress: bool = True, on_epoch: Callable[[dict], None] | None = None, mixer: tuple | None = None,
+        extra: ExtraPoints | None = None) -> TrainResult:
+    """Train ``network`` on features ``X`` and (soft) targets ``Y`` with :func:`run`.
+
+    Args:
+        assign, members: label -> cluster, and the padded cluster -> labels table.
+        valid: ``(X_valid, Y_valid, inverse_propensities[, filter_pairs])`` for model selection,
+            or None (then the last epoch is kept).
+        checkpoint_dir: where ``last.pt`` and ``best.pt`` go; needed for ``resume``.
+        example_weights: optional per-point loss weights.
+        mixer: optional ``(LabelMix, texts, featurize)`` batch transform.
+        extra: which rows are augmentation points, their loss weight and share of each epoch.
+    """
+    if extra is not None:
+        example_weights = extra.example_weights(example_weights)
+    targets_only = extra.mask if extra is not None and not extra.negatives else None
+    objective = NetworkObjective(network, X, Y, assign, members, valid, config, example_weights, mixer, targets_only)
+    return run(objective, config, checkpoint_dir, resume, progress, on_epoch, extra)

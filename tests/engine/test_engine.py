@@ -1,0 +1,163 @@
+"""The linear engine: the dual solver against scikit-learn's LIBLINEAR, soft targets by hand,
+the label tree's balance and grouping, beam search against brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.svm import LinearSVC
+
+from gandalf_xmc.engine.beam_search import TreeWeights
+from gandalf_xmc.engine.label_tree import build_tree, label_vectors
+from gandalf_xmc.engine.linear_solver import SolverConfig, train_level
+
+TIGHT = SolverConfig(C=1.0, eps=1e-6, max_iter=5000, threshold=0.0)
+
+
+def one_node(X, t, weights=None, config=TIGHT):
+    """Train a single classifier (one node under the root) on every row of X with targets t."""
+    n = X.shape[0]
+    T = sp.csr_matrix(np.asarray(t, dtype=np.float32).reshape(-1, 1))
+    active = sp.csr_matrix(np.ones((n, 1), dtype=np.float32))
+    w = np.ones(n) if weights is None else weights
+    return train_level(sp.csr_matrix(X), T, active, np.zeros(1, dtype=np.int64), w, config).toarray()[0]
+
+
+def test_hard_targets_match_liblinear():
+    rng = np.random.default_rng(0)
+    X = sp.random(80, 12, density=0.4, random_state=1, format="csr", dtype=np.float64)
+    X = sp.hstack([X, np.ones((80, 1))], format="csr")  # a bias column, as the model adds
+    margin = X @ rng.normal(size=13) + 0.1 * rng.normal(size=80)
+    y = (margin > np.median(margin)).astype(float)
+    ours = one_node(X, y)
+    svc = LinearSVC(C=1.0, loss="squared_hinge", dual=True, fit_intercept=False, tol=1e-8, max_iter=100000).fit(X, y)
+    np.testing.assert_allclose(ours, svc.coef_[0], atol=2e-4)
+
+
+def test_a_soft_target_sets_the_margin_at_two_t_minus_one():
+    # one point x = [1] with target t: the primal 0.5 w^2 + C (t (1 - w)^2 + (1 - t) (1 + w)^2)
+    # is minimised at w = 2 C (2 t - 1) / (1 + 2 C); by hand for C = 1 and C = 50
+    for C in (1.0, 50.0):
+        for t in (0.0, 0.3, 0.75, 1.0):
+            w = one_node(np.ones((1, 1)), [t], config=SolverConfig(C=C, eps=1e-9, max_iter=10000, threshold=0.0))
+            assert w[0] == pytest.approx(2 * C * (2 * t - 1) / (1 + 2 * C), abs=1e-6)
+
+
+def test_instance_weight_scales_the_cost():
+    # weight 3 on a point is the same problem as C = 3 on it
+    a = one_node(np.ones((1, 1)), [1.0], weights=np.array([3.0]))
+    b = one_node(np.ones((1, 1)), [1.0], config=SolverConfig(C=3.0, eps=1e-9, max_iter=10000, threshold=0.0))
+    assert a[0] == pytest.approx(b[0]) and a[0] == pytest.approx(6 / 7)
+
+
+def test_instance_weights_equal_repeated_instances():
+    # the primal with weight 3 on a row is the primal with that row three times: the same optimum
+    rng = np.random.default_rng(4)
+    X = sp.random(30, 8, density=0.5, random_state=5, format="csr")
+    t = (rng.random(30) > 0.5).astype(float)
+    weights = np.ones(30)
+    weights[[3, 7]] = 3.0
+    repeated = sp.vstack([X] + [X[[3, 7]]] * 2, format="csr")
+    np.testing.assert_allclose(one_node(X, t, weights), one_node(repeated, np.concatenate([t, t[[3, 7]], t[[3, 7]]])),
+                               atol=1e-5)
+
+
+def test_threshold_prunes_small_weights():
+    X = sp.csr_matrix(np.array([[1.0, 0.05], [0.0, 1.0]]))
+    full = one_node(X, [1.0, 0.0])
+    pruned = one_node(X, [1.0, 0.0], config=SolverConfig(C=1.0, eps=1e-6, max_iter=5000, threshold=0.5))
+    assert np.all((np.abs(full) <= 0.5) | (pruned == full)) and np.all(pruned[np.abs(full) <= 0.5] == 0)
+
+
+def test_children_train_on_their_parents_active_rows_only():
+    # two parents; node 0 (parent 0) sees rows 0-1, node 1 (parent 1) sees rows 2-3
+    X = sp.identity(4, format="csr")
+    T = sp.csr_matrix(np.array([[1, 0], [0, 0], [0, 1], [0, 0]], dtype=np.float32))
+    active = sp.csr_matrix(np.array([[1, 0], [1, 0], [0, 1], [0, 1]], dtype=np.float32))
+    W = train_level(X, T, active, np.array([0, 1]), np.ones(4), TIGHT).toarray()
+    assert np.all(W[0, 2:] == 0) and np.all(W[1, :2] == 0)
+    # a lone positive (x = e_i) gets 2/3, a lone negative -2/3: each its own one-point problem
+    np.testing.assert_allclose(W, [[2 / 3, -2 / 3, 0, 0], [0, 0, 2 / 3, -2 / 3]], atol=1e-6)
+
+
+def test_same_result_on_one_and_two_threads():
+    rng = np.random.default_rng(3)
+    X = sp.random(200, 30, density=0.2, random_state=2, format="csr")
+    T = sp.csr_matrix((rng.random((200, 6)) > 0.7).astype(np.float32))
+    active = sp.csr_matrix(np.ones((200, 2), dtype=np.float32))
+    parent = np.array([0, 0, 0, 1, 1, 1])
+    a = train_level(X, T, active, parent, np.ones(200), SolverConfig(), seed=5, threads=1)
+    b = train_level(X, T, active, parent, np.ones(200), SolverConfig(), seed=5, threads=2)
+    assert (a != b).nnz == 0
+
+
+def test_tree_is_balanced_and_keeps_groups_together():
+    rng = np.random.default_rng(0)
+    # 8 groups of 16 labels around 8 orthogonal directions: bisection depths 1-3, branching 4
+    # keeps depths 3 (the 8 leaves) and 1 (the top takes the rest: 2 nodes)
+    V = np.vstack([np.eye(64)[g * 8] * 3 + np.abs(rng.normal(scale=0.2, size=(16, 64))) for g in range(8)])
+    tree = build_tree(sp.csr_matrix(V), branching=4, leaf_size=16, seed=0)
+    assert [b.tolist() for b in tree.bounds] == [[0, 64, 128], [16 * i for i in range(9)]]
+    leaves = tree.order.reshape(8, 16) // 16
+    assert all(len(set(row.tolist())) == 1 for row in leaves)  # every leaf is one group
+    assert sorted(tree.order.tolist()) == list(range(128))
+    # the same seed gives the same tree on one or two threads
+    again = build_tree(sp.csr_matrix(V), branching=4, leaf_size=16, seed=0, threads=1)
+    assert np.array_equal(again.order, tree.order)
+
+
+def test_tree_children_and_node_of_label():
+    tree = build_tree(sp.csr_matrix(np.eye(10)), branching=2, leaf_size=3, seed=1)
+    # 10 -> 5|5 -> 3,2|3,2 -> leaves of at most 3 labels (binary depths 1, 2)
+    assert [b.tolist() for b in tree.bounds] == [[0, 5, 10], [0, 3, 5, 8, 10]]
+    assert tree.children(0).tolist() == [0, 2, 4] and tree.children(1).tolist() == [0, 3, 5, 8, 10]
+    node = tree.node_of_label(1)
+    for k in range(4):
+        assert sorted(np.flatnonzero(node == k).tolist()) == sorted(tree.order[tree.bounds[1][k]:tree.bounds[1][k + 1]])
+
+
+def test_label_vectors_use_text_for_labels_without_points():
+    X = sp.csr_matrix(np.array([[1.0, 0, 0]]))
+    Y = sp.csr_matrix(np.array([[1.0, 0.0]]))
+    Z = sp.csr_matrix(np.array([[0, 1.0, 0], [0, 0, 2.0]]))
+    R = label_vectors(X, Y, Z, text_weight=1.0).toarray()
+    np.testing.assert_allclose(R, [[2 ** -0.5, 2 ** -0.5, 0], [0, 0, 1]], atol=1e-6)
+
+
+def brute_force_paths(levels, children, q, beam, k):
+    """Beam search written plainly: every level's scores from dense weights."""
+    def score(z):
+        return np.exp(-np.maximum(0, 1 - z) ** 3)
+
+    cands, parent = list(range(levels[0].shape[0])), [1.0] * levels[0].shape[0]
+    for t, W in enumerate(levels):
+        s = [parent[i] * score(W[c] @ q) for i, c in enumerate(cands)]
+        order = sorted(range(len(cands)), key=lambda i: (-s[i], i))
+        if t == len(levels) - 1:
+            return [(cands[i], s[i]) for i in order[:k]]
+        keep = order[:beam]
+        nxt, ps = [], []
+        for i in keep:
+            for ch in range(children[t][cands[i]], children[t][cands[i] + 1]):
+                nxt.append(ch)
+                ps.append(s[i])
+        cands, parent = nxt, ps
+
+
+def test_beam_search_matches_brute_force():
+    rng = np.random.default_rng(7)
+    D = 20
+    levels = [sp.random(4, D, density=0.5, random_state=1, format="csr") * 2 - sp.random(4, D, density=0.3, random_state=2),
+              sp.random(12, D, density=0.5, random_state=3, format="csr"),
+              sp.random(30, D, density=0.4, random_state=4, format="csr")]
+    children = [np.array([0, 3, 6, 9, 12]), np.array([0, 2, 5, 7, 10, 12, 15, 17, 20, 22, 25, 27, 30])]
+    weights = TreeWeights(levels, children)
+    Q = sp.random(25, D, density=0.3, random_state=5, format="csr")
+    pos, sc = weights.search(Q, beam=2, k=5)
+    dense = [W.toarray() for W in levels]
+    for i in range(Q.shape[0]):
+        want = brute_force_paths(dense, children, Q[i].toarray()[0], beam=2, k=5)
+        assert pos[i, :len(want)].tolist() == [c for c, _ in want]
+        np.testing.assert_allclose(sc[i, :len(want)], [s for _, s in want], rtol=1e-5)
+    assert rng is not None

@@ -1,0 +1,140 @@
+"""The XR-Linear model: predictions against a dense recomputation, soft targets and instance
+weights, determinism, save/load without pickles or torch, and the top-k kernel."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gandalf_xmc.engine.linear_solver import SolverConfig
+from gandalf_xmc.engine.records import ExtraPoints
+from gandalf_xmc.errors import ConfigError
+from gandalf_xmc.models.linear import LinearConfig, XRLinear, node_targets
+from gandalf_xmc.models.registry import load_trained
+from gandalf_xmc.sparse_ops import top_k_per_row
+
+TEXTS = ["alpha beta", "gamma delta", "alpha gamma", "epsilon zeta", "beta zeta", "delta omega", "alpha alpha"]
+LABELS = ["alpha", "gamma", "zeta", "omega"]
+Y = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 0], [0, 0, 0, 1],
+                            [1, 0, 0, 0]], dtype=np.float32))
+EXACT = SolverConfig(C=1.0, eps=1e-7, max_iter=20000, threshold=0.0)
+
+
+def small(**changes) -> LinearConfig:
+    return LinearConfig(**{"branching": 2, "leaf_size": 2, "threads": 1, **changes})
+
+
+def random_sparse(rng, n, m, density, levels=4):
+    # few distinct values, so that ties are common
+    S = sp.random(n, m, density=density, format="csr", random_state=rng, dtype=np.float32)
+    S.data = np.ceil(S.data * levels).astype(np.float32)
+    return S
+
+
+def test_top_k_per_row_matches_brute_force_with_ties():
+    rng = np.random.default_rng(0)
+    S = random_sparse(rng, 40, 30, 0.3)
+    for k in (1, 3, 7, 50):
+        T = top_k_per_row(S, k).toarray()
+        D = S.toarray()
+        for i in range(D.shape[0]):
+            nz = np.flatnonzero(D[i])
+            want = set(sorted(nz, key=lambda c: (-D[i, c], c))[:k])
+            assert set(np.flatnonzero(T[i])) == want
+            assert np.array_equal(T[i][list(want)], D[i][list(want)])
+
+
+def test_node_targets_take_the_largest_target_of_a_nodes_labels():
+    Ys = sp.csr_matrix(np.array([[0.2, 0.7, 0, 0], [0, 0, 0.4, 0], [1, 0, 0, 0.3]], dtype=np.float32))
+    T = node_targets(Ys, np.array([0, 0, 1, 1]), 2).toarray()
+    np.testing.assert_allclose(T, [[0.7, 0], [0, 0.4], [1, 0.3]])
+
+
+def test_predictions_equal_a_dense_recomputation_of_the_tree():
+    model = XRLinear(small(beam=8)).fit(TEXTS, Y, LABELS, progress=False)
+    queries = ["alpha zeta", "gamma", "delta omega beta", "nothing known"]
+    P = model.predict(queries, k=4).toarray()
+    Q = model.features(queries).toarray()
+    dense = [W.toarray() for W in model.weights.levels]
+
+    def level(z):
+        return np.exp(-np.maximum(0, 1 - z) ** 3)
+
+    position = np.empty(len(LABELS), dtype=int)
+    position[model.tree.order] = np.arange(len(LABELS))
+    for i, q in enumerate(Q):
+        for label in range(len(LABELS)):
+            pos, score = position[label], 1.0
+            for t, bounds in enumerate(model.tree.bounds):
+                node = np.searchsorted(bounds, pos, side="right") - 1
+                score *= level(dense[t][node] @ q)
+            score *= level(dense[-1][pos] @ q)
+            # a beam this wide keeps every path, so every label is scored
+            assert P[i, label] == pytest.approx(score, rel=1e-5)
+
+
+def test_it_learns_the_obvious_labels():
+    model = XRLinear(small()).fit(TEXTS, Y, LABELS, progress=False)
+    top = model.predict(["alpha beta", "epsilon zeta", "delta omega"], k=1)
+    assert top.indices.tolist() == [0, 2, 3]
+
+
+def test_soft_targets_rank_as_their_values():
+    texts = ["shared words here"] * 2
+    Ys = sp.csr_matrix(np.array([[0.9, 0.0, 0.0], [0.0, 0.3, 0.0]], dtype=np.float32))
+    model = XRLinear(LinearConfig(leaf_size=10, threads=1, solver=EXACT)).fit(texts, Ys, ["a", "b", "c"], progress=False)
+    p = model.predict(["shared words here"], k=3).toarray()[0]
+    assert p[0] > p[1] > p[2]
+
+
+def test_extra_weight_reaches_the_solver_as_instance_weights(monkeypatch):
+    from gandalf_xmc.models import linear
+
+    seen = []
+    real = linear.train_level
+
+    def spy(X, T, active, parent_of, weights, config, seed=0, threads=1):
+        seen.append(np.asarray(weights).copy())
+        return real(X, T, active, parent_of, weights, config, seed, threads)
+
+    monkeypatch.setattr(linear, "train_level", spy)
+    mask = np.array([False] * 5 + [True] * 2)
+    XRLinear(small()).fit(TEXTS, Y, LABELS, progress=False, extra=ExtraPoints(mask, weight=0.25))
+    assert seen and all(w.tolist() == [1.0] * 5 + [0.25] * 2 for w in seen)
+
+
+def test_extra_points_without_negatives_or_shares_are_refused():
+    with pytest.raises(ConfigError, match="neural"):
+        XRLinear(small()).fit(TEXTS, Y, LABELS, progress=False, extra=ExtraPoints(np.zeros(7, bool), negatives=False))
+    with pytest.raises(ConfigError, match="epochs"):
+        XRLinear(small()).fit(TEXTS, Y, LABELS, progress=False, extra=ExtraPoints(np.zeros(7, bool), share=0.5))
+
+
+def test_same_seed_same_weights_on_one_or_two_threads(tmp_path):
+    a = XRLinear(small(threads=1)).fit(TEXTS * 30, sp.vstack([Y] * 30), LABELS, progress=False)
+    b = XRLinear(small(threads=2)).fit(TEXTS * 30, sp.vstack([Y] * 30), LABELS, progress=False)
+    a.save(tmp_path / "a")
+    b.save(tmp_path / "b")
+    for f in sorted((tmp_path / "a").iterdir()):
+        if f.name != "model.json":  # the record holds timings and the thread count
+            assert f.read_bytes() == (tmp_path / "b" / f.name).read_bytes(), f.name
+
+
+def test_save_load_predicts_the_same_without_pickles_or_torch(tmp_path):
+    model = XRLinear(small()).fit(TEXTS, Y, LABELS, progress=False)
+    model.save(tmp_path / "m")
+    again = load_trained(tmp_path / "m")
+    queries = ["alpha zeta", "unknown words", "gamma"]
+    assert (model.predict(queries, k=3) != again.predict(queries, k=3)).nnz == 0
+    for f in (tmp_path / "m").glob("*.np[yz]"):
+        np.load(f, allow_pickle=False)  # would raise on a pickled object
+    code = ("import sys; from gandalf_xmc.models.registry import load_trained; "
+            f"load_trained({str(tmp_path / 'm')!r}).predict(['alpha'], k=2); print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+    assert json.loads((tmp_path / "m" / "model.json").read_text())["kind"] == "linear"

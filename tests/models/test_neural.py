@@ -1,0 +1,215 @@
+"""The training loop: soft targets, determinism, checkpoints/resume, shortlists, save/load."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from gandalf_xmc.engine.clusters import balanced_clusters, cluster_members, shortlist_recall
+from gandalf_xmc.engine.records import TrainConfig
+from gandalf_xmc.models.classifier import ModelConfig, NeuralXMC
+
+TEXTS = ["alpha beta", "gamma delta", "alpha gamma", "epsilon zeta", "beta zeta"]
+LABELS = ["alpha", "gamma", "zeta", "omega"]
+Y = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 0]], dtype=np.float32))
+
+
+def small_config(**train):
+    base = dict(epochs=3, batch_size=2, lr=0.05, dense_lr=0.01, train_clusters=2, predict_clusters=4, seed=0)
+    base.update(train)
+    return ModelConfig(dim=16, dropout=0.0, max_cluster_size=1, cluster_dim=3, train=TrainConfig(**base))
+
+
+def test_soft_target_is_learned_not_rounded():
+    # one point, label 0 with target 0.35: BCE is minimised at sigmoid(score) = 0.35
+    Ysoft = sp.csr_matrix(np.array([[0.35, 0, 0, 0]], dtype=np.float32))
+    model = NeuralXMC(small_config(epochs=300, batch_size=1, lr=0.05))
+    model.fit(["alpha beta"], Ysoft, LABELS, progress=False)
+    p = model.predict(["alpha beta"], k=4).toarray()[0]
+    assert p[0] == pytest.approx(0.35, abs=0.03)
+
+
+def test_same_seed_same_model_and_resume_matches(tmp_path):
+    a = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, checkpoint_dir=tmp_path / "a", progress=False)
+    b = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, progress=False)
+    for (name, x), (_, y) in zip(a.network.state_dict().items(), b.network.state_dict().items()):
+        assert torch.equal(x, y), name
+    # stop after 2 epochs, then resume to 4: same weights as the uninterrupted run
+    NeuralXMC(small_config(epochs=2)).fit(TEXTS, Y, LABELS, checkpoint_dir=tmp_path / "c", progress=False)
+    c = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, checkpoint_dir=tmp_path / "c", resume=True, progress=False)
+    assert c.result.history[-1]["epoch"] == 3 and len(c.result.history) == 4
+    for (name, x), (_, y) in zip(a.network.state_dict().items(), c.network.state_dict().items()):
+        assert torch.equal(x, y), name
+
+
+def test_early_stopping_keeps_the_best_epoch():
+    inv = np.ones(4)
+    model = NeuralXMC(small_config(epochs=30, patience=2)).fit(TEXTS, Y, LABELS, valid=(TEXTS, Y, inv), progress=False)
+    hist = model.result.history
+    assert len(hist) < 30  # stopped early
+    assert model.result.best_score == max(h["P@1"] for h in hist)
+    assert all(h["epoch"] <= model.result.best_epoch + 2 for h in hist)
+
+
+def test_save_load_predicts_the_same(tmp_path):
+    model = NeuralXMC(small_config()).fit(TEXTS, Y, LABELS, progress=False)
+    model.save(tmp_path / "m")
+    again = NeuralXMC.load(tmp_path / "m")
+    a = model.predict(["alpha zeta", "unknown"], k=3)
+    b = again.predict(["alpha zeta", "unknown"], k=3)
+    assert (a != b).nnz == 0
+
+
+def test_balanced_clusters_and_members():
+    rng = np.random.default_rng(0)
+    V = rng.normal(size=(103, 5)).astype(np.float32)
+    assign = balanced_clusters(V, max_cluster_size=8, seed=0)
+    sizes = np.bincount(assign)
+    assert sizes.max() <= 8 and sizes.min() >= 4  # halving keeps clusters balanced
+    table, sz = cluster_members(assign)
+    for c in range(table.shape[0]):
+        members = table[c][table[c] >= 0]
+        assert sorted(members.tolist()) == np.flatnonzero(assign == c).tolist()
+        assert sz[c] == members.size
+
+
+def test_shortlist_recall_by_hand():
+    truth = sp.csr_matrix(np.array([[1, 1, 0], [0, 0, 1]], dtype=np.float32))
+    cand = sp.csr_matrix(np.array([[1, 0, 1], [0, 0, 1]], dtype=np.float32))
+    assert shortlist_recall(cand, truth) == pytest.approx(100 * 2 / 3)
+
+
+def test_history_records_shortlist_recall():
+    from gandalf_xmc.models.neural_training import candidate_sets
+
+    inv = np.ones(4)
+    # 4 clusters of one label each, 2 searched per query: a point's shortlist is its 2 best clusters
+    config = small_config(epochs=2, predict_clusters=2)
+    model = NeuralXMC(config).fit(TEXTS, Y, LABELS, valid=(TEXTS, Y, inv), progress=False)
+    want = shortlist_recall(candidate_sets(model.network, model.features(TEXTS), model.members, 2), Y)
+    assert model.result.history[model.result.best_epoch]["shortlist_recall"] == pytest.approx(want)
+    C = candidate_sets(model.network, model.features(TEXTS), model.members, 2)
+    assert (np.diff(C.indptr) == 2).all()  # two one-label clusters each
+    truth = (Y.toarray() > 0)
+    assert want == pytest.approx(100.0 * (C.toarray().astype(bool) & truth).sum() / truth.sum())
+
+
+def test_labelmix_batches_are_seeded_per_epoch_so_resume_replays_them(tmp_path):
+    from gandalf_xmc.augment import LabelMix
+
+    graph = sp.csr_matrix(np.eye(4, dtype=np.float32))
+
+    def mixer():
+        return LabelMix(graph, LABELS, np.ones(4), prob=0.5, seed=0)
+
+    a = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, progress=False, mixer=mixer())
+    NeuralXMC(small_config(epochs=2)).fit(TEXTS, Y, LABELS, checkpoint_dir=tmp_path / "c", progress=False, mixer=mixer())
+    c = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, checkpoint_dir=tmp_path / "c", resume=True,
+                                              progress=False, mixer=mixer())
+    plain = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, progress=False)
+    for (name, x), (_, y) in zip(a.network.state_dict().items(), c.network.state_dict().items()):
+        assert torch.equal(x, y), name
+    # the transform did change the batches: the embeddings differ from plain training
+    assert not torch.equal(a.network.encoder.embed.weight, plain.network.encoder.embed.weight)
+
+
+def test_inceptionxml_fits_saves_and_loads(tmp_path):
+    config = ModelConfig(family="inceptionxml", dim=16, dropout=0.0, max_cluster_size=1, cluster_dim=3,
+                         train=TrainConfig(epochs=2, batch_size=2, train_clusters=2, predict_clusters=4, seed=0))
+    model = NeuralXMC(config).fit(TEXTS, Y, LABELS, progress=False)
+    model.save(tmp_path / "m")
+    again = NeuralXMC.load(tmp_path / "m")
+    queries = ["alpha zeta", "unknown"]
+    assert (model.predict(queries, k=3) != again.predict(queries, k=3)).nnz == 0
+    ids = model.tokens.transform(["alpha beta"])
+    assert ids.shape == (1, 16) and (ids[0, :2] > 0).all() and (ids[0, 2:] == 0).all()
+
+
+def test_word_vocabulary_by_hand_and_its_minilm_vectors(tmp_path):
+    from gandalf_xmc.models.inception import WordVocabulary, pretrained_token_embeddings
+
+    vocab = WordVocabulary(seq_len=4).fit(["Beta alpha", "alpha gamma", "alpha, beta!"])
+    assert vocab.words == ["alpha", "beta", "gamma"]  # by count (3, 2, 1)
+    np.testing.assert_array_equal(vocab.transform(["ALPHA delta gamma", "", "a b c d e"]),
+                                  [[2, 1, 4, 0], [0, 0, 0, 0], [1, 1, 1, 1]])
+    vocab.save(tmp_path)
+    assert WordVocabulary.load(tmp_path).transform(["beta"]).tolist() == [[3, 0, 0, 0]]
+    # a word's starting vector is the mean of its MiniLM word pieces' input embeddings
+    from tokenizers import Tokenizer
+
+    from gandalf_xmc.models.inception import TOKENIZER_FILE, _minilm_dir
+
+    V = vocab.pretrained_vectors()
+    table = pretrained_token_embeddings()
+    tok = Tokenizer.from_file(str(_minilm_dir() / TOKENIZER_FILE))
+    tok.no_padding()  # the file pads every text to a fixed length
+    pieces = tok.encode("gamma", add_special_tokens=False).ids
+    np.testing.assert_allclose(V[4], table[pieces].mean(axis=0), rtol=1e-6)
+    assert not V[0].any()  # padding
+    np.testing.assert_allclose(V[1], V[2:].mean(axis=0), rtol=1e-5)
+
+
+def test_labelmix_on_dense_inputs_re_encodes_only_mixed_rows():
+    from gandalf_xmc.augment import LabelMix
+
+    calls = []
+    config = ModelConfig(family="inceptionxml", dim=16, dropout=0.0, max_cluster_size=1, cluster_dim=3,
+                         train=TrainConfig(epochs=1, batch_size=5, train_clusters=2, predict_clusters=4, seed=0))
+    model = NeuralXMC(config)
+    featurize = model.features
+
+    def counting(texts, progress=False):
+        calls.append(list(texts))
+        return featurize(texts, progress)
+
+    model.features = counting
+    mixer = LabelMix(sp.csr_matrix(np.eye(4, dtype=np.float32)), LABELS, np.ones(4), prob=0.5, seed=0)
+    model.fit(TEXTS, Y, LABELS, progress=False, mixer=mixer)
+    batch_calls = calls[2:]  # after the training and label texts
+    assert batch_calls and all(0 < len(c) < len(TEXTS) for c in batch_calls)
+    assert all(any(label in t for label in LABELS) and t not in TEXTS for c in batch_calls for t in c)
+
+
+def test_feature_mix_adds_its_points_once_and_needs_vector_inputs():
+    from gandalf_xmc.augment import FeatureMix
+    from gandalf_xmc.errors import ConfigError
+
+    model = NeuralXMC(small_config(epochs=2)).fit(TEXTS, Y, LABELS, progress=False,
+                                                  mixer=FeatureMix("mixup", share=0.6, seed=0))
+    # 5 points + round(0.6 * 5) = 3 mixed points in every epoch
+    assert [h["examples"] for h in model.result.history] == [8, 8]
+    words = ModelConfig(family="inceptionxml", dim=16, dropout=0.0, max_cluster_size=1, cluster_dim=3,
+                        train=TrainConfig(epochs=1, batch_size=2, seed=0))
+    with pytest.raises(ConfigError, match="word ids"):
+        NeuralXMC(words).fit(TEXTS, Y, LABELS, progress=False, mixer=FeatureMix("mixup", seed=0))
+
+
+def test_extra_points_without_negatives_score_their_targets_only(monkeypatch):
+    # two clusters {0, 1} and {2, 3}; train_clusters 2 puts all four labels on every shortlist.
+    # Row 0 (original, label 0) gets its positive and three negatives; row 1 (an extra point with
+    # soft targets 1.0 on label 2 and 0.4 on label 3) gets its two targets and nothing else.
+    from gandalf_xmc.engine.records import ExtraPoints
+    from gandalf_xmc.models.neural import XMCNetwork
+    from gandalf_xmc.models.neural_training import NetworkObjective
+
+    net = XMCNetwork(torch.nn.Identity(), 3, n_labels=4, n_clusters=2)
+    X = np.eye(2, 3, dtype=np.float32)
+    Y = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 0, 1, 0.4]], dtype=np.float32))
+    members = np.array([[0, 1], [2, 3]])
+    assign = np.array([0, 0, 1, 1])
+    seen = {}
+
+    def pair_scores(z, rows, ids):
+        seen["pairs"] = sorted(zip(rows.tolist(), ids.tolist()))
+        return torch.zeros(len(rows), requires_grad=True)
+
+    monkeypatch.setattr(net, "pair_scores", pair_scores)
+    config = TrainConfig(train_clusters=2)
+    extra = ExtraPoints(np.array([False, True]), negatives=False)
+    assert not extra.is_neutral and not extra.extended(1).negatives
+    NetworkObjective(net, X, Y, assign, members, None, config, targets_only=extra.mask).loss(np.array([0, 1]))
+    assert seen["pairs"] == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 2), (1, 3)]
+    NetworkObjective(net, X, Y, assign, members, None, config).loss(np.array([0, 1]))
+    assert seen["pairs"] == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (1, 2), (1, 3)]
