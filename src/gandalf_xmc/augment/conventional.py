@@ -50,7 +50,7 @@ def word_synonyms(texts: list[str], n: int = 5, min_similarity: float = 0.6, min
     nearest by their all-MiniLM-L6-v2 sentence embeddings (cached on disk like every embedding)."""
     from collections import Counter
 
-    from ..models import sentence
+    from .. import sentence
 
     counts = Counter(w for t in texts for w in split_words(t))
     words = sorted(w for w, c in counts.items() if c >= min_count and not w.isdigit())
@@ -147,3 +147,16 @@ def _mix(A, B, lam: np.ndarray):
     if sp.issparse(A):
         return sp.csr_matrix(sp.diags(lam) @ sp.csr_matrix(A) + sp.diags(1.0 - lam) @ sp.csr_matrix(B), dtype=np.float32)
     return (lam[:, None] * np.asarray(A) + (1.0 - lam[:, None]) * np.asarray(B)).astype(np.float32)
+
+
+def append_mixed(mix: FeatureMix, X, Y: sp.csr_matrix, Z, example_weights: np.ndarray | None, extra):
+    """Inputs, targets, weights and extra-point marks (an ``ExtraPoints`` or None) with ``mix``'s
+    points appended, as original points: like LabelMix's, they stand for training points, not
+    label points."""
+    Xm, Ym = mix(X, Y, Z)
+    X_all = sp.vstack([X, Xm], format="csr") if sp.issparse(X) else np.concatenate([X, Xm])
+    if example_weights is not None:
+        example_weights = np.concatenate([example_weights, np.ones(Ym.shape[0], dtype=np.float32)])
+    if extra is not None:
+        extra = extra.extended(Ym.shape[0])
+    return X_all, sp.vstack([Y, Ym], format="csr", dtype=np.float32), example_weights, extra

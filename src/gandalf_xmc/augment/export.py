@@ -13,13 +13,18 @@ from pathlib import Path
 from ..data.atomic import atomic_directory
 from ..data.dataset import AUGMENT_METADATA, SPLIT_FILTER_FILES, XMCDataset
 from ..data.formats import lf_json_chunks, write_lf_json, write_lines, write_sparse_text
+from ..errors import ConfigError
 from . import AugmentConfig, extra_points, graph_for
 
 _COPIED_TEST = ("tst.json.gz", "tst.json")  # copied as they are when the test split was not loaded
 
 
+EXPORT_FORMATS = ("lf", "text", "npz", "bow")
+
+
 def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: AugmentConfig,
-                            log: Callable[[str], None] | None = None, client=None) -> dict:
+                            log: Callable[[str], None] | None = None, client=None, force: bool = False,
+                            export: str = "lf") -> dict:
     """Write ``out_dir`` with the extra points and the combined training set.
 
     Files:
@@ -32,7 +37,15 @@ def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: Au
         ``augment.json``: the settings and ``n_original_train`` (so that propensities and
         frequency bins keep coming from the original points only).
 
-    Everything is written to a staging directory first and moved into place at the end.
+    ``export`` adds a layout for other tools beside the LF files: ``text`` (the repository's
+    text layout: ``trn_X.txt`` / ``trn_X_Y.txt``, ``tst_*``, ``lbl_X.txt``), ``npz`` (TF-IDF
+    features and targets as scipy matrices, ``X.trn.npz`` / ``Y.trn.npz`` (binary) / ``R.trn.npz``
+    (the soft targets) and ``X.tst.npz`` / ``Y.tst.npz``, as PECOS reads them) or ``bow`` (the
+    XMLRepo bag-of-words files ``train.txt`` / ``test.txt``, which hold binary labels only: refused
+    when the targets are soft).
+
+    Everything is written to a staging directory that replaces ``out_dir`` at the end. ``out_dir``
+    must be new or empty unless ``force``, and never the source dataset's directory.
     ``log`` receives a line per stage (progress for long runs); ``client`` (a
     ``distributed.Client``) builds the label graph on a Dask cluster. Returns the metadata written
     to ``augment.json``.
@@ -43,8 +56,16 @@ def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: Au
         if log is not None:
             log(f"[{time.perf_counter() - started:7.1f} s] {message}")
 
+    if export not in EXPORT_FORMATS:
+        raise ConfigError(f"unknown format {export!r}; choose one of {', '.join(EXPORT_FORMATS)}")
     say(f"label graph ({graph_for(config).kind}, delta={config.graph.delta}) ...")
     extra, label_ids = extra_points(dataset, config, client)
+    if not len(extra):
+        raise ConfigError(f"no label becomes a point (labels fraction {config.labels_fraction} of "
+                          f"{dataset.n_labels:,} labels rounds to 0): raise --labels-fraction")
+    if export == "bow" and extra.Y.nnz and (extra.Y.data != 1.0).any():
+        raise ConfigError("the BoW format holds binary labels, and these label points have soft targets "
+                          "(they would be rounded to 1): use --format npz or lf, or --augment identity")
     say(f"{len(extra):,} extra points, {extra.Y.nnz:,} soft targets")
     n_orig = dataset.n_original_train or len(dataset.train)
     train = dataset.train
@@ -57,7 +78,7 @@ def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: Au
         "extra_targets_nnz": int(extra.Y.nnz),
         "config": {**asdict(config)},
     }
-    with atomic_directory(out_dir) as staging:
+    with atomic_directory(out_dir, force, inputs=(dataset.path,)) as staging:
         original_Y = dataset.original_train_Y()
         say("writing aug.json.gz, aug_X_Y.txt, trn.json.gz, trn_X_Y.txt ...")
         jobs = [  # largest first; each writes its own file
@@ -89,6 +110,46 @@ def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: Au
                 if src.exists():
                     shutil.copyfile(src, staging / name)
         (staging / "label_ids.txt").write_text("".join(f"{j}\n" for j in label_ids.tolist()))
+        if export != "lf":
+            say(f"writing the {export} layout ...")
+            _write_layout(dataset, extra, staging, export)
         (staging / AUGMENT_METADATA).write_text(json.dumps(meta, indent=1) + "\n")
     say(f"wrote {out_dir}")
     return meta
+
+
+def _write_layout(dataset: XMCDataset, extra, staging: Path, export: str) -> None:
+    """The combined training set (and the test split) in another tool's layout."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from ..data.formats import write_bow, write_text_lines
+
+    n_orig = dataset.n_original_train or len(dataset.train)
+    texts = list(dataset.train.texts[:n_orig]) + list(extra.texts)
+    Y = sp.vstack([dataset.original_train_Y(), extra.Y], format="csr", dtype=np.float32)
+    splits = {"trn": (texts, Y)}
+    if "tst" in dataset.splits:
+        splits["tst"] = (dataset.test.texts, dataset.test.Y)
+    if export == "text":
+        write_text_lines(staging / "lbl_X.txt", dataset.label_texts)
+        for name, (t, M) in splits.items():
+            write_text_lines(staging / f"{name}_X.txt", t)
+            write_sparse_text(staging / f"{name}_X_Y.txt", M)
+        return
+    from ..features import TextFeaturizer
+
+    featurizer = TextFeaturizer().fit(texts + list(dataset.label_texts))
+    for name, (t, M) in splits.items():
+        X = featurizer.transform(list(t))
+        if export == "npz":
+            binary = M.copy()
+            binary.data[:] = 1.0
+            sp.save_npz(staging / f"X.{name}.npz", X)
+            sp.save_npz(staging / f"Y.{name}.npz", binary)
+            if name == "trn":
+                sp.save_npz(staging / f"R.{name}.npz", M)
+        else:
+            write_bow(staging / ("train.txt" if name == "trn" else "test.txt"), X, M)
+    if export == "npz":
+        sp.save_npz(staging / "X.lbl.npz", featurizer.transform(list(dataset.label_texts)))

@@ -19,7 +19,7 @@ from ..data.dataset import XMCDataset
 from ..data.presets import PRESETS
 from ..data.stats import dataset_stats, frequency_bins
 from . import paper
-from .reproduce import ABLATION_SETTINGS, SUBSAMPLING_PERCENT, TABLE3_SETTINGS, ReproduceConfig, Run, describe
+from .plan import ABLATION_SETTINGS, SUBSAMPLING_PERCENT, TABLE3_SETTINGS, ReproduceConfig, Run, describe
 
 PRECISION = ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5")
 HEADLINE = ("P@1", "PSP@5")

@@ -78,7 +78,8 @@ def prepare(predictions: sp.spmatrix, truth: sp.spmatrix, k: int, filter_pairs: 
     T.eliminate_zeros()
     kept = np.flatnonzero(np.diff(T.indptr) > 0)
     P, T = P[kept], T[kept]
-    top = top_k_indices(P, k)
+    # a row ranks no more labels than it scores: a huge k costs nothing more than that
+    top = top_k_indices(P, max(1, min(k, int(np.diff(P.indptr).max(initial=0)))))
     n_labels = T.shape[1]
     rows = np.repeat(np.arange(T.shape[0], dtype=np.int64), np.diff(T.indptr))
     truth_codes = np.sort(rows * n_labels + T.indices)
@@ -127,22 +128,25 @@ def evaluate(predictions: sp.spmatrix, truth: sp.spmatrix, inv_propensity: np.nd
     if n == 0:
         raise ValueError("no test point has a label left after filtering")
     n_true = np.diff(T.indptr).astype(np.float64)
-    discount = 1.0 / np.log2(np.arange(kmax) + 2.0)
+    width = prep.top.shape[1]  # ranks held (at most kmax)
+    ideal_width = int(min(kmax, n_true.max()))  # ranks an ideal ranking fills (at most kmax)
+    discount = 1.0 / np.log2(np.arange(max(width, ideal_width)) + 2.0)
     hits = prep.hits.astype(np.float64)
     if inv_propensity is not None:
         w = np.asarray(inv_propensity, dtype=np.float64)
         w_hits = np.where(prep.hits, w[np.maximum(prep.top, 0)], 0.0)
-        ideal_w = _ideal_weights(T, w, kmax)
+        ideal_w = _ideal_weights(T, w, ideal_width)
     true_labels = np.unique(T.indices)
     for k in ks:
-        h = hits[:, :k]
+        kh, ki = min(k, width), min(k, ideal_width)
+        h = hits[:, :kh]
         res[f"P@{k}"] = 100.0 * h.sum(axis=1).mean() / k
-        dcg = (h * discount[:k]).sum(axis=1)
-        idcg = np.cumsum(discount[:k])[np.minimum(n_true, k).astype(np.int64) - 1]
+        dcg = (h * discount[:kh]).sum(axis=1)
+        idcg = np.cumsum(discount[:ki])[np.minimum(n_true, ki).astype(np.int64) - 1]
         res[f"nDCG@{k}"] = 100.0 * np.mean(dcg / idcg)
         if inv_propensity is not None:
-            res[f"PSP@{k}"] = 100.0 * w_hits[:, :k].sum() / ideal_w[:, :k].sum()
-            res[f"PSnDCG@{k}"] = 100.0 * (w_hits[:, :k] * discount[:k]).sum() / (ideal_w[:, :k] * discount[:k]).sum()
+            res[f"PSP@{k}"] = 100.0 * w_hits[:, :kh].sum() / ideal_w[:, :ki].sum()
+            res[f"PSnDCG@{k}"] = 100.0 * (w_hits[:, :kh] * discount[:kh]).sum() / (ideal_w[:, :ki] * discount[:ki]).sum()
         res[f"R@{k}"] = 100.0 * np.mean(h.sum(axis=1) / n_true)
         covered = np.unique(prep.top[:, :k][prep.hits[:, :k]])
         res[f"C@{k}"] = 100.0 * covered.size / true_labels.size
@@ -165,4 +169,5 @@ def bin_contributions(predictions: sp.spmatrix, truth: sp.spmatrix, label_bins: 
         return 100.0 * counts / (k * prep.truth.shape[0])
     w = np.asarray(inv_propensity, dtype=np.float64)
     gained = np.bincount(label_bins[correct], weights=w[correct], minlength=n_bins)
-    return 100.0 * gained / _ideal_weights(prep.truth, w, k).sum()
+    ideal_width = int(min(k, np.diff(prep.truth.indptr).max(initial=1)))
+    return 100.0 * gained / _ideal_weights(prep.truth, w, ideal_width).sum()

@@ -20,9 +20,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from ..augment import AugmentConfig
+from ..augment import TEMPERED_GRAPH, AugmentConfig
 from ..data.atomic import atomic_path
-from ..graph import GraphConfig
 
 # Candidates, most promising first (the budget may cut the list short). Why these:
 # * gandalf-tempered: better P[i | j] estimates for tail labels (shrinkage alpha = 1, a point with
@@ -34,7 +33,7 @@ from ..graph import GraphConfig
 # On the embedded dataset's validation splits (seeds 0-2, `benchmarks/models_bench.py`) the linear
 # model scored (P@1 / PSP@5, mean of 3 seeds): none 42.8 / 24.1, gandalf-tempered-light 47.6 / 33.0,
 # gandalf-tempered 47.1 / 33.6, identity-light 47.1 / 32.8, identity 46.4 / 33.3.
-_TEMPERED = GraphConfig(delta=0.1, shrinkage=1.0, point_weights="inverse-size", top_k=10, co_label_scale=0.5)
+_TEMPERED = TEMPERED_GRAPH
 # * "-targets-only" (neural models): a label point's loss covers its own targets, without the
 #   shortlist negatives an original point gets; its target row says which labels its text goes
 #   with, not which it does not. On astec's validation split (seed 0) identity label points went

@@ -4,24 +4,37 @@ original training points (never the test split), and write a self-contained mode
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, replace
+import shutil
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from ..augment import AugmentConfig, extra_mask, mixer_for, training_set
-from ..data.atomic import atomic_directory
+from ..data.atomic import check_output_directory, output_lock, replace_directory
 from ..data.dataset import Split, XMCDataset
-from ..data.formats import read_lf_json, write_lf_json
-from ..errors import ConfigError, DataFormatError
+from ..engine.records import ExtraPoints
+from ..errors import ConfigError
 from ..metrics import inverse_propensity
-from ..models.classifier import ModelConfig, NeuralXMC
-from ..models.linear import LinearConfig, SparseLinearXMC
-from ..models.registry import build_model, load_trained
+from ..models.registry import build_model, config_seed, load_trained
 from . import auto
-from .loop import ExtraPoints
 
-LABELS_FILE = "labels.json.gz"
+
+@dataclass
+class TrainedModel:
+    """What :func:`train_model` leaves: the model, the record written to ``training.json`` and,
+    for ``--augment auto``, the search written to ``auto.json``."""
+
+    model: object
+    info: dict
+    search: dict | None = None
+
+    @property
+    def result(self):
+        return self.model.result
+
+    def predict(self, texts: list[str], k: int = 100, progress: bool = False):
+        return self.model.predict(texts, k=k, progress=progress)
 TRAINING_FILE = "training.json"
 AUTO_FILE = "auto.json"
 
@@ -54,15 +67,16 @@ def carve_validation(dataset: XMCDataset, fraction: float, seed: int) -> tuple[X
     return rest, pick(valid_idx)
 
 
-def fit_augmented(rest: XMCDataset, valid: Split, inv, model_config: ModelConfig | LinearConfig, augment: AugmentConfig,
+def fit_augmented(rest: XMCDataset, valid: Split, inv, model_config, augment: AugmentConfig,
                   checkpoint_dir: Path | None, resume: bool = False, progress: bool = True
-                  ) -> tuple[NeuralXMC | SparseLinearXMC, int]:
+                  ) -> tuple[object, int]:
     """Train one model on ``rest`` with ``augment`` (model selection on ``valid``); returns it and
     the number of training points it saw."""
     train = training_set(rest, augment)
     mask = extra_mask(train)
     extra = ExtraPoints(mask, augment.extra_weight, augment.extra_share, augment.extra_negatives) if mask.any() else None
     model = build_model(model_config)
+    model.set_labels(rest.label_texts, rest.label_uids)
     model.fit(train.texts, train.Y, rest.label_texts,
               valid=(valid.texts, valid.Y, inv, valid.filter_pairs) if len(valid) else None,
               checkpoint_dir=checkpoint_dir, resume=resume, progress=progress, mixer=mixer_for(rest, augment),
@@ -70,20 +84,40 @@ def fit_augmented(rest: XMCDataset, valid: Split, inv, model_config: ModelConfig
     return model, len(train)
 
 
-def train_model(dataset: XMCDataset, out_dir: str | Path, model_config: ModelConfig | LinearConfig, augment: AugmentConfig,
+def train_model(dataset: XMCDataset, out_dir: str | Path, model_config, augment: AugmentConfig,
                 valid_fraction: float = 0.05, resume: bool = False, progress: bool = True,
-                auto_config: auto.AutoConfig | None = None) -> NeuralXMC | SparseLinearXMC:
+                auto_config: auto.AutoConfig | None = None, force: bool = False) -> TrainedModel:
     """Train and save to ``out_dir`` (weights, features, clusters, label texts, settings, history).
 
     Checkpoints go to ``out_dir/checkpoints`` so that ``resume=True`` continues an interrupted run.
     The augmentation's label graph is built from the training part only, so the validation
     points' labels never leak into the extra points. ``augment.training_set == "auto"`` searches
-    the candidates of :mod:`gandalf_xmc.train.auto` (settings in ``auto_config``) and writes the
+    the candidates of :mod:`gandalf_xmc.workflow.auto` (settings in ``auto_config``) and writes the
     search to ``out_dir/auto.json``.
+
+    ``out_dir`` must be new or empty unless ``force`` (or ``resume``); it is never the dataset's
+    directory. The finished model replaces it whole (checkpoints carried over), so an interrupted
+    run leaves the old directory, with this run's checkpoints to resume from.
     """
-    out = Path(out_dir)
+    out = check_output_directory(out_dir, force or resume, inputs=(dataset.path,),
+                                 reusable="checkpoints" if resume else None)
     augment.validate()
-    rest, valid = carve_validation(dataset, valid_fraction, model_config.train.seed)
+    with output_lock(out):
+        existed = out.exists()
+        if not resume and (out / "checkpoints").exists():
+            shutil.rmtree(out / "checkpoints")  # a fresh run does not mix with an older run's checkpoints
+        try:
+            return _train_into(dataset, out, model_config, augment, valid_fraction, resume, progress, auto_config)
+        except BaseException:
+            # a new directory holding no checkpoint to resume from is removed again
+            if not existed and out.is_dir() and not any(p.is_file() for p in out.rglob("*")):
+                shutil.rmtree(out, ignore_errors=True)
+            raise
+
+
+def _train_into(dataset: XMCDataset, out: Path, model_config, augment: AugmentConfig, valid_fraction: float,
+                resume: bool, progress: bool, auto_config):
+    rest, valid = carve_validation(dataset, valid_fraction, config_seed(model_config))
     inv = inverse_propensity(rest.original_train_Y(), *dataset.propensity_constants())
     search = None
     if augment.training_set == "auto":
@@ -99,7 +133,7 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config: ModelCon
 
         auto_config = auto_config or auto.AutoConfig()
         if auto_config.candidates is None:
-            kind = "linear" if isinstance(model_config, LinearConfig) else "neural"
+            kind = "neural" if hasattr(model_config, "family") else "linear"
             auto_config = replace(auto_config, candidates=auto.candidates_for(kind))
         model, augment, search = auto.search(
             fit_one, lambda m, d: m.save(d), load_trained, out / "checkpoints" / "auto", auto_config,
@@ -107,25 +141,18 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config: ModelCon
         n_train = sizes.get(json.dumps(asdict(augment))) or len(training_set(rest, augment))  # else: an earlier run's trial
     else:
         model, n_train = fit_augmented(rest, valid, inv, model_config, augment, out / "checkpoints", resume, progress)
-    with atomic_directory(out) as staging:
-        model.save(staging)
-        write_lf_json(staging / LABELS_FILE, dataset.label_uids, dataset.label_texts, None)
-        info = {"dataset": dataset.name, "source": str(dataset.path) if dataset.path else None,
-                "augment": asdict(augment), "valid_fraction": valid_fraction, "n_train": n_train,
-                "n_valid": len(valid), "propensity": list(dataset.propensity_constants())}
+    info = {"dataset": dataset.name, "source": str(dataset.path) if dataset.path else None,
+            "augment": asdict(augment), "valid_fraction": valid_fraction, "n_train": n_train,
+            "n_valid": len(valid), "propensity": list(dataset.propensity_constants())}
+
+    def write(staging: Path) -> None:
+        model.save(staging)  # with the labels (ids and texts)
         (staging / TRAINING_FILE).write_text(json.dumps(info, indent=1) + "\n")
         if search is not None:
             (staging / AUTO_FILE).write_text(json.dumps(search, indent=1) + "\n")
-    return model
 
-
-def load_model(model_dir: str | Path) -> tuple[NeuralXMC | SparseLinearXMC, list[str], list[str]]:
-    """A saved model with its label uids and texts."""
-    d = Path(model_dir)
-    if not (d / "model.json").is_file():
-        raise DataFormatError(d, None, "not a model directory (no model.json); train one with 'gandalf train'")
-    labels = read_lf_json(d / LABELS_FILE, require_targets=False)
-    return load_trained(d), labels.uids, labels.texts
+    replace_directory(out, write, keep=("checkpoints",))
+    return TrainedModel(model, info, search)
 
 
 def write_predictions(model, texts: list[str], n_labels: int, out: str | Path, k: int = 100, batch_size: int = 8192,

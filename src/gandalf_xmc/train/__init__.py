@@ -1,1 +1,0 @@
-"""Training: the one soft-target loop, label-cluster shortlists, checkpoints."""

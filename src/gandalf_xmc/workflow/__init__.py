@@ -1,0 +1,2 @@
+"""Above the models: train a model on a dataset with a validation split and an augmentation
+(:mod:`.pipeline`), and choose the augmentation on validation (:mod:`.auto`)."""

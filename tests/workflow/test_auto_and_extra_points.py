@@ -1,0 +1,245 @@
+"""Control of the augmentation's influence (issue 6): co-label scale, extra-point loss weight and
+epoch share, and the ``auto`` search. Expectations are computed by hand."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gandalf_xmc.augment import AugmentConfig, extra_mask, training_set
+from gandalf_xmc.data import load_dataset
+from gandalf_xmc.engine.records import ExtraPoints, TrainConfig, TrainResult
+from gandalf_xmc.errors import ConfigError
+from gandalf_xmc.graph import GraphConfig, label_graph
+from gandalf_xmc.models.classifier import ModelConfig, NeuralXMC
+from gandalf_xmc.workflow import auto
+from gandalf_xmc.workflow.pipeline import carve_validation, train_model
+
+from helpers import Y_HAND, run_cli
+
+
+def test_co_label_scale_multiplies_only_co_labels():
+    got = label_graph(Y_HAND, GraphConfig(delta=0.1, co_label_scale=0.5)).toarray()
+    want = np.array([[1, 1 / 3, 1 / 6, 0], [0.5, 1, 1 / 4, 0], [1 / 4, 1 / 4, 1, 0], [0, 0, 0, 1]])
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    # the threshold applies before scaling: 1/3 * 0.5 < 0.2 is still kept at delta 0.2
+    kept = label_graph(Y_HAND, GraphConfig(delta=0.2, co_label_scale=0.5)).toarray()
+    assert kept[0, 1] == pytest.approx(1 / 3) and kept[0, 2] == pytest.approx(1 / 6)
+    with pytest.raises(ConfigError):
+        GraphConfig(co_label_scale=1.5).validate()
+
+
+def test_extra_points_epoch_order_and_weights():
+    mask = np.array([False, False, False, True, True, True, True])
+    ep = ExtraPoints(mask, weight=0.25, share=0.5)
+    orders = [ep.epoch_order(np.random.default_rng([3, e])) for e in range(4)]
+    for order in orders:
+        assert order.size == 3 + 2 and len(set(order.tolist())) == 5
+        assert {0, 1, 2} <= set(order.tolist())  # every original point, every epoch
+    assert len({tuple(sorted(o.tolist())) for o in orders}) > 1  # a fresh draw of extra points
+    again = ep.epoch_order(np.random.default_rng([3, 0]))
+    assert np.array_equal(again, orders[0])  # seeded
+    np.testing.assert_allclose(ep.example_weights(), [1, 1, 1, 0.25, 0.25, 0.25, 0.25])
+    np.testing.assert_allclose(ep.example_weights(np.full(7, 2.0)), [2, 2, 2, 0.5, 0.5, 0.5, 0.5])
+    assert ExtraPoints(mask).is_neutral and ExtraPoints(mask).example_weights() is None
+    assert ExtraPoints(mask).epoch_order(np.random.default_rng(0)).size == 7
+    with pytest.raises(ValueError):
+        ExtraPoints(mask, share=0.0)
+
+
+@pytest.mark.parametrize("weight", [1.0, 0.5])
+def test_extra_point_weight_sets_the_optimum(weight):
+    # An original point says label 0 is relevant (1), an extra point with the same text says it is
+    # not (0). Minimising BCE(s, 1) + w BCE(s, 0) over the shared score gives sigmoid(s) = 1 / (1 + w).
+    texts = ["alpha beta", "alpha beta", "gamma delta"]
+    Y = sp.csr_matrix(np.array([[1, 0, 0], [0, 0, 1], [0, 1, 0]], dtype=np.float32))
+    extra = ExtraPoints(np.array([False, True, False]), weight=weight)
+    config = ModelConfig(dim=16, dropout=0.0, max_cluster_size=1, cluster_dim=2,
+                         train=TrainConfig(epochs=300, batch_size=3, lr=0.05, dense_lr=0.01, train_clusters=3,
+                                           predict_clusters=3, seed=0))
+    model = NeuralXMC(config).fit(texts, Y, ["alpha", "gamma", "omega"], progress=False, extra=extra)
+    p = model.predict(["alpha beta"], k=3).toarray()[0]
+    assert p[0] == pytest.approx(1 / (1 + weight), abs=0.03)
+
+
+def test_extra_share_limits_each_epoch(tiny_dir):
+    ds = load_dataset(tiny_dir)
+    train = training_set(ds, AugmentConfig("identity"))
+    assert extra_mask(train).tolist() == [False] * 4 + [True] * 4
+    from gandalf_xmc.models.registry import model_config
+    from gandalf_xmc.workflow.pipeline import fit_augmented
+
+    rest, valid = carve_validation(ds, 0.0, 0)
+    config = model_config("astec", epochs=2, seed=0)
+    config = replace(config, train=replace(config.train, batch_size=2))
+    model, n = fit_augmented(rest, valid, None, config, AugmentConfig("identity", extra_share=0.5), None, progress=False)
+    assert n == 8
+    assert [h["examples"] for h in model.result.history] == [4 + 2, 4 + 2]
+
+
+def test_extra_negatives_off_reaches_the_neural_loop_and_is_refused_by_linear(tiny_dir, tmp_path, capsys, monkeypatch):
+    from gandalf_xmc.models.registry import model_config
+    from gandalf_xmc.workflow.pipeline import fit_augmented
+
+    ds = load_dataset(tiny_dir)
+    rest, valid = carve_validation(ds, 0.0, 0)
+    aug = AugmentConfig("identity", extra_negatives=False)
+    seen = {}
+    import gandalf_xmc.models.neural_training as loop
+
+    real = loop.NetworkObjective.__init__
+
+    def spy(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        seen["targets_only"] = self.targets_only.tolist()
+
+    monkeypatch.setattr(loop.NetworkObjective, "__init__", spy)
+    fit_augmented(rest, valid, None, model_config("astec", epochs=1, seed=0), aug, None, progress=False)
+    assert seen["targets_only"] == [False] * 4 + [True] * 4  # the label points, and only they
+    code, out, err = run_cli(["train", "--model", "linear", "--data", str(tiny_dir), "--augment", "identity",
+                              "--no-extra-negatives", "--out", str(tmp_path / "m")], capsys)
+    assert code == 2 and "neural models" in out + err
+
+
+def _trial(p1, psp5, name="x"):
+    return {"name": name, "valid": {"P@1": p1, "PSP@5": psp5, "P@5": 0.0, "PSP@1": 0.0}}
+
+
+def test_auto_rule_by_hand():
+    trials = [_trial(40.0, 20.0, "none"), _trial(39.9, 25.0, "a"), _trial(39.7, 30.0, "b"), _trial(41.0, 22.0, "c")]
+    assert auto.choose(trials, p1_tolerance=0.2) == "a"  # b loses 0.3 P@1: not admissible
+    assert auto.choose(trials, p1_tolerance=0.5) == "b"
+    assert auto.choose(trials[:1], 0.2) == "none"
+    assert auto.choose(trials[1:], 0.2) == "b"  # no baseline: every trial is admissible
+
+
+class _FakeModel:
+    def __init__(self, name: str, p1: float, psp5: float):
+        self.name = name
+        self.result = TrainResult(0, p1, [{"epoch": 0, "P@1": p1, "P@5": 0.0, "PSP@1": 0.0, "PSP@5": psp5}])
+
+
+def _fakes(scores, fitted):
+    def fit_one(augment, ckpt, resume):
+        name = next(n for n, a in auto.AUTO_CANDIDATES.items() if a == augment)
+        fitted.append(name)
+        return _FakeModel(name, *scores[name])
+
+    def save(model, d):
+        d.mkdir(parents=True)
+        (d / "name").write_text(model.name)
+
+    def load(d):
+        name = (d / "name").read_text()
+        return _FakeModel(name, *scores[name])
+
+    return fit_one, save, load
+
+
+def test_auto_search_budget_resume_and_cleanup(tmp_path):
+    scores = {"none": (40.0, 20.0), "identity": (40.5, 28.0), "gandalf-tempered": (39.0, 35.0), "gandalf": (40.1, 29.0)}
+    names = tuple(scores)
+    fitted: list[str] = []
+    fit_one, save, load = _fakes(scores, fitted)
+    # a budget of 0 s: the first trial runs (nothing to estimate from), the rest are skipped
+    model, chosen, record = auto.search(fit_one, save, load, tmp_path / "a", auto.AutoConfig(0.0, 0.2, names),
+                                        log=lambda _: None)
+    assert fitted == ["none"] and record["chosen"] == "none" and chosen.training_set == "none"
+    # resuming with a larger budget runs only the missing trials
+    fitted.clear()
+    model, chosen, record = auto.search(fit_one, save, load, tmp_path / "a", auto.AutoConfig(1e6, 0.2, names),
+                                        resume=True, log=lambda _: None)
+    assert fitted == ["identity", "gandalf-tempered", "gandalf"]
+    assert model.name == "gandalf" and record["chosen"] == "gandalf" and chosen == auto.AUTO_CANDIDATES["gandalf"]
+    assert [t["name"] for t in json.loads((tmp_path / "a" / "trials.json").read_text())] == list(names)
+    kept = sorted(p.parent.name for p in (tmp_path / "a").glob("*/model"))
+    assert kept == ["gandalf"]  # only the winner's model stays
+
+
+def test_train_auto_writes_its_choice(tiny_dir, tmp_path):
+    ds = load_dataset(tiny_dir)
+    from gandalf_xmc.models.registry import model_config
+
+    config = model_config("linear", seed=0)
+    model = train_model(ds, tmp_path / "m", config, AugmentConfig("auto"), valid_fraction=0.25, progress=False,
+                        auto_config=auto.AutoConfig(candidates=("none", "identity")))
+    record = json.loads((tmp_path / "m" / "auto.json").read_text())
+    assert [t["name"] for t in record["trials"]] == ["none", "identity"]
+    info = json.loads((tmp_path / "m" / "training.json").read_text())
+    assert info["augment"]["training_set"] == record["chosen"]
+    assert model.result is not None and model.result.history
+
+
+def test_cli_train_auto_and_extra_options(tiny_dir, tmp_path, capsys):
+    code, out, err = run_cli(["train", "--data", str(tiny_dir), "--augment", "auto", "--auto-budget", "10",
+                              "--valid-fraction", "0.25", "--out", str(tmp_path / "m")], capsys)
+    assert code == 0, err
+    record = json.loads((tmp_path / "m" / "auto.json").read_text())
+    assert [t["name"] for t in record["trials"]] == list(auto.candidates_for("linear"))
+    assert record["chosen"] == auto.choose(record["trials"], auto.AutoConfig().p1_tolerance)
+    assert f"auto chose {record['chosen']}" in out
+    code, out, err = run_cli(["train", "--data", str(tiny_dir), "--augment", "gandalf", "--shrinkage", "1",
+                              "--point-weights", "inverse-size", "--co-label-scale", "0.5", "--top-k", "1",
+                              "--extra-weight", "0.5", "--extra-share", "0.5", "--epochs", "1", "--model", "astec",
+                              "--out", str(tmp_path / "g")], capsys)
+    assert code == 0, err
+    aug = json.loads((tmp_path / "g" / "training.json").read_text())["augment"]
+    assert aug["extra_weight"] == 0.5 and aug["extra_share"] == 0.5
+    assert aug["graph"] == {**aug["graph"], "shrinkage": 1.0, "point_weights": "inverse-size", "co_label_scale": 0.5,
+                            "top_k": 1}
+    code, _, err = run_cli(["train", "--data", str(tiny_dir), "--augment", "gandalf", "--point-weights", "bogus",
+                            "--out", str(tmp_path / "bad")], capsys)
+    assert code == 2 and "--point-weights" in err and "bogus" in err
+
+
+def test_soft_target_stats_by_hand():
+    from gandalf_xmc.experiments.analysis import soft_target_stats
+
+    # Y_HAND: frequencies 3, 2, 2, 0 (7 positives). A label's bin is where its first positive falls
+    # in the frequency-sorted order: label 0 at 0/7, label 1 at 3/7 -> head; labels 2 (5/7) and 3 -> tail
+    G = label_graph(Y_HAND, GraphConfig(delta=0.1))
+    freq = np.asarray(Y_HAND.sum(axis=0)).ravel()
+    head, tail = soft_target_stats(G, freq, n_bins=2)
+    # head rows: label 0 -> (2/3, 1/3), label 1 -> (1, 1/2)
+    assert head["labels"] == 2 and head["co_labels_per_point"] == 2 and head["mean_frequency"] == 2.5
+    assert head["co_label_ones_pct"] == pytest.approx(25.0)
+    assert head["co_label_mean"] == pytest.approx((2 / 3 + 1 / 3 + 1 + 1 / 2) / 4)
+    # tail rows: label 2 -> (1/2, 1/2), label 3 (no positives) -> none
+    assert tail["labels"] == 2 and tail["co_labels_per_point"] == 1 and tail["co_label_ones_pct"] == 0
+    assert tail["co_label_mean"] == pytest.approx(0.5) and tail["seen_once_pct"] == 0
+
+
+def test_cli_analyze(tiny_dir, tmp_path, capsys):
+    from gandalf_xmc.data import write_sparse_text
+
+    base = sp.csr_matrix(np.array([[0.9, 0.1, 0, 0], [0, 0.2, 0.8, 0], [0.3, 0, 0, 0.6]], dtype=np.float32))
+    aug = sp.csr_matrix(np.array([[0.9, 0, 0, 0.8], [0, 0.2, 0.8, 0], [0.3, 0, 0, 0.6]], dtype=np.float32))
+    write_sparse_text(tmp_path / "base.txt", base)
+    write_sparse_text(tmp_path / "aug.txt", aug)
+    code, out, err = run_cli(["analyze", "--data", str(tiny_dir), "--baseline", str(tmp_path / "base.txt"), "--augmented",
+                              str(tmp_path / "aug.txt"), "-k", "2", "--json"], capsys)
+    assert code == 0, err
+    got = json.loads(out)
+    assert len(got["soft_targets"]) == 5
+    eff = got["effect"]
+    # point 2's only label 3 is removed by the filter pair "2 3", leaving 2 points. Baseline: all 4
+    # top-2 labels correct (P@2 100). Augmented: point 0 (truth {0, 1}) swaps label 1 for label 3,
+    # losing 1 hit of 4 -> P@2 75, all of it in label 1's bin.
+    assert eff["overall"]["baseline"]["P@2"] == pytest.approx(100.0)
+    assert eff["overall"]["augmented"]["P@2"] == pytest.approx(75.0)
+    deltas = [r["delta_P@2"] for r in eff["per_bin"]]
+    assert sum(deltas) == pytest.approx(-25.0) and min(deltas) == pytest.approx(-25.0)
+    code, _, err = run_cli(["analyze", "--data", str(tiny_dir), "--baseline", str(tmp_path / "base.txt")], capsys)
+    assert code == 2
+
+
+def test_auto_candidates_for_each_model_kind():
+    linear, neural = auto.candidates_for("linear"), auto.candidates_for("neural")
+    targets_only = [n for n, c in auto.AUTO_CANDIDATES.items() if not c.extra_negatives]
+    assert targets_only == ["identity-targets-only", "gandalf-tempered-targets-only"]
+    assert neural == tuple(auto.AUTO_CANDIDATES) and "none" in linear
+    assert set(neural) - set(linear) == set(targets_only)
