@@ -9,9 +9,9 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
-stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
+stamp=.venv/.installed-$(cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 if [ ! -f "$stamp" ]; then
-    .venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+    .venv/bin/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
     rm -f .venv/.installed-*; touch "$stamp"
 fi
 cmd=${1:-demo}; shift || true

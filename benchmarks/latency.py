@@ -23,9 +23,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def measure(model_dir: Path, texts: list[str], queries: int, warmup: int = 50) -> dict:
     """Latency percentiles (ms) of one-text predictions and batch queries/s of ``model_dir``."""
-    from gandalf_xmc.train.pipeline import load_model
+    from gandalf_xmc.predictor import load_predictor
 
-    model, _, _ = load_model(model_dir)
+    model = load_predictor(model_dir).model
     for text in texts[:warmup]:
         model.predict([text], k=5)
     lat = np.empty(min(queries, len(texts)))

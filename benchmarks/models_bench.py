@@ -44,11 +44,9 @@ if threads:
 from gandalf_xmc.augment import AugmentConfig
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.metrics import evaluate, inverse_propensity
-from gandalf_xmc.augment import training_set
-from gandalf_xmc.models import TfidfKNN
 from gandalf_xmc.models.registry import model_config
-from gandalf_xmc.train.auto import AUTO_CANDIDATES
-from gandalf_xmc.train.pipeline import train_model
+from gandalf_xmc.workflow.auto import AUTO_CANDIDATES
+from gandalf_xmc.workflow.pipeline import train_model
 from dataclasses import replace
 from pathlib import Path
 family, augment, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -57,20 +55,15 @@ if sys.argv[5] == "0":  # --no-extra-negatives; otherwise the candidate keeps it
     aug = replace(aug, extra_negatives=False)
 ds = load_dataset()
 t0 = time.perf_counter()
-chosen = None
-if family == "knn":
-    train = training_set(ds, aug)
-    model = TfidfKNN().fit(train.texts, train.Y)
-    best_epoch, examples_per_second = -1, float("nan")
-else:
-    with tempfile.TemporaryDirectory() as out:
-        config = model_config(family, seed=seed)
-        config.encoder_precision = sys.argv[6]  # the dual-encoder's sentence encoder (--encoder-precision)
-        model = train_model(ds, out, config, aug, progress=False)
-        if augment == "auto":
-            chosen = json.loads((Path(out) / "auto.json").read_text())["chosen"]
-    best_epoch, examples_per_second = model.result.best_epoch, model.result.examples_per_second
-valid = {} if family == "knn" else {k: model.result.history[best_epoch][k] for k in ("P@1", "P@5", "PSP@1", "PSP@5")}
+with tempfile.TemporaryDirectory() as out:
+    config = model_config(family, seed=seed)
+    if family == "dual-encoder":
+        config = replace(config, encoder_precision=sys.argv[6])  # --encoder-precision
+    trained = train_model(ds, Path(out) / "model", config, aug, progress=False)
+model = trained.model
+chosen = trained.search["chosen"] if trained.search else None
+best_epoch, examples_per_second = model.result.best_epoch, model.result.examples_per_second
+valid = {k: model.result.history[best_epoch][k] for k in ("P@1", "P@5", "PSP@1", "PSP@5")}
 train_seconds = time.perf_counter() - t0
 texts = ds.test.texts
 model.predict(texts[:50], k=10)  # warm up
@@ -119,7 +112,7 @@ def auto_rows(rows: list[dict]) -> list[dict]:
     same seed) without training every candidate twice. When only the first n candidates (in auto's
     order, n >= 2) were run, the row is auto under a time budget that covers those n
     (``auto_candidates``; ``auto_train_seconds`` is their training time)."""
-    from gandalf_xmc.train.auto import AutoConfig, candidates_for, choose
+    from gandalf_xmc.workflow.auto import AutoConfig, candidates_for, choose
 
     out = []
     for model in dict.fromkeys(r["model"] for r in rows):

@@ -105,7 +105,7 @@ import numpy as np
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.models.classifier import NeuralXMC
 from gandalf_xmc.models.registry import model_config
-from gandalf_xmc.train.pipeline import write_predictions
+from gandalf_xmc.workflow.pipeline import write_predictions
 def status(key):
     for line in open("/proc/self/status"):
         if line.startswith(key):

@@ -15,11 +15,11 @@ from pathlib import Path
 
 from gandalf_xmc.augment import AugmentConfig, training_set
 from gandalf_xmc.data import load_dataset
+from gandalf_xmc.engine.clusters import shortlist_recall
 from gandalf_xmc.metrics import evaluate, inverse_propensity
 from gandalf_xmc.models.classifier import FAMILIES, ModelConfig, NeuralXMC
-from gandalf_xmc.train.loop import candidate_sets, predict
-from gandalf_xmc.train.pipeline import carve_validation
-from gandalf_xmc.train.shortlist import shortlist_recall
+from gandalf_xmc.models.neural_training import candidate_sets, predict
+from gandalf_xmc.workflow.pipeline import carve_validation
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -1,374 +1,537 @@
-"""The ``gandalf`` command line."""
+"""The ``gandalf`` command line.
+
+Heavy libraries are imported inside the commands that use them, so that ``gandalf predict MODEL
+--text`` on a linear model starts in well under a second. Every text from data is printed as
+plain text (never as markup), and user errors are one line on stderr with exit status 2.
+"""
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
+from enum import Enum
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from .augment.catalog import TRAINING_SETS
 from .errors import GandalfError
+from .models.registry import MODELS
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Gandalf / LabelMix label-feature augmentation for extreme multi-label classification.")
-console = Console()
 
-DATA_HELP = "Dataset directory (LF json or text layout); the embedded debian-bookworm dataset if omitted."
+# choices, from the tables that define them
+ModelName = Enum("ModelName", {n: n for n in MODELS}, type=str)
+TrainableModel = Enum("TrainableModel", {n: n for n in MODELS}, type=str)
+AugmentName = Enum("AugmentName", {n: n for n in TRAINING_SETS}, type=str)
+GraphKind = Enum("GraphKind", {n: n for n in ("cooccurrence", "random-walk", "glas", "identity")}, type=str)
+PointWeights = Enum("PointWeights", {"none": "none", "inverse-size": "inverse-size"}, type=str)
+Sampling = Enum("Sampling", {"random": "random", "tail": "tail"}, type=str)
+Precision = Enum("Precision", {n: n for n in ("auto", "float32", "bfloat16", "int8")}, type=str)
+ExportFormat = Enum("ExportFormat", {n: n for n in ("lf", "text", "npz", "bow")}, type=str)
 
-# Options of the label graph, shared by `augment`, `train` and `analyze` (see graph.GraphConfig).
-GRAPH_KIND_OPTION = typer.Option("cooccurrence", "--graph", help="cooccurrence | random-walk | glas | identity")
-DELTA_OPTION = typer.Option(0.1, min=0.0, max=0.999999, help="Keep soft targets strictly greater than this.")
+DATA_OPTION = typer.Option(None, "--data", help="A dataset directory (LF JSON or text layout) or a suite dataset's name "
+                                                "(gandalf datasets); default debian-bookworm.")
+DERIVE_OPTION = typer.Option(True, "--derive-filters/--no-derive-filters",
+                             help="When a split has no filter file, filter the pairs where a point is itself a label.")
+PROGRESS_OPTION = typer.Option(None, "--progress/--no-progress",
+                               help="Progress bars and stage lines on stderr (default: when stderr is a terminal).")
+FORCE_OPTION = typer.Option(False, "--force", help="Replace --out if it exists and is not empty.")
+SEED_OPTION = typer.Option(0, min=0, help="Random seed.")
+# the label graph, shared by augment, train and analyze (see graph.GraphConfig); None: the training set's own
+GRAPH_OPTION = typer.Option(None, "--graph", help="Label graph (default: cooccurrence, or the --augment preset's).")
+DELTA_OPTION = typer.Option(None, min=0.0, max=0.999999, help="Keep soft targets strictly greater than this (0.1).")
 TOP_K_OPTION = typer.Option(None, "--top-k", min=0, help="Cap of co-label targets an extra point (largest first).")
-SHRINKAGE_OPTION = typer.Option(0.0, min=0.0, help="alpha in G_ji / (G_jj + alpha): shrinks P[i | j] of rare labels j.")
-POINT_WEIGHTS_OPTION = typer.Option("none", help="none | inverse-size: a point with n labels counts 1/n in co-occurrence.")
-CO_LABEL_SCALE_OPTION = typer.Option(1.0, min=0.0, max=1.0,
-                                     help="Factor on an extra point's co-label targets (its own label stays 1).")
+SHRINKAGE_OPTION = typer.Option(None, min=0.0, help="alpha in G_ji / (G_jj + alpha): shrinks P[i | j] of rare labels j.")
+POINT_WEIGHTS_OPTION = typer.Option(None, help="inverse-size: a point with n labels counts 1/n in co-occurrence.")
+CO_LABEL_SCALE_OPTION = typer.Option(None, min=0.0, max=1.0, help="Factor on an extra point's co-label targets.")
 
 
-def _graph_config(kind: str, delta: float, top_k: Optional[int], shrinkage: float, point_weights: str,
-                  co_label_scale: float, seed: int = 0):
-    """The GraphConfig of the shared graph options, validated (a bad value is a one-line error)."""
-    from .graph import GraphConfig
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
 
-    config = GraphConfig(kind=kind, delta=delta, top_k=top_k, shrinkage=shrinkage, point_weights=point_weights,
-                         co_label_scale=co_label_scale, seed=seed)
-    config.validate()
-    return config
+        print(f"gandalf-xmc {__version__}")
+        raise typer.Exit()
 
 
-def _parse_ks(text: str) -> tuple[int, ...]:
-    try:
-        ks = tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
-    except ValueError:
-        raise typer.BadParameter(f"expected comma-separated integers, got {text!r}") from None
-    if not ks or min(ks) < 1:
-        raise typer.BadParameter("every k must be >= 1")
-    return ks
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit."),
+          threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads for numba kernels and torch "
+                                                "(default: every core).")) -> None:
+    """Gandalf / LabelMix label-feature augmentation for extreme multi-label classification."""
+    if threads:
+        import os
+
+        # set before numba or torch is imported: they read these once (the only process-wide setting)
+        os.environ["NUMBA_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(threads)
 
 
-@app.command()
-def stats(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
-          as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table.")) -> None:
-    """Dataset statistics: the paper's Table 1 columns (N, L, APpL, ALpP, AWpP) and tail figures."""
-    from .data import dataset_stats, load_dataset
-    from .experiments.demo import stats_table
-
-    ds = load_dataset(data_dir)
-    st = dataset_stats(ds)
-    if as_json:
-        print(json.dumps({"dataset": ds.name, **st}))
-    else:
-        console.print(stats_table(st, f"Dataset {ds.name}"))
-
-
-@app.command()
-def augment(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
-            out: Path = typer.Option(..., "--out", help="Output directory (a complete dataset directory)."),
-            delta: float = DELTA_OPTION,
-            graph: str = GRAPH_KIND_OPTION,
-            top_k: Optional[int] = TOP_K_OPTION,
-            shrinkage: float = SHRINKAGE_OPTION,
-            point_weights: str = POINT_WEIGHTS_OPTION,
-            co_label_scale: float = CO_LABEL_SCALE_OPTION,
-            labels_fraction: float = typer.Option(1.0, min=0.0, max=1.0, help="Share of labels that become points."),
-            labels_sampling: str = typer.Option("random", help="random | tail (five equi-voluminous bins, tail first)"),
-            seed: int = typer.Option(0, help="Random seed (random walk, label subsampling)."),
-            dask: Optional[str] = typer.Option(None, "--dask", help="Build the label graph on Dask: 'local:N' (a local "
-                                               "cluster of N worker processes) or a scheduler address tcp://HOST:PORT."),
-            progress: Optional[bool] = typer.Option(None, "--progress/--no-progress",
-                                                    help="Stage lines on stderr (default: when stderr is a terminal).")) -> None:
-    """Write Gandalf's extra points (aug.json.gz, aug_X_Y.txt) and the combined trn.json.gz."""
-    from contextlib import nullcontext
-
-    from .augment import AugmentConfig
-    from .augment.export import write_augmented_dataset
-    from .data import load_dataset
-
-    t0 = time.perf_counter()
-    config = AugmentConfig("gandalf", _graph_config(graph, delta, top_k, shrinkage, point_weights, co_label_scale, seed),
-                           labels_fraction=labels_fraction, labels_sampling=labels_sampling, seed=seed)
-    config.validate()
-    log = _stage_logger(progress)
-    if log:
-        log(f"reading {data_dir or 'the embedded dataset'} ...")
-    ds = load_dataset(data_dir, splits=("trn", "tst") if _has_test(data_dir) else ("trn",))
-    if dask:
-        from .graph.distributed import dask_client
-    with dask_client(dask) if dask else nullcontext() as client:
-        meta = write_augmented_dataset(ds, out, config, log=log, client=client)
-    n = max(meta["n_extra"], 1)
-    console.print(f"{meta['n_extra']:,} extra points ({meta['extra_targets_nnz'] / n:.2f} targets a point) "
-                  f"+ {meta['n_original_train']:,} original -> {out} in {time.perf_counter() - t0:.1f} s", soft_wrap=True)
+def _show_progress(progress: Optional[bool]) -> bool:
+    return sys.stderr.isatty() if progress is None else progress
 
 
 def _stage_logger(progress: Optional[bool]):
     """A function printing stage lines to stderr, or None when progress is off."""
-    if progress is None:
-        progress = sys.stderr.isatty()
-    return (lambda line: print(line, file=sys.stderr, flush=True)) if progress else None
+    return (lambda line: print(line, file=sys.stderr, flush=True)) if _show_progress(progress) else None
 
 
-def _has_test(data_dir: Optional[Path]) -> bool:
-    from .data.dataset import embedded_dataset_path
+def _console():
+    from rich.console import Console
 
-    d = Path(data_dir) if data_dir is not None else embedded_dataset_path()
-    return any((d / f).exists() for f in ("tst.json.gz", "tst.json", "tst_X.txt"))
+    return Console(highlight=False)
+
+
+def _say(text: str) -> None:
+    """One line of plain text to stdout (data never goes through markup)."""
+    from rich.text import Text
+
+    _console().print(Text(text), soft_wrap=True)
+
+
+def _load(data, splits=("trn", "tst"), derive_filters: bool = True):
+    from .data import load_dataset
+
+    ds = load_dataset(data, splits=splits, derive_filters=derive_filters)
+    for note in ds.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return ds
+
+
+def _graph_config(base, kind, delta, top_k, shrinkage, point_weights, co_label_scale, seed: int):
+    """``base`` (a GraphConfig) with the options that were given, validated."""
+    from dataclasses import replace
+
+    given = {"kind": kind.value if kind else None, "delta": delta, "top_k": top_k, "shrinkage": shrinkage,
+             "point_weights": point_weights.value if point_weights else None, "co_label_scale": co_label_scale}
+    config = replace(base, seed=seed, **{k: v for k, v in given.items() if v is not None})
+    config.validate()
+    return config
+
+
+def _table(title: str, columns: list[str], rows: list[list[str]], right: tuple[str, ...] = ()):
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(title))
+    for col in columns:
+        table.add_column(Text(col), justify="right" if col in right else "left")
+    for row in rows:
+        table.add_row(*[Text(c) for c in row])
+    _console().print(table)
+
+
+# ---------------------------------------------------------------------------------------------
+datasets_app = typer.Typer(help="The dev suite's datasets: list them (the default) or build one.", rich_markup_mode=None)
+app.add_typer(datasets_app, name="datasets")
+FIGURES = ("N", "L", "APpL", "ALpP", "AWpP", "labels_le5_pct", "labels_0_pct", "N_test")
+
+
+@datasets_app.callback(invoke_without_command=True)
+def datasets(ctx: typer.Context,
+             as_json: bool = typer.Option(False, "--json", help="Print a JSON list (name, path, domain, figures).")) -> None:
+    """List the suite's datasets with their Table 1 figures; every command takes a name for --data."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from .data.suite import SUITE, is_available, suite_path
+
+    rows = []
+    for entry in SUITE:
+        path = suite_path(entry.name)
+        available = is_available(entry.name)
+        figures = json.loads((path / "stats.json").read_text()) if available else {}
+        rows.append({"name": entry.name, "path": str(path), "domain": entry.domain, "available": available,
+                     "shipped": entry.shipped, **{k: figures[k] for k in FIGURES if k in figures}})
+    if as_json:
+        print(json.dumps(rows))
+        return
+    cells = [[r["name"] + ("" if r["available"] else " (not built)"), r["domain"],
+              *[f"{r[k]:,}" if isinstance(r.get(k), int) else f"{r[k]:.2f}" if k in r else "-" for k in FIGURES]]
+             for r in rows]
+    _table("Datasets (gandalf datasets build NAME builds one not yet built)", ["name", "domain", *FIGURES], cells,
+           right=FIGURES)
+
+
+@datasets_app.command("build")
+def datasets_build(name: str = typer.Argument(..., help="A suite dataset with a builder."),
+                   out: Optional[Path] = typer.Option(None, "--out", help="Directory to write (default: the suite's "
+                                                      "place for it)."),
+                   mirror: Optional[str] = typer.Option(None, "--mirror", help="Debian mirror (default deb.debian.org)."),
+                   force: bool = FORCE_OPTION, progress: Optional[bool] = PROGRESS_OPTION) -> None:
+    """Build a suite dataset from its pinned Debian package versions, byte for byte."""
+    from .data.suite import build
+
+    target = build(name, out, mirror, log=_stage_logger(progress), force=force)
+    _say(f"built {name} -> {target}")
+
+
+# ---------------------------------------------------------------------------------------------
+@app.command()
+def stats(data: Optional[str] = DATA_OPTION, derive_filters: bool = DERIVE_OPTION,
+          as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table.")) -> None:
+    """Dataset statistics: the paper's Table 1 columns (N, L, APpL, ALpP, AWpP) and tail figures."""
+    from .data import dataset_stats
+    from .experiments.demo import STAT_NAMES
+
+    ds = _load(data, derive_filters=derive_filters)
+    st = dataset_stats(ds)
+    if as_json:
+        print(json.dumps({"dataset": ds.name, **st}))
+        return
+    _table(f"Dataset {ds.name}", ["statistic", "value"],
+           [[STAT_NAMES.get(k, k), f"{v:,}" if isinstance(v, int) else f"{v:.2f}"] for k, v in st.items()], ("value",))
 
 
 @app.command()
-def evaluate(pred_file: Path = typer.Argument(..., help="Predictions: sparse matrix text, one row per point, label:score."),
-             data: Optional[Path] = typer.Option(None, "--data", help=DATA_HELP),
+def augment(data: Optional[str] = DATA_OPTION,
+            out: Path = typer.Option(..., "--out", help="Output directory: a complete dataset directory."),
+            training_set: AugmentName = typer.Option("gandalf", "--augment",
+                                                     help="gandalf | gandalf-tempered | identity | glas | random-walk."),
+            graph: Optional[GraphKind] = GRAPH_OPTION, delta: Optional[float] = DELTA_OPTION,
+            top_k: Optional[int] = TOP_K_OPTION, shrinkage: Optional[float] = SHRINKAGE_OPTION,
+            point_weights: Optional[PointWeights] = POINT_WEIGHTS_OPTION,
+            co_label_scale: Optional[float] = CO_LABEL_SCALE_OPTION,
+            labels_fraction: float = typer.Option(1.0, min=0.0, max=1.0, help="Share of labels that become points."),
+            labels_sampling: Sampling = typer.Option("random", help="random | tail (five equi-voluminous bins, tail first)"),
+            export: ExportFormat = typer.Option("lf", "--format", help="lf: LF JSON + sparse text targets (default); "
+                                                "text: the repository's text layout; npz: TF-IDF and targets as scipy "
+                                                "matrices (PECOS); bow: XMLRepo bag of words (binary targets only)."),
+            seed: int = SEED_OPTION,
+            dask: Optional[str] = typer.Option(None, "--dask", help="Build the label graph on Dask: 'local:N' (a local "
+                                               "cluster of N worker processes) or a scheduler address tcp://HOST:PORT."),
+            derive_filters: bool = DERIVE_OPTION, force: bool = FORCE_OPTION,
+            progress: Optional[bool] = PROGRESS_OPTION) -> None:
+    """Write the augmented training set as files other XMC tools read (label points, combined training set)."""
+    from contextlib import nullcontext
+    from dataclasses import replace
+
+    from .augment import preset
+    from .augment.export import write_augmented_dataset
+    from .errors import ConfigError
+
+    if training_set.value not in ("gandalf", "gandalf-tempered", "identity", "glas", "random-walk"):
+        raise ConfigError(f"augment writes label points (gandalf, gandalf-tempered, identity, glas, random-walk); "
+                          f"{training_set.value} is applied while training: use gandalf train --augment")
+    t0 = time.perf_counter()
+    base = preset(training_set.value, seed)
+    config = replace(base, graph=_graph_config(base.graph, graph, delta, top_k, shrinkage, point_weights, co_label_scale,
+                                               seed), labels_fraction=labels_fraction,
+                     labels_sampling=labels_sampling.value)
+    config.validate()
+    log = _stage_logger(progress)
+    if log:
+        log(f"reading {data or 'debian-bookworm'} ...")
+    ds = _load(data, splits=("trn", "tst") if _has_test(data) else ("trn",), derive_filters=derive_filters)
+    if dask:
+        from .graph.distributed import dask_client
+    with dask_client(dask) if dask else nullcontext() as client:
+        meta = write_augmented_dataset(ds, out, config, log=log, client=client, force=force, export=export.value)
+    n = max(meta["n_extra"], 1)
+    _say(f"{meta['n_extra']:,} extra points ({meta['extra_targets_nnz'] / n:.2f} targets a point) "
+         f"+ {meta['n_original_train']:,} original -> {out} in {time.perf_counter() - t0:.1f} s")
+
+
+def _has_test(data: Optional[str]) -> bool:
+    from .data.dataset import find_split_file
+    from .data.suite import resolve
+
+    d = resolve(data)
+    return find_split_file(d, "tst") is not None or (d / "tst_X.txt").exists()
+
+
+@app.command()
+def evaluate(pred_file: Path = typer.Argument(..., help="Predictions: sparse matrix text (label:score a row) or a "
+                                                         "scipy .npz matrix (one row a point)."),
+             data: Optional[str] = DATA_OPTION,
              split: str = typer.Option("tst", help="Which split the predictions are for."),
-             k: str = typer.Option("1,3,5", "-k", help="Comma-separated cut-offs."),
-             a: Optional[float] = typer.Option(None, "-A", help="Propensity A (default: dataset preset)."),
-             b: Optional[float] = typer.Option(None, "-B", help="Propensity B (default: dataset preset)."),
+             k: list[int] = typer.Option([1, 3, 5], "-k", min=1, help="A cut-off (repeat for several)."),
+             a: Optional[float] = typer.Option(None, "-A", help="Propensity A (default: the dataset's)."),
+             b: Optional[float] = typer.Option(None, "-B", help="Propensity B (default: the dataset's)."),
              bins: bool = typer.Option(False, "--bins", help="Also report each of five label-frequency bins' share of P@k."),
+             derive_filters: bool = DERIVE_OPTION,
              as_json: bool = typer.Option(False, "--json", help="Print one JSON object (metrics in percent).")) -> None:
     """Score a prediction file: P@k, nDCG@k, PSP@k, PSnDCG@k, R@k, C@k (filter pairs removed)."""
-    from .data import load_dataset
-    from .data.formats import read_sparse_text
+    from .data.formats import read_predictions
     from .data.stats import frequency_bins
+    from .errors import ConfigError
     from .metrics import bin_contributions, inverse_propensity
     from .metrics import evaluate as evaluate_metrics
 
-    ks = _parse_ks(k)
-    ds = load_dataset(data, splits=tuple(dict.fromkeys(("trn", split))))
+    ds = _load(data, splits=tuple(dict.fromkeys(("trn", split))), derive_filters=derive_filters)
     target = ds.split(split)
-    pred = read_sparse_text(pred_file, expect_shape=(len(target), ds.n_labels))
-    w = inverse_propensity(ds.original_train_Y(), *ds.propensity_constants(a, b))
+    ks = tuple(sorted(set(k)))
+    pa, pb = ds.propensity_constants(a, b)
+    if not (pa > 0 and pb >= 0) or pa != pa or pb != pb:
+        raise ConfigError(f"propensity constants must be A > 0 and B >= 0, got A = {pa}, B = {pb}")
+    pred = read_predictions(pred_file, expect_shape=(len(target), ds.n_labels))
+    w = inverse_propensity(ds.original_train_Y(), pa, pb)
     res = evaluate_metrics(pred, target.Y, w, ks, target.filter_pairs)
     out = {f"{m}@{kk}": res[f"{m}@{kk}"] for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "C") for kk in ks}
     if bins:
         contrib = bin_contributions(pred, target.Y, frequency_bins(ds.label_frequencies()), max(ks), target.filter_pairs)
         out.update({f"bin{i + 1}_P@{max(ks)}": float(c) for i, c in enumerate(contrib)})
     if as_json:
-        print(json.dumps(out))
+        print(json.dumps({**out, "propensity": {"A": pa, "B": pb}, "n_points": int(res["n_points"])}))
         return
-    table = Table(title=f"{pred_file.name} on {ds.name}/{split} ({int(res['n_points']):,} points with labels)")
-    table.add_column("metric")
-    for kk in ks:
-        table.add_column(f"@{kk}", justify="right")
-    for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "C"):
-        table.add_row(m, *[f"{out[f'{m}@{kk}']:.2f}" for kk in ks])
-    console.print(table)
+    _table(f"{pred_file.name} on {ds.name}/{split} ({int(res['n_points']):,} points with labels)",
+           ["metric", *[f"@{kk}" for kk in ks]],
+           [[m, *[f"{out[f'{m}@{kk}']:.2f}" for kk in ks]] for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "C")],
+           right=tuple(f"@{kk}" for kk in ks))
+    _say(f"propensity A = {pa:g}, B = {pb:g} (PSP, PSnDCG)")
     if bins:
-        console.print("share of P@%d by label-frequency bin (1 = head ... 5 = tail): " % max(ks)
-                      + ", ".join(f"{out[f'bin{i + 1}_P@{max(ks)}']:.2f}" for i in range(5)))
+        _say(f"share of P@{max(ks)} by label-frequency bin (1 = head ... 5 = tail): "
+             + ", ".join(f"{out[f'bin{i + 1}_P@{max(ks)}']:.2f}" for i in range(5)))
 
 
 @app.command()
-def train(model: str = typer.Option("linear", "--model", help="linear | astec | inceptionxml | dual-encoder."),
-          data: Optional[Path] = typer.Option(None, "--data", help=DATA_HELP),
-          augment: str = typer.Option("none", help="none | gandalf | identity | labelmix | z-only | uniform | glas | "
-                                                   "random-walk | synonym | mixup | label-mixup | auto (chosen on the "
-                                                   "validation split)"),
-          delta: float = DELTA_OPTION,
-          top_k: Optional[int] = TOP_K_OPTION,
-          shrinkage: float = SHRINKAGE_OPTION,
-          point_weights: str = POINT_WEIGHTS_OPTION,
-          co_label_scale: float = CO_LABEL_SCALE_OPTION,
-          extra_weight: float = typer.Option(1.0, min=0.0, help="Loss weight of an extra (label) point; originals weigh 1."),
-          extra_share: float = typer.Option(1.0, min=0.0, max=1.0,
-                                            help="Share of the extra points drawn (afresh) into each epoch."),
+def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".join(
+              f"{n}: {e.summary}" for n, e in MODELS.items())),
+          data: Optional[str] = DATA_OPTION,
+          training_set: AugmentName = typer.Option("none", "--augment", help=" | ".join(TRAINING_SETS)),
+          graph: Optional[GraphKind] = GRAPH_OPTION, delta: Optional[float] = DELTA_OPTION,
+          top_k: Optional[int] = TOP_K_OPTION, shrinkage: Optional[float] = SHRINKAGE_OPTION,
+          point_weights: Optional[PointWeights] = POINT_WEIGHTS_OPTION,
+          co_label_scale: Optional[float] = CO_LABEL_SCALE_OPTION,
+          extra_weight: Optional[float] = typer.Option(None, min=0.0, help="Loss weight of an extra (label) point; "
+                                                       "originals weigh 1 (default 1, gandalf-tempered 0.5)."),
+          extra_share: float = typer.Option(1.0, min=0.0, max=1.0, help="Share of the extra points drawn (afresh) into "
+                                            "each epoch (models trained in epochs)."),
           extra_negatives: bool = typer.Option(True, "--extra-negatives/--no-extra-negatives",
-                                                help="Whether an extra point's shortlist labels outside its targets "
-                                                     "count as negatives (neural models)."),
+                                               help="Whether an extra point's shortlist labels outside its targets count "
+                                                    "as negatives (neural models)."),
           auto_budget: float = typer.Option(60.0, min=0.0, help="Minutes --augment auto may spend on its trials."),
           out: Path = typer.Option(..., "--out", help="Model directory to write."),
-          epochs: Optional[int] = typer.Option(None, min=1, help="Default: the model's (linear 8, astec 20, "
-                                               "inceptionxml 20, dual-encoder 4)."),
+          epochs: Optional[int] = typer.Option(None, min=1, help="Epochs (models trained in epochs; default: the model's)."),
           valid_fraction: float = typer.Option(0.05, min=0.0, max=0.5,
                                                help="Share of training points held out for model selection."),
-          seed: int = typer.Option(0),
-          resume: bool = typer.Option(False, help="Continue from OUT/checkpoints/last.pt."),
-          encoder_precision: str = typer.Option("auto", help="dual-encoder's MiniLM: auto (bfloat16 where the CPU "
-                                                "has it natively, else float32) | float32 | bfloat16 | int8 (fastest "
-                                                "single queries, slightly lower scores).")) -> None:
-    """Train a model (soft-target BCE over shortlists) and save a self-contained model directory."""
-    from .augment import AugmentConfig
-    from .data import load_dataset
-    from .models.registry import MODEL_NAMES, model_config
-    from .train.pipeline import train_model
+          seed: int = SEED_OPTION,
+          resume: bool = typer.Option(False, help="Continue from OUT/checkpoints."),
+          encoder_precision: Precision = typer.Option("auto", help="dual-encoder's MiniLM: auto (bfloat16 where the CPU "
+                                                      "has it natively, else float32) | float32 | bfloat16 | int8."),
+          derive_filters: bool = DERIVE_OPTION, force: bool = FORCE_OPTION,
+          progress: Optional[bool] = PROGRESS_OPTION) -> None:
+    """Train a model and save a self-contained model directory (gandalf predict / serve read it)."""
+    from dataclasses import replace
 
-    if model not in MODEL_NAMES:
-        raise typer.BadParameter(f"unknown model {model!r}; choose one of {', '.join(MODEL_NAMES)}")
-    ds = load_dataset(data, splits=("trn",))
-    overrides = {"seed": seed, **({"epochs": epochs} if epochs else {})}
-    config = model_config(model, **overrides)
-    if encoder_precision != "auto":
-        if model != "dual-encoder":
-            raise typer.BadParameter("--encoder-precision applies to the dual-encoder only")
-        from .models.sentence import resolve_precision
+    from .augment import preset
+    from .errors import ConfigError
+    from .models.registry import model_config
+    from .workflow.auto import AutoConfig
+    from .workflow.pipeline import train_model
 
-        try:
-            config.encoder_precision = resolve_precision(encoder_precision)
-        except ValueError as err:
-            raise typer.BadParameter(str(err)) from None
-    from .train.auto import AutoConfig
+    if extra_weight is not None and extra_weight != extra_weight or extra_weight == float("inf"):
+        raise ConfigError(f"--extra-weight must be a finite number, got {extra_weight}")
+    ds = _load(data, splits=("trn",), derive_filters=derive_filters)
+    config = model_config(model.value, seed=seed, epochs=epochs)
+    if encoder_precision.value != "auto":
+        if model.value != "dual-encoder":
+            raise ConfigError("--encoder-precision applies to the dual-encoder only")
+        from .sentence import resolve_precision
 
-    graph = _graph_config("cooccurrence", delta, top_k, shrinkage, point_weights, co_label_scale)
-    aug = AugmentConfig(augment, graph, extra_weight=extra_weight, extra_share=extra_share,
-                        extra_negatives=extra_negatives, seed=seed)
-    trained = train_model(ds, out, config, aug, valid_fraction, resume, auto_config=AutoConfig(budget_seconds=60 * auto_budget))
+        config = replace(config, encoder_precision=resolve_precision(encoder_precision.value))
+    base = preset(training_set.value, seed)
+    changes = {"graph": _graph_config(base.graph, graph, delta, top_k, shrinkage, point_weights, co_label_scale, seed),
+               "extra_share": extra_share, "extra_negatives": extra_negatives}
+    if extra_weight is not None:
+        changes["extra_weight"] = extra_weight
+    aug = replace(base, **changes)
+    trained = train_model(ds, out, config, aug, valid_fraction, resume, progress=_show_progress(progress),
+                          auto_config=AutoConfig(budget_seconds=60 * auto_budget), force=force)
     res = trained.result
-    if augment == "auto":
-        chosen = json.loads((out / "auto.json").read_text())["chosen"]
-        console.print(f"auto chose {chosen} (search recorded in {out / 'auto.json'})")
-    console.print(f"trained {model} on {ds.name} ({augment}) in {res.seconds:.0f} s, {res.examples_per_second:,.0f} ex/s; "
-                  f"best epoch {res.best_epoch + 1} (valid {config.train.select_metric} {res.best_score:.2f}) -> {out}",
-                  soft_wrap=True)
+    if trained.search is not None:
+        _say(f"auto chose {trained.search['chosen']} (search recorded in {out / 'auto.json'})")
+    best = res.history[res.best_epoch] if res.history else {}
+    valid = f"valid P@1 {best['P@1']:.2f}, PSP@5 {best['PSP@5']:.2f}" if "P@1" in best else "no validation split"
+    epochs_note = f"best epoch {res.best_epoch + 1} of {len(res.history)}, " if MODELS[model.value].in_epochs else ""
+    _say(f"trained {model.value} on {ds.name} ({training_set.value}) in {res.seconds:.1f} s; {epochs_note}{valid} -> {out}")
 
 
 @app.command()
 def predict(model_dir: Path = typer.Argument(..., help="A directory written by 'gandalf train'."),
             text: Optional[str] = typer.Option(None, "--text", help="One query; prints its top labels."),
-            data: Optional[Path] = typer.Option(None, "--data", help="Dataset directory whose split to predict."),
+            input_file: Optional[str] = typer.Option(None, "--input", help="A file of queries, one a line (plain text, or "
+                                                     "JSON lines with a 'title'); '-' reads stdin. Writes ranked JSON lines."),
+            data: Optional[str] = typer.Option(None, "--data", help="A dataset (directory or suite name) whose split to "
+                                               "predict (with --out)."),
             split: str = typer.Option("tst"),
-            out: Optional[Path] = typer.Option(None, "--out", help="Prediction file (sparse text) for --data."),
-            k: Optional[int] = typer.Option(None, "-k", min=1,
-                                            help="Labels per query (default 5 with --text, 100 with --out).")) -> None:
-    """Predict the top-k labels of one query (--text) or of a dataset split (--data ... --out FILE)."""
-    from .data.dataset import embedded_dataset_path, find_split_file
-    from .data.formats import read_lf_json
-    from .errors import DataFormatError
-    from .train.pipeline import load_model, write_predictions
+            out: Optional[Path] = typer.Option(None, "--out", help="Output file: sparse text predictions for --data, JSON "
+                                               "lines for --input (default stdout)."),
+            k: Optional[int] = typer.Option(None, "-k", min=1, help="Labels per query (default 5; 100 with --data)."),
+            as_json: bool = typer.Option(False, "--json", help="With --text: print one JSON object."),
+            progress: Optional[bool] = PROGRESS_OPTION) -> None:
+    """Top labels of one query (--text), of a file of raw queries (--input), or of a dataset split (--data --out)."""
+    from .errors import ConfigError
+    from .predictor import load_predictor
 
-    model, label_uids, label_texts = load_model(model_dir)
+    modes = [text is not None, input_file is not None, data is not None]
+    if sum(modes) != 1:
+        raise ConfigError("give one of --text QUERY, --input FILE (or -), or --data DATASET with --out FILE")
+    predictor = load_predictor(model_dir, light=data is None)  # numpy-only for queries: a fast start
     if text is not None:
-        k = k or 5
-        pred = model.predict([text], k=k)
-        order = np.argsort(-pred.data, kind="stable")
-        table = Table(title=f"top {k} labels for {text!r}")
-        for col in ("rank", "label", "text", "score"):
-            table.add_column(col, justify="right" if col in ("rank", "score") else "left")
-        for rank, pos in enumerate(order, start=1):
-            j = int(pred.indices[pos])
-            table.add_row(str(rank), label_uids[j], label_texts[j], f"{pred.data[pos]:.3f}")
-        console.print(table)
+        ranked = predictor.predict_labels([text], k or 5)[0]
+        if as_json:
+            print(json.dumps({"text": text, "labels": ranked}, ensure_ascii=False))
+        else:
+            shown = text if len(text) <= 80 else text[:77] + "..."
+            _table(f"top {k or 5} labels for {shown!r}", ["rank", "label", "text", "score"],
+                   [[str(i + 1), r["id"], r["text"], f"{r['score']:.3f}"] for i, r in enumerate(ranked)], ("rank", "score"))
+        if not predictor.knows_words_of(text):
+            print("warning: none of the query's words is in the model's vocabulary: the labels above are its prior",
+                  file=sys.stderr)
+        return
+    if input_file is not None:
+        from .predictor import predict_lines
+
+        n = predict_lines(predictor, input_file, out, k or 5)
+        if out is not None:
+            _say(f"wrote the top-{k or 5} labels of {n:,} queries to {out}")
         return
     if out is None:
-        raise typer.BadParameter("give --text QUERY, or --data DIR (optional) with --out FILE")
-    directory = Path(data) if data is not None else embedded_dataset_path()
-    split_path = find_split_file(directory, split)
-    if split_path is None:
-        raise DataFormatError(directory / f"{split}.json.gz", None, f"missing '{split}' split file")
-    points = read_lf_json(split_path, len(label_texts), require_targets=None)
-    k = k or 100
-    write_predictions(model, points.texts, len(label_texts), out, k=k)
-    console.print(f"wrote top-{k} predictions of {len(points.texts):,} points to {out}")
+        raise ConfigError("--data needs --out FILE (the prediction file)")
+    from .data.dataset import find_split_file
+    from .data.formats import read_lf_json
+    from .data.suite import resolve
+
+    directory = resolve(data)
+    if find_split_file(directory, "lbl") is not None or (directory / "lbl_X.txt").exists():
+        ds = _load(data, splits=(split,), derive_filters=False)
+        predictor.check_labels(ds.label_uids, ds.label_texts, ds.path)
+        texts = ds.split(split).texts
+    else:  # new points only: the model's labels, targets optional
+        split_path = find_split_file(directory, split)
+        if split_path is None:
+            from .errors import DataFormatError
+
+            raise DataFormatError(directory / f"{split}.json.gz", None, f"missing '{split}' split file")
+        texts = read_lf_json(split_path, predictor.n_labels, require_targets=None).texts
+    from .workflow.pipeline import write_predictions
+
+    kk = k or 100
+    write_predictions(predictor.model, texts, predictor.n_labels, out, k=kk, progress=_show_progress(progress))
+    _say(f"wrote top-{kk} predictions of {len(texts):,} points to {out}")
 
 
 @app.command()
-def analyze(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
-            delta: float = DELTA_OPTION,
-            graph: str = GRAPH_KIND_OPTION,
-            top_k: Optional[int] = TOP_K_OPTION,
-            shrinkage: float = SHRINKAGE_OPTION,
-            point_weights: str = POINT_WEIGHTS_OPTION,
-            co_label_scale: float = CO_LABEL_SCALE_OPTION,
+def serve(model_dir: Path = typer.Argument(..., help="A directory written by 'gandalf train'."),
+          host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+          port: int = typer.Option(8000, min=0, max=65535, help="Port (0: any free port, printed)."),
+          max_batch: int = typer.Option(1024, min=1, help="Most texts one request may hold."),
+          max_k: int = typer.Option(100, min=1, help="Largest k a request may ask for.")) -> None:
+    """Answer POST /predict (JSON: {"text": ...} or {"texts": [...]}, "k") and GET /health over HTTP."""
+    from .serve import run_server
+
+    run_server(model_dir, host, port, max_batch=max_batch, max_k=max_k)
+
+
+@app.command()
+def analyze(data: Optional[str] = DATA_OPTION,
+            training_set: AugmentName = typer.Option("gandalf", "--augment", help="gandalf | gandalf-tempered: which "
+                                                     "label graph's soft targets to describe."),
+            graph: Optional[GraphKind] = GRAPH_OPTION, delta: Optional[float] = DELTA_OPTION,
+            top_k: Optional[int] = TOP_K_OPTION, shrinkage: Optional[float] = SHRINKAGE_OPTION,
+            point_weights: Optional[PointWeights] = POINT_WEIGHTS_OPTION,
+            co_label_scale: Optional[float] = CO_LABEL_SCALE_OPTION,
             baseline: Optional[Path] = typer.Option(None, "--baseline", help="Predictions of a model trained without "
-                                                    "the augmentation (sparse text, as `gandalf predict --out`)."),
+                                                    "the augmentation (as `gandalf predict --out`)."),
             augmented: Optional[Path] = typer.Option(None, "--augmented", help="Predictions of the same model trained "
                                                      "with it."),
             split: str = typer.Option("tst", help="Which split the predictions are for."),
-            k: int = typer.Option(5, "-k", min=1),
+            k: int = typer.Option(5, "-k", min=1), seed: int = SEED_OPTION, derive_filters: bool = DERIVE_OPTION,
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
-    """Per label-frequency bin: the extra points' soft targets (co-labels a point, share of 1.0
-    targets) and, given two prediction files, what the augmentation did to P@k and PSP@k."""
-    from .data import load_dataset, read_sparse_text
+    """Per label-frequency bin: the extra points' soft targets and, given two prediction files, what
+    the augmentation did to P@k and PSP@k."""
+    from .augment import graph_for, preset
+    from .data.formats import read_predictions
+    from .errors import ConfigError
     from .experiments.analysis import augmentation_effect, soft_target_stats
     from .graph import label_graph
     from .metrics import inverse_propensity
 
     if (baseline is None) != (augmented is None):
-        raise typer.BadParameter("give both --baseline and --augmented, or neither")
-    config = _graph_config(graph, delta, top_k, shrinkage, point_weights, co_label_scale)
-    ds = load_dataset(data_dir, splits=("trn", split) if baseline is not None else ("trn",))
+        raise ConfigError("give both --baseline and --augmented, or neither")
+    base = preset(training_set.value, seed)
+    config = _graph_config(graph_for(base), graph, delta, top_k, shrinkage, point_weights, co_label_scale, seed)
+    ds = _load(data, splits=("trn", split) if baseline is not None else ("trn",), derive_filters=derive_filters)
     Y = ds.original_train_Y()
     freq = ds.label_frequencies()
     result: dict = {"dataset": ds.name, "graph": config.__dict__,
                     "soft_targets": soft_target_stats(label_graph(Y, config), freq)}
     if baseline is not None:
         truth = ds.split(split)
-        preds = [read_sparse_text(p, expect_shape=(len(truth), ds.n_labels)) for p in (baseline, augmented)]
+        preds = [read_predictions(p, expect_shape=(len(truth), ds.n_labels)) for p in (baseline, augmented)]
         inv = inverse_propensity(Y, *ds.propensity_constants())
         result["effect"] = augmentation_effect(*preds, truth.Y, freq, inv, truth.filter_pairs, k)
     if as_json:
         print(json.dumps(result))
         return
-    table = Table(title=f"Extra points' soft targets by label-frequency bin ({graph}, delta {delta})")
-    for col in ("bin", "labels", "mean freq", "seen once %", "co-labels a point", "co-labels = 1.0 %", "mean co-label"):
-        table.add_column(col, justify="right")
-    for r in result["soft_targets"]:
-        table.add_row(str(r["bin"]), f"{r['labels']:,}", f"{r['mean_frequency']:.1f}", f"{r['seen_once_pct']:.1f}",
-                      f"{r['co_labels_per_point']:.2f}", f"{r['co_label_ones_pct']:.1f}", f"{r['co_label_mean']:.3f}")
-    console.print(table)
-    console.print("bin 1 = head (most frequent labels) ... bin 5 = tail; each bin holds a fifth of all positives")
+    _table(f"Extra points' soft targets by label-frequency bin ({config.kind}, delta {config.delta})",
+           ["bin", "labels", "mean freq", "seen once %", "co-labels a point", "co-labels = 1.0 %", "mean co-label"],
+           [[str(r["bin"]), f"{r['labels']:,}", f"{r['mean_frequency']:.1f}", f"{r['seen_once_pct']:.1f}",
+             f"{r['co_labels_per_point']:.2f}", f"{r['co_label_ones_pct']:.1f}", f"{r['co_label_mean']:.3f}"]
+            for r in result["soft_targets"]], right=("labels", "mean freq", "seen once %", "co-labels a point",
+                                                     "co-labels = 1.0 %", "mean co-label"))
+    _say("bin 1 = head (most frequent labels) ... bin 5 = tail; each bin holds a fifth of all positives")
     if "effect" in result:
         eff = result["effect"]
-        table = Table(title=f"Contribution of each bin to P@{k} and PSP@{k}: baseline -> augmented")
-        for col in ("bin", f"P@{k}", f"delta P@{k}", f"PSP@{k}", f"delta PSP@{k}"):
-            table.add_column(col, justify="right")
-        for r in eff["per_bin"]:
-            table.add_row(str(r["bin"]), f"{r[f'baseline_P@{k}']:.2f} -> {r[f'augmented_P@{k}']:.2f}",
-                          f"{r[f'delta_P@{k}']:+.2f}", f"{r[f'baseline_PSP@{k}']:.2f} -> {r[f'augmented_PSP@{k}']:.2f}",
-                          f"{r[f'delta_PSP@{k}']:+.2f}")
-        console.print(table)
+        _table(f"Contribution of each bin to P@{k} and PSP@{k}: baseline -> augmented",
+               ["bin", f"P@{k}", f"delta P@{k}", f"PSP@{k}", f"delta PSP@{k}"],
+               [[str(r["bin"]), f"{r[f'baseline_P@{k}']:.2f} -> {r[f'augmented_P@{k}']:.2f}", f"{r[f'delta_P@{k}']:+.2f}",
+                 f"{r[f'baseline_PSP@{k}']:.2f} -> {r[f'augmented_PSP@{k}']:.2f}", f"{r[f'delta_PSP@{k}']:+.2f}"]
+                for r in eff["per_bin"]])
         o = eff["overall"]
-        console.print(", ".join(f"{m} {o['baseline'][m]:.2f} -> {o['augmented'][m]:.2f}" for m in o["baseline"]))
+        _say(", ".join(f"{m} {o['baseline'][m]:.2f} -> {o['augmented'][m]:.2f}" for m in o["baseline"]))
 
 
 @app.command()
-def demo(data_dir: Optional[Path] = typer.Argument(None, help=DATA_HELP),
+def demo(data: Optional[str] = DATA_OPTION,
          out: Path = typer.Option(Path("gandalf-demo"), "--out", help="Where models, predictions and results.json go."),
-         model: str = typer.Option("linear", "--model", help="linear (the best) | astec | inceptionxml | dual-encoder "
-                                   "| knn (training-free, fastest)."),
-         epochs: Optional[int] = typer.Option(None, min=1, help="Default: the model's."),
-         delta: float = typer.Option(0.1, min=0.0, max=0.999999),
-         seed: int = typer.Option(0)) -> None:
-    """Run the pipeline on a dataset: stats, augment, train/predict without augmentation, with Gandalf
-    (from the written files) and with identity label points, evaluate; print one comparison table."""
+         model: ModelName = typer.Option("linear", "--model", help=" | ".join(MODELS)),
+         epochs: Optional[int] = typer.Option(None, min=1, help="Epochs (models trained in epochs)."),
+         seed: int = SEED_OPTION, force: bool = FORCE_OPTION, progress: Optional[bool] = PROGRESS_OPTION) -> None:
+    """Run the pipeline on a dataset: stats, augment, train and predict without augmentation and with
+    label points (the paper's Gandalf, identity, tempered), evaluate; print one comparison table."""
     from .experiments.demo import run_demo
 
-    run_demo(data_dir, out, model=model, delta=delta, seed=seed, console=console, epochs=epochs)
+    run_demo(data, out, model=model.value, seed=seed, epochs=epochs, force=force, progress=_show_progress(progress),
+             say=_say, table=_table)
 
 
 @app.command()
-def reproduce(data_dir: Optional[Path] = typer.Option(None, "--data", help=DATA_HELP),
+def reproduce(data: Optional[str] = DATA_OPTION,
               out: Path = typer.Option(..., "--out", help="REPORT_DIR: report.md, PNG figures, results.json, runs/."),
-              models: str = typer.Option("linear", "--models",
-                                         help="Table 3's models, comma-separated: linear, astec, inceptionxml, "
-                                              "dual-encoder, knn."),
-              ablation_model: str = typer.Option("linear", "--ablation-model",
-                                                 help="The model of every other table (the paper's InceptionXML role)."),
+              models: list[ModelName] = typer.Option(["linear"], "--models", help="Table 3's models (repeat the option)."),
+              ablation_model: ModelName = typer.Option("linear", "--ablation-model",
+                                                       help="The model of every other table (the paper's InceptionXML role)."),
               seeds: int = typer.Option(3, min=1, help="Seeds 0..N-1 for every run."),
-              epochs: int = typer.Option(3, min=0, help="Epoch budget of every run (0: each model's own default "
-                                                         "with early stopping; about 140 min instead of 60 for linear)."),
+              epochs: int = typer.Option(3, min=0, help="Epoch budget of the models trained in epochs (0: each "
+                                                         "model's own default)."),
               parallel: int = typer.Option(2, min=1, help="Runs at a time, each in its own process."),
-              quick: bool = typer.Option(False, "--quick", help="Everything on a small sample with 2 epochs, a smoke test "
-                                                                "of every table and plot (minutes)."),
-              ) -> None:
+              quick: bool = typer.Option(False, "--quick", help="Everything on a small sample: a smoke test of every "
+                                                                "table and plot (minutes).")) -> None:
     """Run every experiment of the paper (Tables 1-7, Figures 2-3) and write REPORT_DIR/report.md.
 
-    Finished runs are kept in REPORT_DIR/runs: run the same command again to continue after an
-    interruption."""
+    Finished runs are kept in REPORT_DIR/runs: the same command again continues after an interruption."""
     from .experiments.reproduce import ReproduceConfig
     from .experiments.reproduce import reproduce as run_reproduce
 
-    names = tuple(m.strip() for m in models.split(",") if m.strip())
-    config = ReproduceConfig(models=names, ablation_model=ablation_model, seeds=tuple(range(seeds)),
-                             epochs=epochs or None, quick=quick, parallel=parallel)
-    run_reproduce(data_dir, out, config, log=console.print)
+    config = ReproduceConfig(models=tuple(m.value for m in models), ablation_model=ablation_model.value,
+                             seeds=tuple(range(seeds)), epochs=epochs or None, quick=quick, parallel=parallel)
+    run_reproduce(data, out, config, log=_say)
+
+
+def _terminate(signum, frame) -> None:
+    print("interrupted", file=sys.stderr)
+    raise KeyboardInterrupt  # unwinds like Ctrl-C: staging directories and temporary files are removed
 
 
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit status 2 (no traceback)."""
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         app()
     except GandalfError as exc:
@@ -377,6 +540,9 @@ def main() -> None:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+    except MemoryError:
+        print("error: out of memory", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

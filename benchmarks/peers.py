@@ -1,0 +1,266 @@
+"""Our linear model beside PECOS XR-Linear and napkinXC PLT, in one run, on the same files, the
+same TF-IDF features and the same metrics: one table per dataset.
+
+    python benchmarks/peers.py                              # every suite dataset, its test split
+    python benchmarks/peers.py --split valid --seeds 0 1 2  # validation splits (what tuning looks at)
+    python benchmarks/peers.py --datasets jargon --training none gandalf
+
+The peers pin numpy < 2, so they live in their own virtual environment, made on first use in
+``$GANDALF_CACHE/peers-venv`` (libpecos without its deep-learning dependencies, napkinxc). Each tool
+runs as its own processes, reading the same dataset directory:
+
+* training: the whole process is timed from outside (start-up, imports, reading, TF-IDF, training);
+  ``train s`` is the part after the features, timed inside;
+* prediction: a second process loads the model and the queries; ``q/s`` times the prediction of
+  every query (top 10) inside it.
+
+TF-IDF for the peers is scikit-learn's vectorizer with our settings (word uni- and bi-grams,
+sublinear tf, fitted on training and label texts), so every tool learns from the same features.
+``--training gandalf`` trains on the directory ``gandalf augment`` writes (the paper's Gandalf,
+delta 0.1): PECOS gets the soft targets as its relevance matrix R (and their support as Y);
+napkinXC has no soft targets and gets every target as a positive. Scores are ours
+(:func:`gandalf_xmc.metrics.evaluate`, filter pairs removed). Writes ``benchmarks/results/peers-<split>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+HERE = Path(__file__).resolve().parent
+PEER_PACKAGES = ["numpy>=1.26,<2", "scipy>=1.10,<1.14", "scikit-learn>=1.3", "napkinxc==0.7.2"]
+PECOS = "libpecos==1.2.8"  # without its dependencies: XR-Linear needs only numpy, scipy and scikit-learn
+METRICS = ("P@1", "P@5", "PSP@1", "PSP@5")
+
+PEER_CHILD = r'''
+import gzip, json, sys, time
+import numpy as np, scipy.sparse as sp
+from sklearn.feature_extraction.text import TfidfVectorizer
+tool, data, work, stage = sys.argv[1:5]
+
+def read(path):
+    rows = [json.loads(line) for line in gzip.open(path, "rt", encoding="utf-8")]
+    return [r["title"] for r in rows], rows
+
+def vectorizer(vocabulary=None):
+    return TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, token_pattern=r"(?u)\b\w+\b", dtype=np.float32,
+                           vocabulary=vocabulary)
+
+if stage == "train":
+    texts, rows = read(f"{data}/trn.json.gz")
+    label_texts, _ = read(f"{data}/lbl.json.gz")
+    L = len(label_texts)
+    ind = [r["target_ind"] for r in rows]
+    rel = [r.get("target_rel", [1.0] * len(r["target_ind"])) for r in rows]
+    indptr = np.cumsum([0] + [len(i) for i in ind])
+    R = sp.csr_matrix((np.concatenate(rel).astype(np.float32), np.concatenate(ind).astype(np.int64), indptr),
+                      shape=(len(rows), L))
+    vec = vectorizer().fit(texts + label_texts)
+    X = vec.transform(texts).astype(np.float32)
+    X.sort_indices()
+    t0 = time.perf_counter()
+    if tool == "pecos":
+        from pecos.xmc import Indexer, LabelEmbeddingFactory
+        from pecos.xmc.xlinear.model import XLinearModel
+        Y = R.copy(); Y.data[:] = 1.0
+        soft = bool((R.data != 1.0).any())
+        C = Indexer.gen(LabelEmbeddingFactory.create(Y, X, method="pifa"), indexer_type="hierarchicalkmeans")
+        model = XLinearModel.train(X, Y, C=C, R=R if soft else None)
+        model.save(f"{work}/model")
+    else:
+        from napkinxc.models import PLT
+        model = PLT(f"{work}/model", threads=2, seed=0)
+        model.fit(X, [r["target_ind"] for r in rows])
+    train_seconds = time.perf_counter() - t0
+    vocab = sorted(vec.vocabulary_.items(), key=lambda kv: kv[1])
+    json.dump({"vocabulary": [t for t, _ in vocab], "idf": vec.idf_.tolist(), "n_labels": L},
+              open(f"{work}/features.json", "w"))
+    print(json.dumps({"train_seconds": train_seconds}))
+else:
+    spec = json.load(open(f"{work}/features.json"))
+    vec = vectorizer({t: i for i, t in enumerate(spec["vocabulary"])})
+    vec.idf_ = np.array(spec["idf"])
+    texts, _ = read(f"{data}/tst.json.gz")
+    if tool == "pecos":
+        from pecos.xmc.xlinear.model import XLinearModel
+        model = XLinearModel.load(f"{work}/model")
+    else:
+        from napkinxc.models import PLT
+        model = PLT(f"{work}/model")
+        model.load()
+    X = vec.transform(texts).astype(np.float32)
+    X.sort_indices()
+    t0 = time.perf_counter()
+    if tool == "pecos":
+        P = model.predict(X, only_topk=10).tocsr()
+    else:
+        out = model.predict_proba(X, top_k=10)
+        rows = [i for i, r in enumerate(out) for _ in r]
+        P = sp.csr_matrix(([s for r in out for _, s in r], (rows, [l for r in out for l, _ in r])),
+                          shape=(len(texts), spec["n_labels"]))
+    seconds = time.perf_counter() - t0
+    sp.save_npz(f"{work}/pred.npz", P.astype(np.float32))
+    print(json.dumps({"queries_per_second": len(texts) / seconds}))
+'''
+
+OUR_PREDICT = r'''
+import json, sys, time
+import scipy.sparse as sp
+from gandalf_xmc.data import load_dataset
+from gandalf_xmc.predictor import load_predictor
+model = load_predictor(sys.argv[1]).model
+texts = load_dataset(sys.argv[2], splits=("tst",)).test.texts
+t0 = time.perf_counter()
+P = model.predict(texts, k=10)
+seconds = time.perf_counter() - t0
+sp.save_npz(sys.argv[3], P)
+print(json.dumps({"queries_per_second": len(texts) / seconds}))
+'''
+
+
+def peers_python() -> Path:
+    """The peers' interpreter, installing their environment on first use."""
+    root = Path(os.environ.get("GANDALF_CACHE") or Path.home() / ".cache" / "gandalf-xmc") / "peers-venv"
+    python = root / "bin" / "python"
+    stamp = root / ".installed"
+    if not stamp.exists():
+        print(f"making the peers' environment in {root} (once) ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
+        pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        subprocess.run(pip + PEER_PACKAGES, check=True)
+        subprocess.run(pip + ["--no-deps", PECOS], check=True)
+        stamp.touch()
+    return python
+
+
+def timed(cmd: list[str], env: dict | None = None) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])} failed:\n{proc.stderr[-3000:]}")
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    return seconds, (json.loads(lines[-1]) if lines else {})
+
+
+def prepare(dataset: str, split: str, seed: int, work: Path) -> Path:
+    """A dataset directory whose ``trn``/``tst`` are the training part and the points scored."""
+    from gandalf_xmc.data import XMCDataset, load_dataset, write_dataset
+    from gandalf_xmc.workflow.pipeline import carve_validation
+
+    sys.path.insert(0, str(HERE))
+    from suite import valid_fraction
+
+    ds = load_dataset(dataset)
+    if split == "test":
+        return Path(ds.path)
+    rest, valid = carve_validation(ds, valid_fraction(len(ds.train)), seed)
+    out = work / f"{dataset}-valid{seed}"
+    write_dataset(XMCDataset(ds.name, ds.label_uids, ds.label_texts, {"trn": rest.train, "tst": valid},
+                             propensity=ds.propensity_constants()), out)
+    card = {"name": ds.name, "propensity": dict(zip("AB", ds.propensity_constants()))}
+    (out / "dataset.json").write_text(json.dumps(card) + "\n")
+    return out
+
+
+def score(pred: sp.csr_matrix, data_dir: Path) -> dict:
+    from gandalf_xmc.data import load_dataset
+    from gandalf_xmc.metrics import evaluate, inverse_propensity
+
+    ds = load_dataset(data_dir)
+    inv = inverse_propensity(ds.original_train_Y(), *ds.propensity_constants())
+    res = evaluate(pred, ds.test.Y, inv, (1, 5), ds.test.filter_pairs)
+    return {m: res[m] for m in METRICS}
+
+
+def run_dataset(dataset: str, split: str, seed: int, trainings: list[str], tools: list[str], work: Path,
+                python: Path | None) -> list[dict]:
+    data = prepare(dataset, split, seed, work)
+    gandalf = [sys.executable, "-m", "gandalf_xmc.cli"]
+    rows = []
+    for training in trainings:
+        train_dir = data
+        if training == "gandalf":
+            train_dir = work / f"{data.name}-gandalf"
+            subprocess.run(gandalf + ["augment", "--data", str(data), "--out", str(train_dir), "--force"], check=True,
+                           capture_output=True)
+        for tool in tools:
+            tool_dir = work / f"{data.name}-{training}-{tool}"
+            tool_dir.mkdir(parents=True, exist_ok=True)
+            if tool == "gandalf":
+                model_dir = tool_dir / "model"
+                wall, _ = timed(gandalf + ["train", "--data", str(train_dir), "--out", str(model_dir), "--valid-fraction",
+                                           "0", "--no-progress", "--force"])
+                spec = json.loads((model_dir / "model.json").read_text())
+                inner = {"train_seconds": spec["result"]["seconds"]}
+                _, pred_info = timed([sys.executable, "-c", OUR_PREDICT, str(model_dir), str(data), str(tool_dir / "pred.npz")])
+            else:
+                wall, inner = timed([str(python), "-c", PEER_CHILD, tool, str(train_dir), str(tool_dir), "train"])
+                _, pred_info = timed([str(python), "-c", PEER_CHILD, tool, str(data), str(tool_dir), "predict"])
+            metrics = score(sp.load_npz(tool_dir / "pred.npz").tocsr(), data)
+            row = {"dataset": dataset, "split": split, "seed": seed, "training": training, "tool": tool,
+                   "process_seconds": wall, **inner, **pred_info, **metrics}
+            rows.append(row)
+            print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    out = []
+    for dataset in dict.fromkeys(r["dataset"] for r in rows):
+        sub = [r for r in rows if r["dataset"] == dataset]
+        out.append(f"\n{dataset} ({sub[0]['split']} split{'s' if len({r['seed'] for r in sub}) > 1 else ''})\n")
+        out.append("| training | tool | process s | train s | q/s | " + " | ".join(METRICS) + " |")
+        out.append("|" + " --- |" * (len(METRICS) + 5))
+        for training in dict.fromkeys(r["training"] for r in sub):
+            ours = [r for r in sub if r["training"] == training and r["tool"] == "gandalf"]
+            for tool in dict.fromkeys(r["tool"] for r in sub):
+                rs = [r for r in sub if r["training"] == training and r["tool"] == tool]
+                if not rs:
+                    continue
+                def cell(key: str, rs=rs) -> float:
+                    return float(np.mean([r[key] for r in rs]))
+
+                ratio = f" ({cell('process_seconds') / np.mean([r['process_seconds'] for r in ours]):.2f}x ours)" \
+                    if ours and tool != "gandalf" else ""
+                out.append(f"| {training} | {tool} | {cell('process_seconds'):.1f}{ratio} | {cell('train_seconds'):.1f} | "
+                           f"{cell('queries_per_second'):,.0f} | " + " | ".join(f"{cell(m):.2f}" for m in METRICS) + " |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    from gandalf_xmc.data.suite import SUITE, build, is_available
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--datasets", nargs="+", default=[d.name for d in SUITE])
+    ap.add_argument("--split", choices=("valid", "test"), default="test")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0], help="validation splits (with --split valid)")
+    ap.add_argument("--training", nargs="+", default=["none", "gandalf"], choices=("none", "gandalf"))
+    ap.add_argument("--tools", nargs="+", default=["gandalf", "pecos", "napkinxc"])
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    python = peers_python() if set(args.tools) - {"gandalf"} else None
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="gandalf-peers-") as tmp:
+        for dataset in args.datasets:
+            if not is_available(dataset):
+                build(dataset)
+            for seed in (args.seeds if args.split == "valid" else [0]):
+                rows += run_dataset(dataset, args.split, seed, args.training, args.tools, Path(tmp), python)
+    print(table(rows))
+    out = args.out or HERE / "results" / f"peers-{args.split}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

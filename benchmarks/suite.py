@@ -1,0 +1,153 @@
+"""Any model and augmentation over the dev suite: one table per dataset, scored on validation
+splits carved from the training points (``--split valid``, what defaults are chosen on) or on the
+test split (``--split test``, for reporting only).
+
+    python benchmarks/suite.py --models linear --augments none gandalf auto --seeds 0 1 2
+    python benchmarks/suite.py --models linear --set beam=20 --set solver.C=2 --datasets gene-ontology jargon
+
+The validation share is 5% of the training points, raised to reach 1,000 points where the data
+allows, at most 20% (small datasets would otherwise be judged on a few dozen points). Seed s
+carves split s and trains with seed s. ``--set`` changes a setting of the model (dotted names
+reach nested settings). Writes ``benchmarks/results/suite-<split>.json`` (or ``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import fields, is_dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from gandalf_xmc.augment import AugmentConfig, extra_mask, mixer_for, training_set
+from gandalf_xmc.data import load_dataset
+from gandalf_xmc.data.suite import SUITE, build, is_available
+from gandalf_xmc.engine.records import ExtraPoints
+from gandalf_xmc.metrics import evaluate, inverse_propensity
+from gandalf_xmc.models.registry import build_model, model_config
+from gandalf_xmc.workflow.auto import AUTO_CANDIDATES
+from gandalf_xmc.workflow.pipeline import carve_validation
+
+HERE = Path(__file__).resolve().parent
+METRICS = ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5")
+
+
+def valid_fraction(n: int) -> float:
+    return float(np.clip(1000 / max(n, 1), 0.05, 0.2))
+
+
+def with_settings(config, settings: dict):
+    """``config`` with dotted ``settings`` applied (values parsed as JSON where they parse)."""
+    for key, value in settings.items():
+        head, _, rest = key.partition(".")
+        if not is_dataclass(config) or head not in {f.name for f in fields(config)}:
+            raise SystemExit(f"unknown setting {key!r}")
+        current = getattr(config, head)
+        config = replace(config, **{head: with_settings(current, {rest: value}) if rest else value})
+    return config
+
+
+def parse_settings(pairs: list[str]) -> dict:
+    out = {}
+    for pair in pairs:
+        key, _, text = pair.partition("=")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        out[key] = tuple(value) if isinstance(value, list) else value
+    return out
+
+
+def augment_config(name: str, seed: int) -> AugmentConfig:
+    base = AUTO_CANDIDATES[name] if name in AUTO_CANDIDATES else AugmentConfig(name)
+    return replace(base, seed=seed)
+
+
+def run_one(dataset: str, model: str, augment: str, seed: int, split: str, settings: dict, threads: int | None) -> dict:
+    ds = load_dataset(dataset, splits=("trn", "tst") if split == "test" else ("trn",))
+    frac = valid_fraction(ds.n_original_train or len(ds.train))
+    if split == "valid":
+        rest, target = carve_validation(ds, frac, seed)
+    else:
+        rest, target = ds, ds.test
+    inv = inverse_propensity(rest.original_train_Y(), *ds.propensity_constants())
+    t0 = time.perf_counter()
+    if model == "knn":
+        from gandalf_xmc.models.knn import TfidfKNN
+
+        train = training_set(rest, augment_config(augment, seed))
+        fitted = TfidfKNN().fit(train.texts, train.Y)
+    else:
+        config = with_settings(model_config(model, seed=seed, threads=threads), settings)
+        aug = augment_config(augment, seed)
+        train = training_set(rest, aug)
+        mask = extra_mask(train)
+        extra = ExtraPoints(mask, aug.extra_weight, aug.extra_share, aug.extra_negatives) if mask.any() else None
+        fitted = build_model(config).fit(train.texts, train.Y, rest.label_texts, progress=False,
+                                         mixer=mixer_for(rest, aug), extra=extra)
+    seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    pred = fitted.predict(target.texts, k=10)
+    predict_seconds = time.perf_counter() - t0
+    res = evaluate(pred, target.Y, inv, (1, 3, 5), target.filter_pairs)
+    return {"dataset": dataset, "model": model, "augment": augment, "seed": seed, "split": split,
+            "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()},
+            "n_eval": int(target.Y.shape[0]), "train_seconds": seconds,
+            "queries_per_second": len(target.texts) / max(predict_seconds, 1e-9), **{m: res[m] for m in METRICS}}
+
+
+def table(rows: list[dict]) -> str:
+    out = []
+    for dataset in dict.fromkeys(r["dataset"] for r in rows):
+        sub = [r for r in rows if r["dataset"] == dataset]
+        out.append(f"\n{dataset} ({sub[0]['split']}, {sub[0]['n_eval']:,} points)\n")
+        out.append("| model | augment | settings | seeds | " + " | ".join(METRICS) + " | train s |")
+        out.append("|" + " --- |" * (len(METRICS) + 5))
+        groups: dict = {}
+        for r in sub:
+            groups.setdefault((r["model"], r["augment"], json.dumps(r["settings"])), []).append(r)
+        for (model, augment, settings), rs in groups.items():
+            cells = []
+            for m in METRICS:
+                v = np.array([r[m] for r in rs])
+                cells.append(f"{v.mean():.2f}" + (f" ± {v.std(ddof=1):.2f}" if v.size > 1 else ""))
+            secs = np.mean([r["train_seconds"] for r in rs])
+            out.append(f"| {model} | {augment} | {settings if settings != '{}' else ''} | {len(rs)} | "
+                       + " | ".join(cells) + f" | {secs:.1f} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--datasets", nargs="+", default=[d.name for d in SUITE])
+    ap.add_argument("--models", nargs="+", default=["linear"])
+    ap.add_argument("--augments", nargs="+", default=["none"])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    ap.add_argument("--split", choices=("valid", "test"), default="valid")
+    ap.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    settings = parse_settings(args.settings)
+    rows = []
+    for dataset in args.datasets:
+        if not is_available(dataset):
+            build(dataset)
+        for model in args.models:
+            for augment in args.augments:
+                for seed in args.seeds:
+                    row = run_one(dataset, model, augment, seed, args.split, settings if model != "knn" else {},
+                                  args.threads)
+                    rows.append(row)
+                    print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+    print(table(rows))
+    out = args.out or HERE / "results" / f"suite-{args.split}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

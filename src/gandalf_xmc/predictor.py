@@ -1,0 +1,150 @@
+"""A trained model directory ready to answer queries: ranked label ids, texts and scores, for
+Python (:func:`load_predictor`), ``gandalf predict`` and ``gandalf serve``."""
+
+from __future__ import annotations
+
+import json
+import sys
+import zipfile
+from pathlib import Path
+
+from .errors import DataFormatError
+
+
+class Predictor:
+    """A loaded model directory. ``predict_labels(texts, k)`` gives, for each text, its top ``k``
+    labels best first as ``{"id", "text", "score"}``."""
+
+    def __init__(self, model, directory: Path | None = None):
+        self.model, self.directory = model, directory
+
+    @property
+    def label_uids(self) -> list[str]:
+        return self.model.label_uids
+
+    @property
+    def label_texts(self) -> list[str]:
+        return self.model.label_texts
+
+    @property
+    def n_labels(self) -> int:
+        return len(self.model.label_uids)
+
+    def predict_labels(self, texts: list[str], k: int = 5) -> list[list[dict]]:
+        return self.model.predict_labels(texts, k)
+
+    def knows_words_of(self, text: str) -> bool:
+        """Whether some word of ``text`` is in the model's vocabulary (True when it cannot tell)."""
+        if hasattr(self.model, "vocabulary"):  # the numpy-only reader: its features end with the bias
+            return self.model.features(text)[0].size > 1
+        featurizer = getattr(self.model, "featurizer", None)
+        return featurizer is None or featurizer.transform([text]).nnz > 0
+
+    def check_labels(self, uids: list[str], texts: list[str], where) -> None:
+        """Refuse a dataset whose labels are not the model's (ids and texts compared)."""
+        if len(uids) != self.n_labels:
+            raise DataFormatError(where, None, f"the dataset has {len(uids):,} labels but the model was trained on "
+                                               f"{self.n_labels:,}: predict with the dataset it was trained on")
+        diff = next((j for j in range(len(uids)) if uids[j] != self.label_uids[j] or texts[j] != self.label_texts[j]), None)
+        if diff is not None:
+            raise DataFormatError(where, None, f"label {diff} is {uids[diff]!r} in the dataset but {self.label_uids[diff]!r} "
+                                               f"in the model ({len(uids):,} labels on both sides): another label set")
+
+
+def load_predictor(model_dir: str | Path, light: bool = False) -> Predictor:
+    """A saved model directory (any kind), ready to answer queries. ``light``: a linear model is
+    read with numpy alone (:mod:`gandalf_xmc.models.linear_reader`), which starts several times
+    faster and answers one query at a time; other models load as usual."""
+    d = Path(model_dir)
+    if not d.is_dir():
+        raise DataFormatError(d, None, "no such model directory")
+    if not (d / "model.json").is_file():
+        raise DataFormatError(d, None, "not a model directory (no model.json); train one with 'gandalf train'")
+    try:
+        model = _load_light(d) if light else None
+        if model is None:
+            from .models.registry import load_trained
+
+            model = load_trained(d)
+    except DataFormatError:
+        raise
+    except FileNotFoundError as exc:
+        raise DataFormatError(d, None, f"the model directory is incomplete: {Path(exc.filename).name} is missing") from None
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, EOFError, IndexError, zipfile.BadZipFile) as exc:
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise DataFormatError(d, None, f"damaged model directory ({first})") from None
+    return Predictor(model, d)
+
+
+def _load_light(d: Path):
+    """The numpy-only reader for a linear model it can read, else None."""
+    try:
+        spec = json.loads((d / "model.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None  # the full loader reports it
+    from .models.linear_reader import LinearReader, can_read
+
+    return LinearReader(d) if isinstance(spec, dict) and can_read(spec) else None
+
+
+def _queries(source: str):
+    """Texts of a query file (one a line; JSON lines with a 'title' or 'text'), or of stdin for '-'."""
+    fh = sys.stdin if source == "-" else None
+    if fh is None:
+        try:
+            fh = open(source, encoding="utf-8")
+        except OSError as exc:
+            raise DataFormatError(source, None, f"cannot read ({exc.strerror or exc})") from None
+    name = "<stdin>" if source == "-" else source
+    try:
+        for lineno, line in enumerate(fh, start=1):
+            line = line.rstrip("\n").rstrip("\r")
+            if line.startswith("{"):
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    raise DataFormatError(name, lineno, "a line starting with '{' must be a JSON object") from None
+                text = obj.get("title", obj.get("text")) if isinstance(obj, dict) else None
+                if not isinstance(text, str):
+                    raise DataFormatError(name, lineno, "a JSON line needs a string 'title' or 'text'")
+                yield text
+            else:
+                yield line
+    except UnicodeDecodeError:
+        raise DataFormatError(name, None, "not valid UTF-8 text") from None
+    finally:
+        if fh is not sys.stdin:
+            fh.close()
+
+
+def predict_lines(predictor: Predictor, source: str, out: str | Path | None, k: int, batch: int = 2048) -> int:
+    """Rank the labels of every query of ``source`` and write one JSON line a query (``text``,
+    ``labels``) to ``out`` (atomically) or stdout; returns the number of queries."""
+    from .data.atomic import atomic_text_writer
+
+    def lines():
+        buffer = []
+        for text in _queries(source):
+            buffer.append(text)
+            if len(buffer) == batch:
+                yield from _ranked(buffer)
+                buffer = []
+        if buffer:
+            yield from _ranked(buffer)
+
+    def _ranked(texts):
+        for text, labels in zip(texts, predictor.predict_labels(texts, k)):
+            yield json.dumps({"text": text, "labels": labels}, ensure_ascii=False) + "\n"
+
+    n = 0
+    if out is None:
+        for line in lines():
+            sys.stdout.write(line)
+            n += 1
+        sys.stdout.flush()
+        return n
+    with atomic_text_writer(out) as fh:
+        for line in lines():
+            fh.write(line)
+            n += 1
+    return n

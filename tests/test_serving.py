@@ -1,0 +1,133 @@
+"""Serving a model: ranked labels from Python, a directory saved from Python read by the CLI, the
+HTTP server over localhost (answers and 4xx errors), and predict --input."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from gandalf_xmc.data import load_dataset
+from gandalf_xmc.models.linear import LinearConfig, XRLinear
+
+from helpers import run_cli
+
+
+@pytest.fixture
+def saved_model(tiny_dir, tmp_path):
+    ds = load_dataset(tiny_dir)
+    model = XRLinear(LinearConfig(branching=2, leaf_size=2, threads=1))
+    model.set_labels(ds.label_texts, ds.label_uids)
+    model.fit(ds.train.texts, ds.train.Y, ds.label_texts, progress=False)
+    model.save(tmp_path / "m")
+    return tmp_path / "m", model
+
+
+def test_predict_labels_are_ranked_with_ids_and_texts(saved_model):
+    _, model = saved_model
+    ranked = model.predict_labels(["fresh red apple", "apple pie"], k=3)
+    assert len(ranked) == 2 and all(len(r) == 3 for r in ranked)
+    for r in ranked:
+        scores = [x["score"] for x in r]
+        assert scores == sorted(scores, reverse=True)
+        assert all(x["id"] in ("L0", "L1", "L2", "L3") for x in r)
+        assert all(x["text"] == model.label_texts[int(x["id"][1:])] for x in r)
+
+
+def test_a_model_saved_from_python_is_read_by_the_cli(saved_model, capsys):
+    directory, model = saved_model
+    code, out, err = run_cli(["predict", str(directory), "--text", "fresh red apple", "-k", "2", "--json"], capsys)
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["labels"] == model.predict_labels(["fresh red apple"], k=2)[0]
+
+
+def test_predict_input_file_writes_ranked_json_lines(saved_model, tmp_path, capsys):
+    directory, model = saved_model
+    queries = tmp_path / "q.txt"
+    queries.write_text('red apple juice\n{"title": "apple pie recipe"}\nwhale [paperback] edition\n')
+    code, out, err = run_cli(["predict", str(directory), "--input", str(queries), "--out", str(tmp_path / "o.jsonl"),
+                              "-k", "2"], capsys)
+    assert code == 0, err
+    rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+    assert [r["text"] for r in rows] == ["red apple juice", "apple pie recipe", "whale [paperback] edition"]
+    assert [r["labels"] for r in rows] == model.predict_labels([r["text"] for r in rows], k=2)
+
+
+def test_markup_in_queries_and_labels_is_printed_as_text(tiny_dir, tmp_path, capsys):
+    from helpers import write_tiny_dataset
+
+    data = write_tiny_dataset(tmp_path / "d", labels=["red apple [/x]", "green [b]apple[/b]", "apple pie", "blue whale"])
+    code, _, err = run_cli(["train", "--data", str(data), "--out", str(tmp_path / "m")], capsys)
+    assert code == 0, err
+    code, out, err = run_cli(["predict", str(tmp_path / "m"), "--text", "python [/x] red apple", "-k", "4"], capsys)
+    assert code == 0, err
+    assert "[/x]" in out and "red apple [/x]" in out and "[b]apple[/b]" in out
+
+
+def _start_server(directory, *extra):
+    proc = subprocess.Popen([sys.executable, "-m", "gandalf_xmc.cli", "serve", str(directory), "--port", "0", *extra],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    deadline = time.time() + 120
+    lines = []
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        lines.append(line)
+        m = re.search(r"running on http://127\.0\.0\.1:(\d+)", line)
+        if m:
+            return proc, f"http://127.0.0.1:{m.group(1)}"
+        if proc.poll() is not None:
+            break
+    proc.kill()
+    raise AssertionError("server did not start: " + "".join(lines))
+
+
+def _call(url, body=None, method=None):
+    data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    req = urllib.request.Request(url, data=data, method=method or ("POST" if data is not None else "GET"),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_server_answers_over_http(saved_model):
+    directory, model = saved_model
+    proc, base = _start_server(directory, "--max-batch", "3", "--max-k", "4")
+    try:
+        assert _call(f"{base}/health") == (200, {"status": "ok", "model": "linear", "labels": 4})
+        status, got = _call(f"{base}/predict", {"text": "fresh red apple", "k": 2})
+        assert status == 200 and got["labels"] == model.predict_labels(["fresh red apple"], k=2)[0]
+        status, got = _call(f"{base}/predict", {"texts": ["apple pie", "whale"]})
+        assert status == 200 and got["results"] == model.predict_labels(["apple pie", "whale"], k=4)
+        assert _call(f"{base}/predict", b"{not json")[0] == 400
+        assert _call(f"{base}/predict", {"text": 3})[0] == 400
+        assert _call(f"{base}/predict", {"text": "a", "texts": ["b"]})[0] == 400
+        assert _call(f"{base}/predict", {"text": "a", "bogus": 1})[0] == 400
+        assert _call(f"{base}/predict", {"text": "a", "k": 0}) == (422, {"error": "k must be an integer from 1 to 4"})
+        assert _call(f"{base}/predict", {"text": "a", "k": 5})[0] == 422
+        assert _call(f"{base}/predict", {"texts": ["a"] * 4})[0] == 413
+        # a body declared over the limit is refused from its headers, before it is sent
+        import http.client
+
+        conn = http.client.HTTPConnection(base.removeprefix("http://"), timeout=30)
+        conn.putrequest("POST", "/predict")
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Content-Length", str(2 << 20))
+        conn.endheaders()
+        resp = conn.getresponse()
+        assert resp.status == 413 and "over" in json.loads(resp.read())["error"]
+        conn.close()
+        assert _call(f"{base}/nothing")[0] == 404
+        assert _call(f"{base}/predict")[0] == 405
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
