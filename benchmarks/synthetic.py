@@ -13,7 +13,6 @@ words, a point's text mixes its topic label's words with random words.
 from __future__ import annotations
 
 import argparse
-import gzip
 import sys
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from gandalf_xmc.data.atomic import atomic_writer
 from gandalf_xmc.data.presets import PRESETS
 
 
@@ -30,8 +30,7 @@ def _zipf_weights(n: int, exponent: float, rng: np.random.Generator, offset: flo
 
 
 def _write_json_gz(path: Path, lines) -> None:
-    tmp = path.with_suffix(".tmp")
-    with gzip.open(tmp, "wb", compresslevel=1) as fh:
+    with atomic_writer(path) as fh:  # atomic, and a gzip header without name or time: same seed, same bytes
         buf = []
         for line in lines:
             buf.append(line)
@@ -40,7 +39,6 @@ def _write_json_gz(path: Path, lines) -> None:
                 buf = []
         if buf:
             fh.write(b"\n".join(buf) + b"\n")
-    tmp.replace(path)
 
 
 def generate(out_dir: str | Path, n_points: int, n_labels: int, labels_per_point: float, words_per_point: float,
