@@ -21,3 +21,22 @@ def _own_cache(tmp_path_factory):
 
     os.environ["GANDALF_CACHE"] = str(tmp_path_factory.mktemp("cache"))
     yield
+
+
+# A test marked with an extra's name is skipped where that extra is not installed (the core-only
+# environment of `run.sh test`); the module named is the one the extra brings.
+EXTRAS = {"neural": "torch", "serve": "starlette", "dask": "distributed", "plots": "matplotlib"}
+
+
+def pytest_configure(config):
+    for name, module in EXTRAS.items():
+        config.addinivalue_line("markers", f"{name}: needs the [{name}] extra ({module})")
+
+
+def pytest_collection_modifyitems(config, items):
+    import importlib.util
+
+    missing = {name for name, module in EXTRAS.items() if importlib.util.find_spec(module) is None}
+    for item in items:
+        for name in missing & {m.name for m in item.iter_markers()}:
+            item.add_marker(pytest.mark.skip(reason=f"needs the [{name}] extra"))

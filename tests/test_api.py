@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -9,8 +10,10 @@ import gandalf_xmc
 
 
 def test_every_exported_name_resolves():
+    neural = importlib.util.find_spec("torch") is not None
     for name in gandalf_xmc.__all__:
-        assert getattr(gandalf_xmc, name) is not None, name
+        if neural or name not in ("NeuralXMC", "ModelConfig"):  # the [neural] extra's
+            assert getattr(gandalf_xmc, name) is not None, name
 
 
 def test_linear_path_does_not_import_torch():

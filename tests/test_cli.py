@@ -77,8 +77,8 @@ def test_demo_runs_on_a_small_dataset(tiny_dir, tmp_path, capsys, model):
 @pytest.mark.parametrize("model,augment,own_files", [
     ("linear", "gandalf", {"features.json", "tree_order.npy", "weights_level0.npz"}),
     ("linear", "labelmix", {"features.json"}),
-    ("astec", "labelmix", {"features.json", "clusters.npy", "weights.pt"}),
-    ("inceptionxml", "identity", {"words.json", "clusters.npy", "weights.pt"}),
+    pytest.param("astec", "labelmix", {"features.json", "clusters.npy", "weights.pt"}, marks=pytest.mark.neural),
+    pytest.param("inceptionxml", "identity", {"words.json", "clusters.npy", "weights.pt"}, marks=pytest.mark.neural),
     ("knn", "identity", {"features.json", "knn_points.npz"}),
 ])
 def test_train_predict_evaluate(tiny_dir, tmp_path, capsys, model, augment, own_files):

@@ -320,6 +320,7 @@ def test_an_unknown_query_warns(model_dir, capsys):
     assert code == 0 and "warning" not in err
 
 
+@pytest.mark.neural
 def test_resume_with_a_foreign_checkpoint(work, capsys):
     tmp, data = work
     out = tmp / "m"
@@ -336,6 +337,7 @@ def test_resume_with_a_foreign_checkpoint(work, capsys):
     assert code == 2 and err.startswith(f"error: {out / 'checkpoints' / 'last.pt'}: checkpoint does not match"), err
 
 
+@pytest.mark.neural
 def test_a_diverging_loss_stops_training(work, capsys, monkeypatch):
     import torch
 

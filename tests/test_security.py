@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
+torch = pytest.importorskip("torch")  # the [neural] extra
+
 import os
 
-import torch
 
 from helpers import assert_clean_failure, run_cli, write_tiny_dataset
 

@@ -99,6 +99,7 @@ def _call(url, body=None, method=None):
         return err.code, json.loads(err.read())
 
 
+@pytest.mark.serve
 def test_server_answers_over_http(saved_model):
     directory, model = saved_model
     proc, base = _start_server(directory, "--max-batch", "3", "--max-k", "4")

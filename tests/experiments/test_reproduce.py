@@ -151,6 +151,8 @@ def _png_size(path) -> tuple[int, int]:
     return struct.unpack(">II", head[16:24])
 
 
+@pytest.mark.neural
+@pytest.mark.plots
 def test_reproduce_quick_writes_every_table_and_plot_and_resumes(tmp_path):
     from typer.testing import CliRunner
 

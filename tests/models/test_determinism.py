@@ -41,9 +41,9 @@ def same_model(a, b) -> list[str]:
 @pytest.mark.parametrize("model,extra", [
     ("linear", ["--augment", "gandalf"]),
     ("knn", ["--augment", "identity"]),
-    ("astec", ["--epochs", "2", "--augment", "labelmix"]),
-    ("inceptionxml", ["--epochs", "2"]),
-    ("dual-encoder", ["--epochs", "1"]),
+    pytest.param("astec", ["--epochs", "2", "--augment", "labelmix"], marks=pytest.mark.neural),
+    pytest.param("inceptionxml", ["--epochs", "2"], marks=pytest.mark.neural),
+    pytest.param("dual-encoder", ["--epochs", "1"], marks=pytest.mark.neural),
 ])
 def test_same_seed_same_bytes_across_processes_and_threads(tiny_dir, tmp_path, model, extra):
     train(tiny_dir, tmp_path / "a", model, 1, extra)

@@ -3,7 +3,8 @@
 import math
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch")  # the [neural] extra
 
 from gandalf_xmc.models.dropout import FastDropout, fast_dropout, keep_mask
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+torch = pytest.importorskip("torch")  # the [neural] extra
 import scipy.sparse as sp
-import torch
 
 from gandalf_xmc import sentence
 from gandalf_xmc.models.classifier import FAMILIES, ModelConfig, NeuralXMC

@@ -130,7 +130,9 @@ def test_save_load_predicts_the_same_without_pickles_or_torch(tmp_path):
     model.save(tmp_path / "m")
     again = load_trained(tmp_path / "m")
     queries = ["alpha zeta", "unknown words", "gamma"]
-    assert (model.predict(queries, k=3) != again.predict(queries, k=3)).nnz == 0
+    a, b = model.predict(queries, k=3), again.predict(queries, k=3)
+    assert np.array_equal(a.indices, b.indices) and np.array_equal(a.indptr, b.indptr)
+    np.testing.assert_allclose(a.data, b.data, rtol=1e-6)  # older scipy sums a product in another order
     for f in (tmp_path / "m").glob("*.np[yz]"):
         np.load(f, allow_pickle=False)  # would raise on a pickled object
     code = ("import sys; from gandalf_xmc.models.registry import load_trained; "

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+torch = pytest.importorskip("torch")  # the [neural] extra
 import scipy.sparse as sp
-import torch
 
 from gandalf_xmc.engine.clusters import balanced_clusters, cluster_members, shortlist_recall
 from gandalf_xmc.engine.records import TrainConfig

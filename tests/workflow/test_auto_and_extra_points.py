@@ -8,6 +8,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+
+torch = pytest.importorskip("torch")  # the [neural] extra
 import scipy.sparse as sp
 
 from gandalf_xmc.augment import AugmentConfig, extra_mask, training_set

@@ -63,6 +63,7 @@ def gandalf(*args, threads=1):
     return [sys.executable, "-m", "gandalf_xmc.cli", "--threads", str(threads), *args, "--no-progress"]
 
 
+@pytest.mark.neural
 def test_cli_resume_equals_an_uninterrupted_run(tiny_dir, tmp_path):
     base = ["train", "--model", "astec", "--data", str(tiny_dir), "--seed", "1", "--valid-fraction", "0.25"]
     subprocess.run(gandalf(*base, "--epochs", "4", "--out", str(tmp_path / "whole")), check=True, capture_output=True)
@@ -81,6 +82,7 @@ def _kill_at_random(cmd, rng, low, high, sig):
     proc.wait(timeout=120)
 
 
+@pytest.mark.neural
 def test_killed_commands_leave_whole_results_or_nothing(tiny_dir, tmp_path):
     """Fault injection: augment, train and predict killed at random times (seeded; SIGTERM, and
     SIGKILL which nothing can catch), then run again: the outputs are whole or absent, nothing
