@@ -103,13 +103,13 @@ def _load(data, splits=("trn", "tst"), derive_filters: bool = True):
     return ds
 
 
-def _graph_config(base, kind, delta, top_k, shrinkage, point_weights, co_label_scale, seed: int):
+def _graph_config(base, kind, delta, top_k, shrinkage, point_weights, co_label_scale):
     """``base`` (a GraphConfig) with the options that were given, validated."""
     from dataclasses import replace
 
     given = {"kind": kind.value if kind else None, "delta": delta, "top_k": top_k, "shrinkage": shrinkage,
              "point_weights": point_weights.value if point_weights else None, "co_label_scale": co_label_scale}
-    config = replace(base, seed=seed, **{k: v for k, v in given.items() if v is not None})
+    config = replace(base, **{k: v for k, v in given.items() if v is not None})
     config.validate()
     return config
 
@@ -219,8 +219,8 @@ def augment(data: Optional[str] = DATA_OPTION,
                           f"{training_set.value} is applied while training: use gandalf train --augment")
     t0 = time.perf_counter()
     base = preset(training_set.value, seed)
-    config = replace(base, graph=_graph_config(base.graph, graph, delta, top_k, shrinkage, point_weights, co_label_scale,
-                                               seed), labels_fraction=labels_fraction,
+    config = replace(base, graph=_graph_config(base.graph, graph, delta, top_k, shrinkage, point_weights, co_label_scale),
+                     labels_fraction=labels_fraction,
                      labels_sampling=labels_sampling.value)
     config.validate()
     log = _stage_logger(progress)
@@ -335,7 +335,7 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
 
         config = replace(config, encoder_precision=resolve_precision(encoder_precision.value))
     base = preset(training_set.value, seed)
-    changes = {"graph": _graph_config(base.graph, graph, delta, top_k, shrinkage, point_weights, co_label_scale, seed),
+    changes = {"graph": _graph_config(base.graph, graph, delta, top_k, shrinkage, point_weights, co_label_scale),
                "extra_share": extra_share, "extra_negatives": extra_negatives}
     if extra_weight is not None:
         changes["extra_weight"] = extra_weight
@@ -445,6 +445,8 @@ def analyze(data: Optional[str] = DATA_OPTION,
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
     """Per label-frequency bin: the extra points' soft targets and, given two prediction files, what
     the augmentation did to P@k and PSP@k."""
+    from dataclasses import asdict
+
     from .augment import graph_for, preset
     from .data.formats import read_predictions
     from .errors import ConfigError
@@ -455,11 +457,11 @@ def analyze(data: Optional[str] = DATA_OPTION,
     if (baseline is None) != (augmented is None):
         raise ConfigError("give both --baseline and --augmented, or neither")
     base = preset(training_set.value, seed)
-    config = _graph_config(graph_for(base), graph, delta, top_k, shrinkage, point_weights, co_label_scale, seed)
+    config = _graph_config(graph_for(base), graph, delta, top_k, shrinkage, point_weights, co_label_scale)
     ds = _load(data, splits=("trn", split) if baseline is not None else ("trn",), derive_filters=derive_filters)
     Y = ds.original_train_Y()
     freq = ds.label_frequencies()
-    result: dict = {"dataset": ds.name, "graph": config.__dict__,
+    result: dict = {"dataset": ds.name, "graph": asdict(config),
                     "soft_targets": soft_target_stats(label_graph(Y, config), freq)}
     if baseline is not None:
         truth = ds.split(split)

@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from gandalf_xmc.errors import ConfigError
-from gandalf_xmc.graph import GraphConfig, conditional_graph, label_graph, random_walk_counts
+from gandalf_xmc.graph import GraphConfig, RandomWalkConfig, conditional_graph, label_graph, random_walk_counts
 
 from helpers import Y_HAND
 
@@ -141,11 +141,11 @@ def test_top_k_ties_go_to_lower_label_id():
 
 def test_random_walk_properties_and_determinism():
     Y = random_labels(7, n=400, L=50, density=0.06)
-    cfg = GraphConfig(kind="random-walk", delta=0.1, seed=3, walk_length=200)
+    cfg = GraphConfig(kind="random-walk", delta=0.1, walk=RandomWalkConfig(walk_length=200, seed=3))
     A = label_graph(Y, cfg)
     B = label_graph(Y, cfg)
     assert (A != B).nnz == 0, "same seed must give the same graph"
-    C = label_graph(Y, GraphConfig(kind="random-walk", delta=0.1, seed=4, walk_length=200))
+    C = label_graph(Y, GraphConfig(kind="random-walk", delta=0.1, walk=RandomWalkConfig(walk_length=200, seed=4)))
     assert (A != C).nnz > 0, "another seed gives other walks"
     np.testing.assert_allclose(A.diagonal(), 1.0)
     off = A - sp.diags(A.diagonal())
@@ -170,10 +170,28 @@ def test_head_labels_get_only_a_self_loop():
     freq = np.bincount(Y.indices, minlength=30)
     threshold = int(np.sort(freq)[-3])  # the 2 most frequent labels are "head"
     head = np.flatnonzero(freq > threshold)
-    A = label_graph(Y, GraphConfig(kind="random-walk", delta=0.0, head_threshold=threshold, walk_length=100)).toarray()
+    A = label_graph(Y, GraphConfig(kind="random-walk", delta=0.0, walk=RandomWalkConfig(head_threshold=threshold, walk_length=100))).toarray()
     for h in head:
         assert A[h].nonzero()[0].tolist() == [h]
         assert np.all(A[:, h][np.arange(30) != h] == 0)
+
+
+def test_random_walk_refuses_co_occurrence_options_and_takes_the_augmentation_seed():
+    from dataclasses import replace
+
+    from gandalf_xmc.augment import AugmentConfig, graph_for
+
+    for changes in ({"top_k": 3}, {"shrinkage": 1.0}, {"point_weights": "inverse-size"}):
+        with pytest.raises(ConfigError, match="for the co-occurrence graphs only, not random-walk"):
+            GraphConfig(kind="random-walk", **changes).validate()
+    graph = graph_for(AugmentConfig("random-walk", seed=3))
+    assert graph.kind == "random-walk" and graph.walk.seed == 3
+    Y = random_labels(7, n=400, L=50, density=0.06)
+    walk = RandomWalkConfig(walk_length=200)
+    a = label_graph(Y, graph_for(AugmentConfig("random-walk", replace(GraphConfig(), walk=walk), seed=3)))
+    b = label_graph(Y, GraphConfig(kind="random-walk", walk=replace(walk, seed=3)))
+    c = label_graph(Y, GraphConfig(kind="random-walk", walk=walk))
+    assert (a != b).nnz == 0 and (a != c).nnz > 0
 
 
 def test_invalid_config():

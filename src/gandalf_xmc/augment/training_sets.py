@@ -8,7 +8,7 @@ import numpy as np
 
 from ..data.dataset import Split, XMCDataset
 from ..errors import ConfigError
-from ..graph import GraphConfig, label_graph
+from ..graph import GraphConfig, RandomWalkConfig, label_graph
 from .catalog import TRAINING_SETS
 from .conventional import FeatureMix, SynonymReplacement, word_synonyms
 from .gandalf import LABEL_UID_PREFIX, combine, gandalf_points, select_labels, uniform_sample
@@ -45,12 +45,21 @@ class AugmentConfig:
             raise ConfigError(f"extra-point weight must be a finite number >= 0, got {self.extra_weight}")
         if not 0.0 < self.extra_share <= 1.0:
             raise ConfigError(f"extra-point share must be in (0, 1], got {self.extra_share}")
-        self.graph.validate()
+        graph_for(self).validate()
 
     @classmethod
     def from_dict(cls, d: dict) -> AugmentConfig:
         """Inverse of ``dataclasses.asdict`` (e.g. a ``training.json``'s ``augment``)."""
-        return cls(**{**d, "graph": GraphConfig(**d.get("graph", {}))})
+        graph = dict(d.get("graph", {}))
+        walk = dict(graph.pop("walk", {}))
+        for old, new in _FLAT_WALK_KEYS.items():  # files written before the walk had its own section
+            if old in graph:
+                walk[new] = graph.pop(old)
+        return cls(**{**d, "graph": GraphConfig(**graph, walk=RandomWalkConfig(**walk))})
+
+
+_FLAT_WALK_KEYS = {"seed": "seed", "walk_length": "walk_length", "restart_prob": "restart_prob",
+                   "walk_neighbours": "neighbours", "head_threshold": "head_threshold"}
 
 
 def preset(name: str, seed: int = 0, **changes) -> AugmentConfig:
@@ -65,9 +74,10 @@ def preset(name: str, seed: int = 0, **changes) -> AugmentConfig:
 
 
 def graph_for(config: AugmentConfig) -> GraphConfig:
-    """The graph a training set needs (identity/glas/random-walk override the graph kind)."""
+    """The graph a training set needs (identity/glas/random-walk override the graph kind); its
+    random walks take the augmentation's seed, so one seed decides everything random."""
     kind = {"identity": "identity", "glas": "glas", "random-walk": "random-walk"}.get(config.training_set, config.graph.kind)
-    return GraphConfig(**{**config.graph.__dict__, "kind": kind})
+    return replace(config.graph, kind=kind, walk=replace(config.graph.walk, seed=config.seed))
 
 
 def extra_points(dataset: XMCDataset, config: AugmentConfig, client=None) -> tuple[Split, np.ndarray]:
@@ -126,7 +136,7 @@ def mixer_for(dataset: XMCDataset, config: AugmentConfig, prob: float = 0.4
         return FeatureMix(name, share=prob, label_weights=tail_weights(dataset.label_frequencies()), seed=config.seed)
     if name != "labelmix":
         return None
-    graph = label_graph(dataset.original_train_Y(), GraphConfig(**{**config.graph.__dict__, "kind": "cooccurrence"}))
+    graph = label_graph(dataset.original_train_Y(), replace(config.graph, kind="cooccurrence"))
     return LabelMix(graph, dataset.label_texts, tail_weights(dataset.label_frequencies()), prob=prob,
                     threshold=config.graph.delta, seed=config.seed)
 

@@ -49,10 +49,9 @@ def describe(setting: str) -> str:
 
 def augment_config(setting: str, seed: int) -> AugmentConfig:
     """The :class:`AugmentConfig` of a named training set (see ``setting_names()``) for ``seed``."""
-    graph = GraphConfig(delta=DELTA, seed=seed)
+    graph = GraphConfig(delta=DELTA)
     if setting == "gandalf-tempered":
-        base = preset("gandalf-tempered", seed)
-        return replace(base, graph=replace(base.graph, seed=seed))
+        return preset("gandalf-tempered", seed)
     if setting.startswith("delta-"):
         return AugmentConfig("gandalf", replace(graph, delta=float(setting.split("-", 1)[1])), seed=seed)
     if setting.startswith("sub-"):

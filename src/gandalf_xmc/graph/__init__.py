@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -12,6 +12,25 @@ from .cooccurrence import conditional_graph
 from .random_walk import random_walk_counts, random_walk_graph
 
 GRAPH_KINDS = ("cooccurrence", "random-walk", "glas", "identity")
+
+
+@dataclass
+class RandomWalkConfig:
+    """ECLARE's random-walk graph (:func:`.random_walk.random_walk_graph`).
+
+    Attributes:
+        walk_length: steps of each label's walk.
+        restart_prob: probability of returning to the start label at each step.
+        neighbours: most neighbours a label keeps.
+        head_threshold: labels with more positives than this get self-annotation only.
+        seed: random seed of the walks (an augmentation sets it to its own seed).
+    """
+
+    walk_length: int = 400
+    restart_prob: float = 0.8
+    neighbours: int = 10
+    head_threshold: int = 500
+    seed: int = 0
 
 
 @dataclass
@@ -29,7 +48,7 @@ class GraphConfig:
             ``inverse-size`` (1 / number of labels of the point).
         co_label_scale: factor on every non-self entry after thresholding (1 = the paper; below 1
             the label's own target dominates its co-labels').
-        seed: random seed (random-walk only).
+        walk: the random-walk graph's own settings (ignored by the other kinds).
     """
 
     kind: str = "cooccurrence"
@@ -38,11 +57,7 @@ class GraphConfig:
     shrinkage: float = 0.0
     point_weights: str = "none"
     co_label_scale: float = 1.0
-    seed: int = 0
-    walk_length: int = 400
-    restart_prob: float = 0.8
-    walk_neighbours: int = 10
-    head_threshold: int = 500
+    walk: RandomWalkConfig = field(default_factory=RandomWalkConfig)
 
     def validate(self) -> None:
         if self.kind not in GRAPH_KINDS:
@@ -57,6 +72,12 @@ class GraphConfig:
             raise ConfigError("point_weights must be 'none' or 'inverse-size'")
         if not 0.0 <= self.co_label_scale <= 1.0:
             raise ConfigError(f"co_label_scale must be in [0, 1], got {self.co_label_scale}")
+        if self.kind == "random-walk":
+            unused = [name for name, value, default in (("top_k", self.top_k, None), ("shrinkage", self.shrinkage, 0.0),
+                                                         ("point_weights", self.point_weights, "none"))
+                      if value != default]
+            if unused:
+                raise ConfigError(f"{', '.join(unused)}: for the co-occurrence graphs only, not random-walk")
 
 
 def point_weights(Y: sp.csr_matrix, scheme: str) -> np.ndarray | None:
@@ -91,9 +112,9 @@ def label_graph(Y: sp.spmatrix, config: GraphConfig | None = None, client=None) 
         if config.kind == "glas":
             G.data = (1.0 / (1.0 + np.exp(-G.data.astype(np.float64)))).astype(np.float32)
     elif config.kind == "random-walk":
-        G = random_walk_graph(Y, delta=config.delta, walk_length=config.walk_length,
-                              restart_prob=config.restart_prob, neighbours=config.walk_neighbours,
-                              head_threshold=config.head_threshold, seed=config.seed)
+        walk = config.walk
+        G = random_walk_graph(Y, delta=config.delta, walk_length=walk.walk_length, restart_prob=walk.restart_prob,
+                              neighbours=walk.neighbours, head_threshold=walk.head_threshold, seed=walk.seed)
     elif config.kind == "glas":
         G = conditional_graph(Y, delta=config.delta, top_k=config.top_k,
                               point_weights=point_weights(Y, config.point_weights), symmetric=True)
@@ -115,5 +136,5 @@ def scale_co_labels(G: sp.csr_matrix, scale: float) -> sp.csr_matrix:
     return G
 
 
-__all__ = ["GRAPH_KINDS", "GraphConfig", "label_graph", "conditional_graph", "random_walk_graph",
+__all__ = ["GRAPH_KINDS", "GraphConfig", "RandomWalkConfig", "label_graph", "conditional_graph", "random_walk_graph",
            "random_walk_counts", "point_weights", "scale_co_labels"]
