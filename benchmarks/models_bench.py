@@ -4,7 +4,7 @@ latency p50/p99 and batch throughput.
 
     python benchmarks/models_bench.py                       # all models x {none, gandalf, identity}
     python benchmarks/models_bench.py --models linear --augments none gandalf --seeds 0 1 2
-    python benchmarks/models_bench.py --models linear --augments none identity-light auto --seeds 0 1 2
+    python benchmarks/models_bench.py --models linear --augments none gandalf-tempered auto --seeds 0 1 2
 
 An augment is a training set name (``gandalf train --augment``), including ``auto`` (the chosen
 variant is reported), or the name of one of auto's candidates (``gandalf-tempered``, ...).

@@ -20,33 +20,21 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from ..augment import TEMPERED_GRAPH, AugmentConfig
+from ..augment import TEMPERED_GRAPH, AugmentConfig, preset
 from ..data.atomic import atomic_path
 
-# Candidates, most promising first (the budget may cut the list short). Why these:
-# * gandalf-tempered: better P[i | j] estimates for tail labels (shrinkage alpha = 1, a point with
-#   n labels counts 1/n, at most 10 co-labels) and co-labels weighing half as much as the label
-#   itself, so a label seen once no longer hands hard 1.0 targets to every co-label of its point.
-# * "-light": the same extra points at half the loss weight of an original point.
-# * identity: label points with self-annotation only; no co-occurrence estimate to get wrong.
-# * gandalf: the paper's setting (delta 0.1).
-# On the embedded dataset's validation splits (seeds 0-2, `benchmarks/models_bench.py`) the linear
-# model scored (P@1 / PSP@5, mean of 3 seeds): none 42.8 / 24.1, gandalf-tempered-light 47.6 / 33.0,
-# gandalf-tempered 47.1 / 33.6, identity-light 47.1 / 32.8, identity 46.4 / 33.3.
-_TEMPERED = TEMPERED_GRAPH
-# * "-targets-only" (neural models): a label point's loss covers its own targets, without the
-#   shortlist negatives an original point gets; its target row says which labels its text goes
-#   with, not which it does not. On astec's validation split (seed 0) identity label points went
-#   from P@1 23.6 / PSP@5 20.5 to 38.3 / 26.9 this way (none: 31.1 / 16.7).
+# Candidates, most promising first (the budget may cut the list short); docs/decisions.md gives
+# the validation figures behind the list and its order. "gandalf-tempered" is the preset of that
+# name; "-targets-only" candidates (neural models) give a label point no shortlist negatives.
 AUTO_CANDIDATES: dict[str, AugmentConfig] = {
     "none": AugmentConfig("none"),
-    "identity-targets-only": AugmentConfig("identity", extra_negatives=False),
-    "gandalf-tempered-targets-only": AugmentConfig("gandalf", _TEMPERED, extra_negatives=False),
-    "gandalf-tempered-light": AugmentConfig("gandalf", _TEMPERED, extra_weight=0.5),
-    "gandalf-tempered": AugmentConfig("gandalf", _TEMPERED),
-    "identity-light": AugmentConfig("identity", extra_weight=0.5),
+    "gandalf-tempered": preset("gandalf-tempered"),
     "identity": AugmentConfig("identity"),
     "gandalf": AugmentConfig("gandalf"),
+    "identity-half-weight": AugmentConfig("identity", extra_weight=0.5),
+    "gandalf-tempered-full-weight": AugmentConfig("gandalf", TEMPERED_GRAPH),
+    "identity-targets-only": AugmentConfig("identity", extra_negatives=False),
+    "gandalf-tempered-targets-only": AugmentConfig("gandalf", TEMPERED_GRAPH, extra_negatives=False),
 }
 
 
