@@ -17,19 +17,31 @@ from ..sparse_ops import threads_for
 
 
 @numba.njit(cache=True, nogil=True)
-def _margin(q_idx, q_val, w_indptr, w_indices, w_data, node):
-    """``w_node . q`` for a query with ascending feature ids (binary search in the node's row)."""
+def _margin(q_idx, q_val, q_dense, w_indptr, w_indices, w_data, node):
+    """``w_node . q`` for a query with ascending feature ids. A row shorter than about 32 binary
+    searches' worth is scanned against the query's dense copy ``q_dense`` (one sequential pass);
+    in a longer one each query feature is found by binary search."""
     lo, hi = w_indptr[node], w_indptr[node + 1]
     z = 0.0
+    if hi - lo <= 32 * q_idx.size:
+        for pos in range(lo, hi):
+            z += w_data[pos] * q_dense[w_indices[pos]]
+        return z
     for t in range(q_idx.size):
         if lo >= hi:
             break
         f = q_idx[t]
-        pos = lo + np.searchsorted(w_indices[lo:hi], f)
-        if pos < hi and w_indices[pos] == f:
-            z += w_data[pos] * q_val[t]
-            pos += 1
-        lo = pos
+        a, b = lo, hi  # the first position whose feature is >= f
+        while a < b:
+            mid = (a + b) >> 1
+            if w_indices[mid] < f:
+                a = mid + 1
+            else:
+                b = mid
+        if a < hi and w_indices[a] == f:
+            z += w_data[a] * q_val[t]
+            a += 1
+        lo = a
     return z
 
 
@@ -40,7 +52,7 @@ def _level_score(z):
 
 
 @numba.njit(cache=True, nogil=True)
-def _one_query(q_idx, q_val, level_ptrs, level_idx, level_val, level_offsets, child_ptrs, child_offsets, n_top, beam,
+def _one_query(q_idx, q_val, q_dense, level_ptrs, level_idx, level_val, level_offsets, child_ptrs, child_offsets, n_top, beam,
                k, out_pos, out_score):
     n_levels = level_offsets.size - 1
     # level 0: every top node is a candidate, with parent score 1
@@ -50,7 +62,7 @@ def _one_query(q_idx, q_val, level_ptrs, level_idx, level_val, level_offsets, ch
         ptr = level_ptrs[level_offsets[t]:level_offsets[t + 1]]
         scores = np.empty(cand.size)
         for c in range(cand.size):
-            z = _margin(q_idx, q_val, ptr, level_idx, level_val, cand[c])
+            z = _margin(q_idx, q_val, q_dense, ptr, level_idx, level_val, cand[c])
             scores[c] = cand_parent_score[c] * _level_score(z)
         keep = k if t == n_levels - 1 else beam
         if cand.size > keep:
@@ -80,15 +92,21 @@ def _one_query(q_idx, q_val, level_ptrs, level_idx, level_val, level_offsets, ch
 
 
 @numba.njit(cache=True, parallel=True)
-def _search(q_indptr, q_indices, q_data, level_ptrs, level_idx, level_val, level_offsets, child_ptrs, child_offsets,
-            n_top, beam, k):
+def _search(q_indptr, q_indices, q_data, n_features, n_chunks, level_ptrs, level_idx, level_val, level_offsets,
+            child_ptrs, child_offsets, n_top, beam, k):
     n = q_indptr.size - 1
     out_pos = np.full((n, k), -1, dtype=np.int64)
     out_score = np.zeros((n, k), dtype=np.float32)
-    for i in numba.prange(n):
-        lo, hi = q_indptr[i], q_indptr[i + 1]
-        _one_query(q_indices[lo:hi], q_data[lo:hi], level_ptrs, level_idx, level_val, level_offsets, child_ptrs,
-                   child_offsets, n_top, beam, k, out_pos[i], out_score[i])
+    for c in numba.prange(n_chunks):
+        q_dense = np.zeros(n_features, dtype=np.float32)  # one per chunk of queries, cleared after each
+        for i in range(c * n // n_chunks, (c + 1) * n // n_chunks):
+            lo, hi = q_indptr[i], q_indptr[i + 1]
+            for t in range(lo, hi):
+                q_dense[q_indices[t]] = q_data[t]
+            _one_query(q_indices[lo:hi], q_data[lo:hi], q_dense, level_ptrs, level_idx, level_val, level_offsets,
+                       child_ptrs, child_offsets, n_top, beam, k, out_pos[i], out_score[i])
+            for t in range(lo, hi):
+                q_dense[q_indices[t]] = 0.0
     return out_pos, out_score
 
 
@@ -120,10 +138,13 @@ class TreeWeights:
     def search(self, Q: sp.csr_matrix, beam: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         """``(positions, scores)``, each ``n x k``: the last level's best rows for each query row
         of ``Q`` (same features as the weights), best first; -1 / 0 pad short rows."""
-        Q = sp.csr_matrix(Q, dtype=np.float32)
+        if not (sp.isspmatrix_csr(Q) and Q.dtype == np.float32):  # a single query: skip needless copies
+            Q = sp.csr_matrix(Q, dtype=np.float32)
         Q.sort_indices()
         k = int(min(k, self.n_positions))
         with threads_for(Q.shape[0]):
-            return _search(Q.indptr.astype(np.int64), Q.indices.astype(np.int32), Q.data, self.level_ptrs,
+            n_chunks = min(Q.shape[0], 4 * numba.get_num_threads())
+            return _search(Q.indptr.astype(np.int64), Q.indices.astype(np.int32), Q.data, Q.shape[1], n_chunks,
+                           self.level_ptrs,
                            self.level_idx, self.level_val, self.level_offsets, self.child_ptrs, self.child_offsets,
                            self.levels[0].shape[0], int(beam), k)
