@@ -28,7 +28,7 @@ from gandalf_xmc.engine.records import ExtraPoints
 from gandalf_xmc.metrics import evaluate, inverse_propensity
 from gandalf_xmc.models.registry import build_model, model_config
 from gandalf_xmc.workflow.auto import AUTO_CANDIDATES
-from gandalf_xmc.workflow.pipeline import carve_validation
+from gandalf_xmc.workflow.validation import PROTOCOLS, carve_validation
 
 HERE = Path(__file__).resolve().parent
 METRICS = ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5")
@@ -66,11 +66,12 @@ def augment_config(name: str, seed: int) -> AugmentConfig:
     return replace(base, seed=seed)
 
 
-def run_one(dataset: str, model: str, augment: str, seed: int, split: str, settings: dict, threads: int | None) -> dict:
+def run_one(dataset: str, model: str, augment: str, seed: int, split: str, settings: dict, threads: int | None,
+            protocol: str = "random") -> dict:
     ds = load_dataset(dataset, splits=("trn", "tst") if split == "test" else ("trn",))
     frac = valid_fraction(ds.n_original_train or len(ds.train))
     if split == "valid":
-        rest, target = carve_validation(ds, frac, seed)
+        rest, target = carve_validation(ds, frac, seed, protocol)
     else:
         rest, target = ds, ds.test
     inv = inverse_propensity(rest.original_train_Y(), *ds.propensity_constants())
@@ -94,6 +95,7 @@ def run_one(dataset: str, model: str, augment: str, seed: int, split: str, setti
     predict_seconds = time.perf_counter() - t0
     res = evaluate(pred, target.Y, inv, (1, 3, 5), target.filter_pairs)
     return {"dataset": dataset, "model": model, "augment": augment, "seed": seed, "split": split,
+            "protocol": protocol if split == "valid" else None, "n_train": len(rest.train),
             "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()},
             "n_eval": int(target.Y.shape[0]), "train_seconds": seconds,
             "queries_per_second": len(target.texts) / max(predict_seconds, 1e-9), **{m: res[m] for m in METRICS}}
@@ -129,6 +131,8 @@ def main() -> None:
     ap.add_argument("--split", choices=("valid", "test"), default="valid")
     ap.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--protocol", default="random", choices=tuple(PROTOCOLS),
+                    help="how validation points are chosen (gandalf_xmc.workflow.validation)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     settings = parse_settings(args.settings)
@@ -140,7 +144,7 @@ def main() -> None:
             for augment in args.augments:
                 for seed in args.seeds:
                     row = run_one(dataset, model, augment, seed, args.split, settings if model != "knn" else {},
-                                  args.threads)
+                                  args.threads, args.protocol)
                     rows.append(row)
                     print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
     print(table(rows))

@@ -20,6 +20,7 @@ import typer
 from .augment.catalog import TRAINING_SETS
 from .errors import GandalfError
 from .models.registry import MODELS
+from .workflow.validation import PROTOCOLS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Gandalf / LabelMix label-feature augmentation for extreme multi-label classification.")
@@ -33,6 +34,7 @@ PointWeights = Enum("PointWeights", {"none": "none", "inverse-size": "inverse-si
 Sampling = Enum("Sampling", {"random": "random", "tail": "tail"}, type=str)
 Precision = Enum("Precision", {n: n for n in ("auto", "float32", "bfloat16", "int8")}, type=str)
 ExportFormat = Enum("ExportFormat", {n: n for n in ("lf", "text", "npz", "bow")}, type=str)
+ValidProtocol = Enum("ValidProtocol", {n: n for n in PROTOCOLS}, type=str)
 
 DATA_OPTION = typer.Option(None, "--data", help="A dataset directory (LF JSON or text layout) or a suite dataset's name "
                                                 "(gandalf datasets); default debian-bookworm.")
@@ -309,6 +311,8 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
           epochs: Optional[int] = typer.Option(None, min=1, help="Epochs (models trained in epochs; default: the model's)."),
           valid_fraction: float = typer.Option(0.05, min=0.0, max=0.5,
                                                help="Share of training points held out for model selection."),
+          valid_protocol: ValidProtocol = typer.Option("random", help="Which points are held out: " + " | ".join(
+              f"{name}: {what}" for name, what in PROTOCOLS.items()) + "."),
           seed: int = SEED_OPTION,
           resume: bool = typer.Option(False, help="Continue from OUT/checkpoints."),
           encoder_precision: Precision = typer.Option("auto", help="dual-encoder's MiniLM: auto (bfloat16 where the CPU "
@@ -341,7 +345,8 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
         changes["extra_weight"] = extra_weight
     aug = replace(base, **changes)
     trained = train_model(ds, out, config, aug, valid_fraction, resume, progress=_show_progress(progress),
-                          auto_config=AutoConfig(budget_seconds=60 * auto_budget), force=force)
+                          auto_config=AutoConfig(budget_seconds=60 * auto_budget), force=force,
+                          valid_protocol=valid_protocol.value)
     res = trained.result
     if trained.search is not None:
         _say(f"auto chose {trained.search['chosen']} (search recorded in {out / 'auto.json'})")

@@ -18,6 +18,7 @@ from ..errors import ConfigError
 from ..metrics import inverse_propensity
 from ..models.registry import build_model, config_seed, load_trained
 from . import auto
+from .validation import carve_validation
 
 
 @dataclass
@@ -39,34 +40,6 @@ TRAINING_FILE = "training.json"
 AUTO_FILE = "auto.json"
 
 
-def carve_validation(dataset: XMCDataset, fraction: float, seed: int) -> tuple[XMCDataset, Split]:
-    """Split the ORIGINAL training points into (dataset with the rest as training, validation split).
-
-    Extra points already in the training file (a directory written by ``gandalf augment``) stay in
-    the training part, after the remaining original points.
-    """
-    tr = dataset.train
-    n = dataset.n_original_train or len(tr)
-    n_valid = int(round(fraction * n))
-    rng = np.random.default_rng(seed)
-    perm = rng.permutation(n)
-    valid_idx, train_idx = np.sort(perm[:n_valid]), np.sort(perm[n_valid:])
-
-    def pick(idx: np.ndarray) -> Split:
-        # filter pairs follow their rows (reciprocal pairs are removed when scoring validation too)
-        new_row = np.full(len(tr), -1, dtype=np.int64)
-        new_row[idx] = np.arange(idx.size)
-        fp = tr.filter_pairs.reshape(-1, 2)
-        fp = fp[new_row[fp[:, 0]] >= 0]
-        fp = np.stack([new_row[fp[:, 0]], fp[:, 1]], axis=1)
-        return Split([tr.uids[i] for i in idx], [tr.texts[i] for i in idx], tr.Y[idx], fp)
-
-    kept = np.concatenate([train_idx, np.arange(n, len(tr))])
-    rest = XMCDataset(dataset.name, dataset.label_uids, dataset.label_texts, {"trn": pick(kept)},
-                      n_original_train=train_idx.size if len(tr) > n else None, path=dataset.path)
-    return rest, pick(valid_idx)
-
-
 def fit_augmented(rest: XMCDataset, valid: Split, inv, model_config, augment: AugmentConfig,
                   checkpoint_dir: Path | None, resume: bool = False, progress: bool = True
                   ) -> tuple[object, int]:
@@ -86,14 +59,16 @@ def fit_augmented(rest: XMCDataset, valid: Split, inv, model_config, augment: Au
 
 def train_model(dataset: XMCDataset, out_dir: str | Path, model_config, augment: AugmentConfig,
                 valid_fraction: float = 0.05, resume: bool = False, progress: bool = True,
-                auto_config: auto.AutoConfig | None = None, force: bool = False) -> TrainedModel:
+                auto_config: auto.AutoConfig | None = None, force: bool = False,
+                valid_protocol: str = "random") -> TrainedModel:
     """Train and save to ``out_dir`` (weights, features, clusters, label texts, settings, history).
 
     Checkpoints go to ``out_dir/checkpoints`` so that ``resume=True`` continues an interrupted run.
     The augmentation's label graph is built from the training part only, so the validation
     points' labels never leak into the extra points. ``augment.training_set == "auto"`` searches
     the candidates of :mod:`gandalf_xmc.workflow.auto` (settings in ``auto_config``) and writes the
-    search to ``out_dir/auto.json``.
+    search to ``out_dir/auto.json``. ``valid_protocol`` says how the validation points are chosen
+    (:mod:`gandalf_xmc.workflow.validation`).
 
     ``out_dir`` must be new or empty unless ``force`` (or ``resume``); it is never the dataset's
     directory. The finished model replaces it whole (checkpoints carried over), so an interrupted
@@ -107,7 +82,8 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config, augment:
         if not resume and (out / "checkpoints").exists():
             shutil.rmtree(out / "checkpoints")  # a fresh run does not mix with an older run's checkpoints
         try:
-            return _train_into(dataset, out, model_config, augment, valid_fraction, resume, progress, auto_config)
+            return _train_into(dataset, out, model_config, augment, valid_fraction, resume, progress, auto_config,
+                               valid_protocol)
         except BaseException:
             # a new directory holding no checkpoint to resume from is removed again
             if not existed and out.is_dir() and not any(p.is_file() for p in out.rglob("*")):
@@ -116,8 +92,8 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config, augment:
 
 
 def _train_into(dataset: XMCDataset, out: Path, model_config, augment: AugmentConfig, valid_fraction: float,
-                resume: bool, progress: bool, auto_config):
-    rest, valid = carve_validation(dataset, valid_fraction, config_seed(model_config))
+                resume: bool, progress: bool, auto_config, valid_protocol: str):
+    rest, valid = carve_validation(dataset, valid_fraction, config_seed(model_config), valid_protocol)
     inv = inverse_propensity(rest.original_train_Y(), *dataset.propensity_constants())
     search = None
     if augment.training_set == "auto":
@@ -142,7 +118,8 @@ def _train_into(dataset: XMCDataset, out: Path, model_config, augment: AugmentCo
     else:
         model, n_train = fit_augmented(rest, valid, inv, model_config, augment, out / "checkpoints", resume, progress)
     info = {"dataset": dataset.name, "source": str(dataset.path) if dataset.path else None,
-            "augment": asdict(augment), "valid_fraction": valid_fraction, "n_train": n_train,
+            "augment": asdict(augment), "valid_fraction": valid_fraction, "valid_protocol": valid_protocol,
+            "n_train": n_train,
             "n_valid": len(valid), "propensity": list(dataset.propensity_constants())}
 
     def write(staging: Path) -> None:

@@ -1,0 +1,117 @@
+"""Validation splits carved from the original training points (never the test split).
+
+A protocol says which points are held out, so that validation resembles what the model will meet:
+
+* ``random``: a uniform share of the points (a catalogue's own held-out items);
+* ``group``: whole groups (the ``group`` key of each point: a package, a namespace, a letter),
+  held out together, as items of a group the model has not seen;
+* ``new-items``: a uniform share, and every training point that is a near-duplicate of a held-out
+  point (TF-IDF cosine >= ``NEAR_DUPLICATE``) or a sibling of one (the same set of labels) leaves
+  the training part, as items new to a catalogue have no copies in it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..data.dataset import Split, XMCDataset
+
+PROTOCOLS = {
+    "random": "a uniform share of the training points",
+    "group": "whole groups of points (the data's group key) held out together",
+    "new-items": "a uniform share; their near-duplicates and same-label siblings leave training",
+}
+NEAR_DUPLICATE = 0.8  # TF-IDF cosine at which two texts count as copies of one item
+
+
+def carve_validation(dataset: XMCDataset, fraction: float, seed: int, protocol: str = "random"
+                     ) -> tuple[XMCDataset, Split]:
+    """Split the ORIGINAL training points into (dataset with the rest as training, validation split).
+
+    Extra points already in the training file (a directory written by ``gandalf augment``) stay in
+    the training part, after the remaining original points. With ``new-items``, the training
+    points too close to a validation point are in neither part.
+    """
+    import numpy as np
+
+    from ..data.dataset import Split, XMCDataset  # here: the CLI lists PROTOCOLS without numpy or data code
+
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"unknown validation protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}")
+    tr = dataset.train
+    n = dataset.n_original_train or len(tr)
+    n_valid = int(round(fraction * n))
+    rng = np.random.default_rng(seed)
+    if protocol == "group":
+        valid_mask = _group_holdout(tr.groups[:n] if tr.groups else None, n_valid, rng)
+    else:
+        valid_mask = np.zeros(n, dtype=bool)
+        valid_mask[rng.permutation(n)[:n_valid]] = True
+    train_mask = ~valid_mask
+    if protocol == "new-items" and n_valid:
+        train_mask &= ~_close_to(tr, n, valid_mask)
+    valid_idx, train_idx = np.flatnonzero(valid_mask), np.flatnonzero(train_mask)
+
+    def pick(idx: np.ndarray) -> Split:
+        # filter pairs follow their rows (reciprocal pairs are removed when scoring validation too)
+        new_row = np.full(len(tr), -1, dtype=np.int64)
+        new_row[idx] = np.arange(idx.size)
+        fp = tr.filter_pairs.reshape(-1, 2)
+        fp = fp[new_row[fp[:, 0]] >= 0]
+        fp = np.stack([new_row[fp[:, 0]], fp[:, 1]], axis=1)
+        groups = [tr.groups[i] for i in idx] if tr.groups else None
+        return Split([tr.uids[i] for i in idx], [tr.texts[i] for i in idx], tr.Y[idx], fp, groups=groups)
+
+    kept = np.concatenate([train_idx, np.arange(n, len(tr))])
+    rest = XMCDataset(dataset.name, dataset.label_uids, dataset.label_texts, {"trn": pick(kept)},
+                      n_original_train=train_idx.size if len(tr) > n else None, path=dataset.path)
+    return rest, pick(valid_idx)
+
+
+def _group_holdout(groups: list[str | None] | None, n_valid: int, rng: np.random.Generator) -> np.ndarray:
+    """Whole groups, in a seeded order, until ``n_valid`` points are held out (never every group)."""
+    import numpy as np
+
+    if not groups or any(g is None for g in groups):
+        raise ConfigError("the group protocol needs a 'group' key on every training point; this data has none "
+                          "(use --valid-protocol random or new-items)")
+    names, codes = np.unique(np.asarray(groups, dtype=object).astype(str), return_inverse=True)
+    if names.size < 2:
+        raise ConfigError(f"the group protocol needs at least 2 groups; this data has {names.size}")
+    sizes = np.bincount(codes, minlength=names.size)
+    held = np.zeros(names.size, dtype=bool)
+    count = 0
+    for g in rng.permutation(names.size):
+        if count >= n_valid or held.sum() == names.size - 1:
+            break
+        held[g] = True
+        count += sizes[g]
+    return held[codes]
+
+
+def _close_to(tr: Split, n: int, valid_mask: np.ndarray, chunk: int = 512) -> np.ndarray:
+    """Which of the first ``n`` points are near-duplicates or same-label siblings of a point of
+    ``valid_mask`` (the validation points themselves included)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from ..features import TextFeaturizer
+
+    X = TextFeaturizer().fit_transform(list(tr.texts[:n]))  # rows are l2-normalised
+    valid = np.flatnonzero(valid_mask)
+    close = np.zeros(n, dtype=bool)
+    XT = sp.csr_matrix(X.T)
+    for start in range(0, valid.size, chunk):
+        S = sp.csr_matrix(X[valid[start:start + chunk]] @ XT)  # cosines of a chunk of validation points
+        close[np.unique(S.indices[S.data >= NEAR_DUPLICATE])] = True
+    Y = sp.csr_matrix(tr.Y[:n])
+    Y.sort_indices()
+    label_sets = [Y.indices[Y.indptr[i]:Y.indptr[i + 1]].tobytes() for i in range(n)]
+    held_sets = {label_sets[i] for i in valid if label_sets[i]}
+    close |= np.fromiter((s in held_sets for s in label_sets), dtype=bool, count=n)
+    return close

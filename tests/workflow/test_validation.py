@@ -1,0 +1,81 @@
+"""Validation protocols: random, whole groups, and new items (near-duplicates and same-label
+siblings of a held-out point leave training), checked against a brute-force reading."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gandalf_xmc.data.dataset import Split, XMCDataset
+from gandalf_xmc.errors import ConfigError
+from gandalf_xmc.features import TextFeaturizer
+from gandalf_xmc.workflow.validation import NEAR_DUPLICATE, carve_validation
+
+from helpers import run_cli
+
+
+def dataset(groups=True) -> XMCDataset:
+    rng = np.random.default_rng(5)
+    words = [f"w{i}" for i in range(40)]
+    texts, rows = [], []
+    for i in range(120):
+        base = " ".join(rng.choice(words, size=5, replace=False))
+        # every fifth point copies the one before it (near-duplicates), others are fresh
+        texts.append(texts[-1] + " extra" if i % 5 == 4 else base)
+        rows.append(sorted(set(rng.choice(30, size=2, replace=False).tolist())))
+    rows[7] = rows[3]  # two points with the same label set (siblings)
+    Y = sp.csr_matrix((np.ones(sum(map(len, rows)), np.float32),
+                       (np.repeat(np.arange(120), [len(r) for r in rows]), np.concatenate(rows))), shape=(120, 30))
+    split = Split([f"p{i}" for i in range(120)], texts, Y, np.zeros((0, 2), np.int64),
+                  groups=[f"g{i % 12}" for i in range(120)] if groups else None)
+    return XMCDataset("toy", [f"L{j}" for j in range(30)], [f"label {j}" for j in range(30)], {"trn": split})
+
+
+def test_random_protocol_is_a_seeded_partition():
+    ds = dataset()
+    rest, valid = carve_validation(ds, 0.25, seed=3)
+    assert len(valid) == 30 and len(rest.train) == 90
+    assert sorted(valid.uids + rest.train.uids) == sorted(ds.train.uids)
+    again, valid2 = carve_validation(ds, 0.25, seed=3)
+    assert valid2.uids == valid.uids
+
+
+def test_group_protocol_holds_out_whole_groups():
+    ds = dataset()
+    rest, valid = carve_validation(ds, 0.25, seed=1, protocol="group")
+    held, kept = set(valid.groups), set(rest.train.groups)
+    assert held and kept and not held & kept  # every group on one side only
+    assert len(valid) == 10 * len(held) and len(valid) >= 30  # groups of 10 until a quarter is reached
+    assert sorted(valid.uids + rest.train.uids) == sorted(ds.train.uids)
+    with pytest.raises(ConfigError, match="needs a 'group' key"):
+        carve_validation(dataset(groups=False), 0.25, seed=1, protocol="group")
+
+
+def test_new_items_protocol_drops_near_duplicates_and_siblings_by_brute_force():
+    ds = dataset()
+    rest, valid = carve_validation(ds, 0.25, seed=2, protocol="new-items")
+    index = {u: i for i, u in enumerate(ds.train.uids)}
+    v = np.array([index[u] for u in valid.uids])
+    t = np.array([index[u] for u in rest.train.uids])
+    # brute force: dense cosines of the same TF-IDF rows, label sets as Python sets
+    X = TextFeaturizer().fit_transform(ds.train.texts).toarray()
+    cos = X @ X[v].T
+    sets = [frozenset(ds.train.Y[i].indices.tolist()) for i in range(len(ds.train))]
+    held_sets = {sets[i] for i in v}
+    close = {i for i in range(len(ds.train)) if cos[i].max() >= NEAR_DUPLICATE or sets[i] in held_sets}
+    assert set(t.tolist()) == set(range(len(ds.train))) - close
+    assert set(v.tolist()) <= close and len(close) > len(v)  # some training points did leave
+    assert not set(t.tolist()) & set(v.tolist())
+
+
+def test_cli_records_the_protocol_and_refuses_group_without_groups(tiny_dir, tmp_path, capsys):
+    import json
+
+    code, _, err = run_cli(["train", "--data", str(tiny_dir), "--out", str(tmp_path / "m"), "--valid-fraction", "0.25",
+                            "--valid-protocol", "new-items"], capsys)
+    assert code == 0, err
+    assert json.loads((tmp_path / "m" / "training.json").read_text())["valid_protocol"] == "new-items"
+    code, _, err = run_cli(["train", "--data", str(tiny_dir), "--out", str(tmp_path / "g"), "--valid-protocol", "group"],
+                           capsys)
+    assert code == 2 and err.startswith("error: the group protocol needs a 'group' key"), err
