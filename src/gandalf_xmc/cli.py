@@ -349,7 +349,11 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
                           valid_protocol=valid_protocol.value)
     res = trained.result
     if trained.search is not None:
-        _say(f"auto chose {trained.search['chosen']} (search recorded in {out / 'auto.json'})")
+        chosen = trained.search["chosen"]
+        gain = trained.search.get("p1_gain_over_none", {}).get(chosen)
+        sure = (f"; valid P@1 {gain['gain']:+.2f} over none, {100 * gain['level']:.0f}% interval "
+                f"{gain['interval'][0]:+.2f} to {gain['interval'][1]:+.2f}" if gain else "")
+        _say(f"auto chose {chosen}{sure} (search recorded in {out / 'auto.json'})")
     best = res.history[res.best_epoch] if res.history else {}
     valid = f"valid P@1 {best['P@1']:.2f}, PSP@5 {best['PSP@5']:.2f}" if "P@1" in best else "no validation split"
     epochs_note = f"best epoch {res.best_epoch + 1} of {len(res.history)}, " if MODELS[model.value].in_epochs else ""

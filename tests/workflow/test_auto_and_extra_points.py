@@ -174,6 +174,23 @@ def test_train_auto_writes_its_choice(tiny_dir, tmp_path):
     info = json.loads((tmp_path / "m" / "training.json").read_text())
     assert info["augment"]["training_set"] == record["chosen"]
     assert model.result is not None and model.result.history
+    # the gain from the per-point hits agrees with the two trials' own validation P@1
+    by_name = {t["name"]: t["valid"]["P@1"] for t in record["trials"]}
+    gain = record["p1_gain_over_none"]["identity"]
+    assert gain["gain"] == pytest.approx(by_name["identity"] - by_name["none"], abs=0.01)
+    assert gain["interval"][0] <= gain["gain"] <= gain["interval"][1]
+
+
+def test_gain_interval_by_hand():
+    base = np.array([1, 0, 0, 1, 0, 1, 0, 0, 1, 0] * 30, dtype=bool)
+    same = auto.gain_interval(base, base)
+    assert same == {"gain": 0.0, "interval": [0.0, 0.0], "level": 0.9}
+    better = base.copy()
+    better[1::10] = True  # one point in ten turned right: +10 P@1
+    got = auto.gain_interval(base, better, seed=1)
+    assert got["gain"] == 10.0 and 0.0 < got["interval"][0] < 10.0 < got["interval"][1] < 20.0
+    # a constant difference has no spread
+    assert auto.gain_interval(np.zeros(50, bool), np.ones(50, bool))["interval"] == [100.0, 100.0]
 
 
 def test_cli_train_auto_and_extra_options(tiny_dir, tmp_path, capsys):

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from ..augment import TEMPERED_GRAPH, AugmentConfig, preset
 from ..data.atomic import atomic_path
 
@@ -36,6 +38,25 @@ AUTO_CANDIDATES: dict[str, AugmentConfig] = {
     "identity-targets-only": AugmentConfig("identity", extra_negatives=False),
     "gandalf-tempered-targets-only": AugmentConfig("gandalf", TEMPERED_GRAPH, extra_negatives=False),
 }
+
+
+def gain_interval(base_hits: np.ndarray, hits: np.ndarray, seed: int = 0, n_boot: int = 1000,
+                  level: float = 0.9) -> dict:
+    """P@1 gain of ``hits`` over ``base_hits`` (the same validation points, in points of P@1) with a
+    paired bootstrap interval: how sure the search is that a candidate beats no augmentation."""
+    diff = hits.astype(np.float64) - base_hits.astype(np.float64)
+    if not diff.size:
+        return {"gain": 0.0, "interval": [0.0, 0.0], "level": level}
+    rng = np.random.default_rng(seed)
+    means = np.array([diff[rng.integers(0, diff.size, diff.size)].mean() for _ in range(n_boot)])
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return {"gain": round(100 * float(diff.mean()), 2), "interval": [round(100 * float(lo), 2), round(100 * float(hi), 2)],
+            "level": level}
+
+
+def _unpack(trial: dict) -> np.ndarray:
+    bits = np.frombuffer(bytes.fromhex(trial["p1_hits"]["bits"]), dtype=np.uint8)
+    return np.unpackbits(bits)[:trial["p1_hits"]["n"]].astype(bool)
 
 
 def candidates_for(model_kind: str) -> tuple[str, ...]:
@@ -66,12 +87,15 @@ def choose(trials: list[dict], p1_tolerance: float) -> str:
 
 def search(fit_one: Callable[[AugmentConfig, Path, bool], object], save: Callable[[object, Path], None],
            load: Callable[[Path], object], work_dir: Path, config: AutoConfig, seed: int = 0,
-           resume: bool = False, log: Callable[[str], None] = print) -> tuple[object, AugmentConfig, dict]:
+           resume: bool = False, log: Callable[[str], None] = print,
+           point_hits: Callable[[object], np.ndarray] | None = None) -> tuple[object, AugmentConfig, dict]:
     """Run the trials and return ``(winning model, its AugmentConfig, record of the search)``.
 
     ``fit_one(augment, checkpoint_dir, resume)`` trains one model and returns it (its
     ``result.history[result.best_epoch]`` holds the validation metrics); ``save``/``load`` write and
-    read a trained model directory.
+    read a trained model directory. ``point_hits(model)``, when given, says for each validation
+    point whether the model's top label is right; the record then gives each trial's P@1 gain over
+    "none" with a paired bootstrap interval over the validation points (:func:`gain_interval`).
     """
     candidates = config.candidates if config.candidates is not None else tuple(AUTO_CANDIDATES)
     unknown = [c for c in candidates if c not in AUTO_CANDIDATES]
@@ -100,8 +124,12 @@ def search(fit_one: Callable[[AugmentConfig, Path, bool], object], save: Callabl
         result = model.result
         best = result.history[result.best_epoch]
         save(model, trial_dir / "model")
-        trials.append({"name": name, "augment": asdict(augment), "seconds": seconds, "best_epoch": result.best_epoch,
-                       "valid": {k: best[k] for k in ("P@1", "P@5", "PSP@1", "PSP@5")}})
+        trial = {"name": name, "augment": asdict(augment), "seconds": seconds, "best_epoch": result.best_epoch,
+                 "valid": {k: best[k] for k in ("P@1", "P@5", "PSP@1", "PSP@5")}}
+        if point_hits is not None:
+            hits = np.asarray(point_hits(model), dtype=bool)
+            trial["p1_hits"] = {"n": int(hits.size), "bits": np.packbits(hits).tobytes().hex()}
+        trials.append(trial)
         log(f"auto: {name}: valid P@1 {best['P@1']:.2f}, PSP@5 {best['PSP@5']:.2f} ({seconds:.0f} s)")
         with atomic_path(record_path) as tmp:
             tmp.write_text(json.dumps(trials, indent=1) + "\n")
@@ -111,6 +139,10 @@ def search(fit_one: Callable[[AugmentConfig, Path, bool], object], save: Callabl
     record = {"rule": f"highest valid PSP@5 among trials with valid P@1 >= P@1(none) - {config.p1_tolerance}",
               "chosen": winner, "budget_seconds": config.budget_seconds,
               "trials": trials}
+    base = next((t for t in trials if t["name"] == "none" and "p1_hits" in t), None)
+    if base is not None:
+        record["p1_gain_over_none"] = {t["name"]: gain_interval(_unpack(base), _unpack(t), seed)
+                                       for t in trials if "p1_hits" in t and t["name"] != "none"}
     for t in trials:  # only the winner's model is worth keeping
         if t["name"] != winner:
             shutil.rmtree(work_dir / t["name"] / "model", ignore_errors=True)

@@ -16,6 +16,7 @@ from ..data.dataset import Split, XMCDataset
 from ..engine.records import ExtraPoints
 from ..errors import ConfigError
 from ..metrics import inverse_propensity
+from ..metrics.ranking import prepare
 from ..models.registry import build_model, config_seed, load_trained
 from . import auto
 from .validation import carve_validation
@@ -111,9 +112,13 @@ def _train_into(dataset: XMCDataset, out: Path, model_config, augment: AugmentCo
         if auto_config.candidates is None:
             kind = "neural" if hasattr(model_config, "family") else "linear"
             auto_config = replace(auto_config, candidates=auto.candidates_for(kind))
+        def point_hits(trained) -> np.ndarray:
+            pred = trained.predict(valid.texts, k=1)
+            return prepare(pred, valid.Y, 1, valid.filter_pairs).hits[:, 0]
+
         model, augment, search = auto.search(
             fit_one, lambda m, d: m.save(d), load_trained, out / "checkpoints" / "auto", auto_config,
-            seed=augment.seed, resume=resume, log=(print if progress else (lambda _: None)))
+            seed=augment.seed, resume=resume, log=(print if progress else (lambda _: None)), point_hits=point_hits)
         n_train = sizes.get(json.dumps(asdict(augment))) or len(training_set(rest, augment))  # else: an earlier run's trial
     else:
         model, n_train = fit_augmented(rest, valid, inv, model_config, augment, out / "checkpoints", resume, progress)
