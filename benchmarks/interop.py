@@ -3,12 +3,13 @@ trains on the ``--format npz`` matrices (soft targets as its relevance matrix), 
 ``--format bow`` file, and both predict; the predictions come back to ``gandalf evaluate`` as
 ``.npz``.
 
-    python benchmarks/interop.py [--data jargon] [--npz-augment gandalf] [--bow-augment identity]
+    python benchmarks/interop.py [--data jargon] [--npz-augment gandalf]
+                                 [--bow-augment identity]
 
 The npz files carry soft targets (the paper's Gandalf by default); the bag-of-words format has
-0/1 labels only, so it gets a training set without soft targets (``identity``). Runs in the peers' environment of ``peers.py``. Prints one
-line per tool with the shapes it read and the test P@1 that ``gandalf evaluate`` gives its
-predictions; exits non-zero if a tool cannot read a file.
+0/1 labels only, so it gets a training set without soft targets (``identity``). Runs in the
+peers' environment of ``peers.py``. Prints one line per tool with the shapes it read and the test
+P@1 that ``gandalf evaluate`` gives its predictions; exits non-zero if a tool cannot read a file.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from pathlib import Path
 from gandalf_xmc.augment import AugmentConfig, training_set
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.engine.clusters import shortlist_recall
+from gandalf_xmc.engine.records import Validation
 from gandalf_xmc.metrics import evaluate, inverse_propensity
 from gandalf_xmc.models.classifier import FAMILIES, ModelConfig, NeuralXMC
 from gandalf_xmc.models.neural_training import candidate_sets, predict
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     train = training_set(rest, AugmentConfig("none"))
     inv = inverse_propensity(rest.train.Y, *ds.propensity_constants())
     model = NeuralXMC(ModelConfig(family=args.model, train=FAMILIES[args.model].train_config(epochs=args.epochs)))
-    model.fit(train.texts, train.Y, ds.label_texts, valid=(valid.texts, valid.Y, inv, valid.filter_pairs))
+    model.fit(train.texts, train.Y, ds.label_texts, valid=Validation(valid.texts, valid.Y, inv, valid.filter_pairs))
     Xv = model.features(valid.texts)
     rows = []
     print(f"{'clusters':>8} {'recall %':>9} {'P@1':>6} {'P@5':>6} {'PSP@1':>6} {'PSP@5':>6}")

@@ -8,7 +8,6 @@ torch = pytest.importorskip("torch")  # the [neural] extra
 
 import os
 
-
 from helpers import assert_clean_failure, run_cli, write_tiny_dataset
 
 

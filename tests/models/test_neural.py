@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")  # the [neural] extra
 import scipy.sparse as sp
 
 from gandalf_xmc.engine.clusters import balanced_clusters, cluster_members, shortlist_recall
-from gandalf_xmc.engine.records import TrainConfig
+from gandalf_xmc.engine.records import TrainConfig, Validation
 from gandalf_xmc.models.classifier import ModelConfig, NeuralXMC
 
 TEXTS = ["alpha beta", "gamma delta", "alpha gamma", "epsilon zeta", "beta zeta"]
@@ -47,7 +47,7 @@ def test_same_seed_same_model_and_resume_matches(tmp_path):
 
 def test_early_stopping_keeps_the_best_epoch():
     inv = np.ones(4)
-    model = NeuralXMC(small_config(epochs=30, patience=2)).fit(TEXTS, Y, LABELS, valid=(TEXTS, Y, inv), progress=False)
+    model = NeuralXMC(small_config(epochs=30, patience=2)).fit(TEXTS, Y, LABELS, valid=Validation(TEXTS, Y, inv), progress=False)
     hist = model.result.history
     assert len(hist) < 30  # stopped early
     assert model.result.best_score == max(h["P@1"] for h in hist)
@@ -88,7 +88,7 @@ def test_history_records_shortlist_recall():
     inv = np.ones(4)
     # 4 clusters of one label each, 2 searched per query: a point's shortlist is its 2 best clusters
     config = small_config(epochs=2, predict_clusters=2)
-    model = NeuralXMC(config).fit(TEXTS, Y, LABELS, valid=(TEXTS, Y, inv), progress=False)
+    model = NeuralXMC(config).fit(TEXTS, Y, LABELS, valid=Validation(TEXTS, Y, inv), progress=False)
     want = shortlist_recall(candidate_sets(model.network, model.features(TEXTS), model.members, 2), Y)
     assert model.result.history[model.result.best_epoch]["shortlist_recall"] == pytest.approx(want)
     C = candidate_sets(model.network, model.features(TEXTS), model.members, 2)

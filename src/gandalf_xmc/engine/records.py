@@ -4,7 +4,8 @@ augmentation points, and what training achieved."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -84,7 +85,22 @@ class TrainResult:
     examples_per_second: float = 0.0
 
 
-def validation_metrics(predictions: sp.csr_matrix, valid: tuple) -> dict[str, float]:
-    """P@1/5 and PSP@1/5 of ``predictions`` on ``valid = (features, Y, inverse propensities[, filter pairs])``."""
-    scores = evaluate(predictions, valid[1], valid[2], ks=(1, 3, 5), filter_pairs=valid[3] if len(valid) > 3 else None)
+@dataclass(frozen=True)
+class Validation:
+    """The points a model is selected on: ``inputs`` (texts, or their features once a model has
+    featurised them), their targets ``Y``, the labels' inverse propensities and the (row, label)
+    pairs removed before scoring."""
+
+    inputs: Any
+    Y: sp.csr_matrix
+    inv_propensity: np.ndarray
+    filter_pairs: np.ndarray | None = None
+
+    def with_inputs(self, inputs) -> Validation:
+        return replace(self, inputs=inputs)
+
+
+def validation_metrics(predictions: sp.csr_matrix, valid: Validation) -> dict[str, float]:
+    """P@1/5 and PSP@1/5 of ``predictions`` on ``valid``."""
+    scores = evaluate(predictions, valid.Y, valid.inv_propensity, ks=(1, 3, 5), filter_pairs=valid.filter_pairs)
     return {m: scores[m] for m in ("P@1", "P@5", "PSP@1", "PSP@5")}

@@ -13,7 +13,7 @@ import torch
 from .. import sentence
 from ..augment.conventional import FeatureMix, append_mixed
 from ..engine.clusters import balanced_clusters, cluster_members, label_representations
-from ..engine.records import ExtraPoints, TrainConfig, TrainResult
+from ..engine.records import ExtraPoints, TrainConfig, TrainResult, Validation
 from ..errors import ConfigError
 from ..features import TextFeaturizer
 from .astec import BagOfEmbeddings
@@ -129,7 +129,7 @@ class NeuralXMC(LabelledModel):
         return self.config.dim if X is None else X.shape[1]
 
     def fit(self, texts: list[str], Y: sp.csr_matrix, label_texts: list[str],
-            valid: tuple | None = None, example_weights: np.ndarray | None = None,
+            valid: Validation | None = None, example_weights: np.ndarray | None = None,
             checkpoint_dir: str | Path | None = None, resume: bool = False, progress: bool = True,
             mixer=None, extra: ExtraPoints | None = None) -> NeuralXMC:
         """Train on ``texts`` with (soft) targets ``Y``.
@@ -169,7 +169,7 @@ class NeuralXMC(LabelledModel):
                 raise ConfigError(f"{mixer.kind} mixes input vectors; {cfg.family} reads word ids")
             X, Y, example_weights, extra = append_mixed(mixer, X, Y, Z, example_weights, extra)
             mixer = None
-        v = None if valid is None else (self.features(valid[0]), *valid[1:])
+        v = None if valid is None else valid.with_inputs(self.features(valid.inputs))
         mix = None if mixer is None else (mixer, list(texts), self.features)
         self.result = fit(self.network, X, Y, self.assign, self.members, v, cfg.train, checkpoint_dir, resume,
                           example_weights, progress, mixer=mix, extra=extra)

@@ -16,7 +16,7 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from ..engine.records import TrainResult, validation_metrics
+from ..engine.records import TrainResult, Validation, validation_metrics
 from ..errors import ConfigError
 from ..features import TextFeaturizer
 from ..sparse_ops import top_k_per_row
@@ -52,7 +52,7 @@ class TfidfKNN(LabelledModel):
         self.Y: sp.csr_matrix | None = None
         self.result: TrainResult | None = None
 
-    def fit(self, texts: list[str], Y: sp.spmatrix, label_texts: list[str] | None = None, valid: tuple | None = None,
+    def fit(self, texts: list[str], Y: sp.spmatrix, label_texts: list[str] | None = None, valid: Validation | None = None,
             example_weights=None, checkpoint_dir=None, resume: bool = False, progress: bool = False, mixer=None,
             extra=None) -> TfidfKNN:
         """Index the training texts; ``Y`` may hold soft targets in [0, 1]. A text transform
@@ -76,7 +76,7 @@ class TfidfKNN(LabelledModel):
         seconds = time.perf_counter() - started
         record = {"epoch": 0, "seconds": seconds, "examples": len(texts)}
         if valid is not None:
-            record.update(validation_metrics(self.predict(list(valid[0]), k=10), valid))
+            record.update(validation_metrics(self.predict(list(valid.inputs), k=10), valid))
         self.result = TrainResult(0, record.get("P@1", 0.0), [record], seconds, len(texts) / max(seconds, 1e-9))
         return self
 

@@ -26,7 +26,7 @@ import scipy.sparse as sp
 from ..engine.beam_search import TreeWeights
 from ..engine.label_tree import LabelTree, build_tree, label_vectors
 from ..engine.linear_solver import SolverConfig, train_level
-from ..engine.records import ExtraPoints, TrainResult, validation_metrics
+from ..engine.records import ExtraPoints, TrainResult, Validation, validation_metrics
 from ..errors import ConfigError, DataFormatError
 from ..features import TextFeaturizer
 from .base import LabelledModel
@@ -110,12 +110,12 @@ class XRLinear(LabelledModel):
             raise RuntimeError("fit or load the model first")
         return self._with_bias(self.featurizer.transform(list(texts)))
 
-    def fit(self, texts: list[str], Y: sp.csr_matrix, label_texts: list[str], valid: tuple | None = None,
+    def fit(self, texts: list[str], Y: sp.csr_matrix, label_texts: list[str], valid: Validation | None = None,
             example_weights: np.ndarray | None = None, checkpoint_dir: str | Path | None = None,
             resume: bool = False, progress: bool = True, mixer=None, extra: ExtraPoints | None = None) -> XRLinear:
         """Train on ``texts`` with (soft) targets ``Y`` (``N x L``) and the labels' texts.
 
-        ``valid = (texts, Y, inverse propensities[, filter pairs])`` is scored once at the end
+        ``valid`` (a :class:`~gandalf_xmc.engine.records.Validation` of texts) is scored once at the end
         (the training record's only epoch); ``extra`` marks the augmentation points and their loss
         weight (every extra point is used: the tree model has no epochs to draw shares for);
         ``mixer`` (LabelMix, synonym replacement, MixUp) is drawn once and its points added.
@@ -162,7 +162,7 @@ class XRLinear(LabelledModel):
         record = {"epoch": 0, "seconds": seconds, "examples": int(Xb.shape[0]),
                   "examples_per_second": Xb.shape[0] / max(seconds, 1e-9), "weights": int(sum(W.nnz for W in levels))}
         if valid is not None:
-            pred = self.predict(list(valid[0]), k=10)
+            pred = self.predict(list(valid.inputs), k=10)
             record.update(validation_metrics(pred, valid))
         score = record.get("P@1", 0.0)
         self.result = TrainResult(best_epoch=0, best_score=score, history=[record], seconds=seconds,

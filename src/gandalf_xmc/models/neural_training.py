@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from ..engine.clusters import shortlist_recall
 from ..engine.loop import run
-from ..engine.records import ExtraPoints, TrainConfig, TrainResult, validation_metrics
+from ..engine.records import ExtraPoints, TrainConfig, TrainResult, Validation, validation_metrics
 from .neural import FeatureBatch, XMCNetwork
 
 
@@ -104,7 +104,7 @@ class NetworkObjective:
     """Soft-target BCE of an :class:`XMCNetwork` over each point's cluster shortlist, plus the meta loss."""
 
     def __init__(self, network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, assign: np.ndarray,
-                 members: np.ndarray, valid: tuple | None, config: TrainConfig,
+                 members: np.ndarray, valid: Validation | None, config: TrainConfig,
                  example_weights: np.ndarray | None = None, mixer: tuple | None = None,
                  targets_only: np.ndarray | None = None):
         """``mixer = (transform, texts, featurize)``: each batch's texts and targets go through
@@ -169,7 +169,7 @@ class NetworkObjective:
     def validate(self) -> dict[str, float] | None:
         if self.valid is None:
             return None
-        Xv, Yv = self.valid[:2]
+        Xv, Yv = self.valid.inputs, self.valid.Y
         pred = predict(self.network, Xv, self.members, k=10, n_clusters=self.config.predict_clusters)
         metrics = validation_metrics(pred, self.valid)
         metrics["shortlist_recall"] = shortlist_recall(
@@ -178,7 +178,7 @@ class NetworkObjective:
 
 
 def fit(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, assign: np.ndarray, members: np.ndarray,
-        valid: tuple | None, config: TrainConfig,
+        valid: Validation | None, config: TrainConfig,
         checkpoint_dir: str | Path | None = None, resume: bool = False, example_weights: np.ndarray | None = None,
         progress: bool = True, on_epoch: Callable[[dict], None] | None = None, mixer: tuple | None = None,
         extra: ExtraPoints | None = None) -> TrainResult:
@@ -186,7 +186,7 @@ def fit(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, as
 
     Args:
         assign, members: label -> cluster, and the padded cluster -> labels table.
-        valid: ``(X_valid, Y_valid, inverse_propensities[, filter_pairs])`` for model selection,
+        valid: a :class:`~gandalf_xmc.engine.records.Validation` of features, for model selection,
             or None (then the last epoch is kept).
         checkpoint_dir: where ``last.pt`` and ``best.pt`` go; needed for ``resume``.
         example_weights: optional per-point loss weights.

@@ -12,9 +12,12 @@ import importlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import ConfigError, DataFormatError
+
+if TYPE_CHECKING:
+    from ..engine.records import Validation
 
 
 class XMCModel(Protocol):
@@ -23,8 +26,8 @@ class XMCModel(Protocol):
     kind: str
     result: object
 
-    def fit(self, texts: list[str], Y, label_texts: list[str], valid=None, example_weights=None, checkpoint_dir=None,
-            resume: bool = False, progress: bool = True, mixer=None, extra=None) -> XMCModel: ...
+    def fit(self, texts: list[str], Y, label_texts: list[str], valid: Validation | None = None, example_weights=None,
+            checkpoint_dir=None, resume: bool = False, progress: bool = True, mixer=None, extra=None) -> XMCModel: ...
 
     def predict(self, texts: list[str], k: int = 100, progress: bool = False): ...
 

@@ -13,7 +13,7 @@ import numpy as np
 from ..augment import AugmentConfig, extra_mask, mixer_for, training_set
 from ..data.atomic import check_output_directory, output_lock, replace_directory
 from ..data.dataset import Split, XMCDataset
-from ..engine.records import ExtraPoints
+from ..engine.records import ExtraPoints, Validation
 from ..errors import ConfigError
 from ..metrics import inverse_propensity
 from ..metrics.ranking import prepare
@@ -52,7 +52,7 @@ def fit_augmented(rest: XMCDataset, valid: Split, inv, model_config, augment: Au
     model = build_model(model_config)
     model.set_labels(rest.label_texts, rest.label_uids)
     model.fit(train.texts, train.Y, rest.label_texts,
-              valid=(valid.texts, valid.Y, inv, valid.filter_pairs) if len(valid) else None,
+              valid=Validation(valid.texts, valid.Y, inv, valid.filter_pairs) if len(valid) else None,
               checkpoint_dir=checkpoint_dir, resume=resume, progress=progress, mixer=mixer_for(rest, augment),
               extra=extra)
     return model, len(train)
