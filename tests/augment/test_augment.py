@@ -178,3 +178,24 @@ def test_every_layout_reads_back_without_the_library(tiny_dir, tmp_path, export)
         for i, line in enumerate(lines[1:]):
             labels = line.split(" ")[0]
             assert sorted(int(x) for x in labels.split(",") if x) == np.flatnonzero(want[i]).tolist()
+
+
+def test_text_transform_drawn_once_appends_only_changed_points():
+    import scipy.sparse as sp
+
+    from gandalf_xmc.augment.transforms import append_text_draw
+
+    class Upper:
+        acts_on = "texts"
+
+        def __call__(self, texts, Y):  # changes the texts that start with "a", and their targets
+            Y2 = sp.csr_matrix(Y, copy=True)
+            Y2.data[:] = 0.5
+            return [t.upper() if t.startswith("a") else t for t in texts], Y2
+
+    texts, Y = ["apple", "berry", "avocado"], sp.csr_matrix(np.eye(3, dtype=np.float32))
+    got_texts, got_Y, got_w = append_text_draw(Upper(), texts, Y, np.array([1.0, 2.0, 3.0]))
+    assert got_texts == ["apple", "berry", "avocado", "APPLE", "AVOCADO"]
+    np.testing.assert_allclose(got_Y.toarray(), [[1, 0, 0], [0, 1, 0], [0, 0, 1], [0.5, 0, 0], [0, 0, 0.5]])
+    np.testing.assert_allclose(got_w, [1, 2, 3, 1, 3])
+    assert texts == ["apple", "berry", "avocado"]  # the caller's list is not changed

@@ -67,6 +67,8 @@ class SynonymReplacement:
     batches give the same result.
     """
 
+    acts_on = "texts"  # see augment.transforms
+
     def __init__(self, synonyms: dict[str, list[str]], prob: float = 0.4, word_prob: float = 0.3, seed: int = 0):
         if not (0.0 <= prob <= 1.0 and 0.0 <= word_prob <= 1.0):
             raise ValueError("prob and word_prob must be in [0, 1]")
@@ -99,6 +101,7 @@ class FeatureMix:
     """
 
     KINDS = ("mixup", "label-mixup")
+    acts_on = "features"  # see augment.transforms
 
     def __init__(self, kind: str, share: float = 0.4, alpha: float = 0.4, label_weights: np.ndarray | None = None,
                  seed: int = 0):

@@ -24,6 +24,8 @@ class LabelMix:
     batches give the same augmented batches.
     """
 
+    acts_on = "texts"  # see augment.transforms
+
     def __init__(self, graph: sp.csr_matrix, label_texts: list[str], weights: np.ndarray,
                  prob: float = 0.4, threshold: float = 0.1, seed: int = 0):
         if not 0.0 <= prob <= 1.0:

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 import torch
 
 from .. import sentence
-from ..augment.conventional import FeatureMix, append_mixed
+from ..augment.conventional import append_mixed
 from ..engine.clusters import balanced_clusters, cluster_members, label_representations
 from ..engine.records import ExtraPoints, TrainConfig, TrainResult, Validation
 from ..errors import ConfigError
@@ -21,7 +21,7 @@ from .base import LabelledModel
 from .dual_encoder import FrozenEmbeddings
 from .inception import InceptionEncoder, WordVocabulary, token_bags
 from .neural import XMCNetwork
-from .neural_training import fit, predict
+from .neural_training import BatchMixing, fit, predict
 from .spec import read_result, read_spec, write_spec
 
 
@@ -134,7 +134,7 @@ class NeuralXMC(LabelledModel):
             mixer=None, extra: ExtraPoints | None = None) -> NeuralXMC:
         """Train on ``texts`` with (soft) targets ``Y``.
 
-        ``valid`` = (texts, Y, inverse propensities[, filter pairs]) selects the best epoch;
+        ``valid`` (a :class:`~gandalf_xmc.engine.records.Validation` of texts) selects the best epoch;
         ``mixer`` (:class:`~gandalf_xmc.augment.LabelMix` or :class:`~gandalf_xmc.augment.SynonymReplacement`)
         transforms every training batch; a :class:`~gandalf_xmc.augment.FeatureMix` adds its mixed
         points once (families that read TF-IDF rows or sentence embeddings only);
@@ -164,13 +164,13 @@ class NeuralXMC(LabelledModel):
             self.network.encoder.fit_token_weights(np.concatenate([X, Z]))
         if self.family.init_from_label_text:
             self.network.init_from_label_vectors(Z, self.assign, cfg.init_scale)
-        if isinstance(mixer, FeatureMix):  # drawn once, after clustering on the original points
+        if mixer is not None and mixer.acts_on == "features":  # drawn once, after clustering on the original points
             if self.tokens is not None:
                 raise ConfigError(f"{mixer.kind} mixes input vectors; {cfg.family} reads word ids")
             X, Y, example_weights, extra = append_mixed(mixer, X, Y, Z, example_weights, extra)
             mixer = None
         v = None if valid is None else valid.with_inputs(self.features(valid.inputs))
-        mix = None if mixer is None else (mixer, list(texts), self.features)
+        mix = None if mixer is None else BatchMixing(mixer, list(texts), self.features)
         self.result = fit(self.network, X, Y, self.assign, self.members, v, cfg.train, checkpoint_dir, resume,
                           example_weights, progress, mixer=mix, extra=extra)
         return self

@@ -58,17 +58,15 @@ class TfidfKNN(LabelledModel):
         """Index the training texts; ``Y`` may hold soft targets in [0, 1]. A text transform
         (``mixer``: LabelMix, synonym replacement) is drawn once and its changed points indexed
         too; extra points are indexed like the others (their loss weight means nothing here)."""
-        from ..augment.conventional import FeatureMix
+        from ..augment.transforms import append_text_draw
 
         started = time.perf_counter()
         texts, Y = list(texts), sp.csr_matrix(Y, dtype=np.float32)
         self.set_labels(list(label_texts) if label_texts is not None else [""] * Y.shape[1])
-        if isinstance(mixer, FeatureMix):
+        if mixer is not None and mixer.acts_on == "features":
             raise ConfigError(f"knn indexes texts; {mixer.kind} mixes input vectors")
         if mixer is not None:
-            mixed_texts, mixed_Y = mixer(texts, Y)
-            changed = [i for i, (a, b) in enumerate(zip(mixed_texts, texts)) if a != b]
-            texts, Y = texts + [mixed_texts[i] for i in changed], sp.vstack([Y, mixed_Y[changed]], format="csr")
+            texts, Y, _ = append_text_draw(mixer, texts, Y)
         self.featurizer = TextFeaturizer(self.config.ngram_max).fit(texts)
         # transposed once here: doing it per call made a single query cost a pass over the index
         self.XT = self.featurizer.transform(texts).T.tocsr()

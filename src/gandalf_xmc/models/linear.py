@@ -122,7 +122,8 @@ class XRLinear(LabelledModel):
         ``checkpoint_dir`` and ``resume`` are accepted for the common signature; training takes
         seconds to minutes and restarts from the beginning.
         """
-        from ..augment.conventional import FeatureMix, append_mixed
+        from ..augment.conventional import append_mixed
+        from ..augment.transforms import append_text_draw
 
         if extra is not None and not extra.negatives:
             raise ConfigError("extra points without negatives (--no-extra-negatives) apply to the neural models; "
@@ -138,8 +139,8 @@ class XRLinear(LabelledModel):
         if extra is not None:
             weights = np.where(extra.mask, weights * extra.weight, weights)
         texts = list(texts)
-        if mixer is not None and not isinstance(mixer, FeatureMix):
-            texts, Y, weights = _append_mixed_texts(mixer, texts, Y, weights)
+        if mixer is not None and mixer.acts_on == "texts":
+            texts, Y, weights = append_text_draw(mixer, texts, Y, weights)
         self.n_labels = Y.shape[1]
         if len(label_texts) != self.n_labels:
             raise ConfigError(f"{len(label_texts):,} label texts for {self.n_labels:,} labels")
@@ -147,7 +148,7 @@ class XRLinear(LabelledModel):
         self.featurizer = TextFeaturizer(cfg.ngram_max, char_ngrams=cfg.char_ngrams)
         XZ = self.featurizer.fit_transform(texts + list(label_texts))
         X, Z = XZ[:len(texts)], XZ[len(texts):]
-        if isinstance(mixer, FeatureMix):
+        if mixer is not None and mixer.acts_on == "features":
             n_before = X.shape[0]
             X, Y, _, _ = append_mixed(mixer, X, Y, Z, None, None)
             weights = np.concatenate([weights, np.ones(X.shape[0] - n_before)])
@@ -261,9 +262,3 @@ def _numba_threads() -> int:
     return numba.get_num_threads()
 
 
-def _append_mixed_texts(mixer, texts: list[str], Y: sp.csr_matrix, weights: np.ndarray):
-    """A text transform (LabelMix, synonym replacement) drawn once: the points it changed are added."""
-    mixed_texts, mixed_Y = mixer(texts, Y)
-    changed = np.flatnonzero([a != b for a, b in zip(mixed_texts, texts)])
-    return (texts + [mixed_texts[i] for i in changed], sp.vstack([Y, mixed_Y[changed]], format="csr"),
-            np.concatenate([weights, weights[changed]]))

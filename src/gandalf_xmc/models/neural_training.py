@@ -11,6 +11,7 @@ are updated with SparseAdam, the rest with AdamW; :func:`gandalf_xmc.engine.loop
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -100,16 +101,27 @@ def candidate_sets(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, members: 
     return sp.vstack(blocks, format="csr")
 
 
+@dataclass(frozen=True)
+class BatchMixing:
+    """A text transform (``acts_on == "texts"``, see :mod:`gandalf_xmc.augment.transforms`) applied
+    to every training batch: the batch's ``texts`` go through ``transform`` and are featurised
+    again with ``featurize``. The transform's generator is reseeded each epoch."""
+
+    transform: object
+    texts: list[str]
+    featurize: Callable[[list[str]], object]
+
+
 class NetworkObjective:
     """Soft-target BCE of an :class:`XMCNetwork` over each point's cluster shortlist, plus the meta loss."""
 
     def __init__(self, network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, assign: np.ndarray,
                  members: np.ndarray, valid: Validation | None, config: TrainConfig,
-                 example_weights: np.ndarray | None = None, mixer: tuple | None = None,
+                 example_weights: np.ndarray | None = None, mixer: BatchMixing | None = None,
                  targets_only: np.ndarray | None = None):
-        """``mixer = (transform, texts, featurize)``: each batch's texts and targets go through
-        ``transform`` (LabelMix) and the batch's features are recomputed with ``featurize``;
-        ``targets_only`` marks examples whose loss covers their targets only (no shortlist negatives)."""
+        """``mixer``: each batch's texts and targets go through a text transform and the batch's
+        features are recomputed; ``targets_only`` marks examples whose loss covers their targets
+        only (no shortlist negatives)."""
         self.module = self.network = network
         self.X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
         self.Y = sp.csr_matrix(Y, dtype=np.float32)
@@ -129,7 +141,7 @@ class NetworkObjective:
         network, config, n_clusters = self.network, self.config, self.members.shape[0]
         Yb = self.Y[idx]
         if self.mixer is not None:
-            transform, texts, featurize = self.mixer
+            transform, texts, featurize = self.mixer.transform, self.mixer.texts, self.mixer.featurize
             originals = [texts[i] for i in idx]
             mixed, Yb = transform(originals, Yb)
             if sp.issparse(self.X):  # TF-IDF rows are cheap: recompute the batch
@@ -164,7 +176,7 @@ class NetworkObjective:
 
     def start_epoch(self, epoch: int) -> None:
         if self.mixer is not None:
-            self.mixer[0].rng = np.random.default_rng([self.config.seed, epoch, 7])
+            self.mixer.transform.rng = np.random.default_rng([self.config.seed, epoch, 7])
 
     def validate(self) -> dict[str, float] | None:
         if self.valid is None:
@@ -180,7 +192,7 @@ class NetworkObjective:
 def fit(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, assign: np.ndarray, members: np.ndarray,
         valid: Validation | None, config: TrainConfig,
         checkpoint_dir: str | Path | None = None, resume: bool = False, example_weights: np.ndarray | None = None,
-        progress: bool = True, on_epoch: Callable[[dict], None] | None = None, mixer: tuple | None = None,
+        progress: bool = True, on_epoch: Callable[[dict], None] | None = None, mixer: BatchMixing | None = None,
         extra: ExtraPoints | None = None) -> TrainResult:
     """Train ``network`` on features ``X`` and (soft) targets ``Y`` with :func:`run`.
 
@@ -190,7 +202,7 @@ def fit(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, as
             or None (then the last epoch is kept).
         checkpoint_dir: where ``last.pt`` and ``best.pt`` go; needed for ``resume``.
         example_weights: optional per-point loss weights.
-        mixer: optional ``(LabelMix, texts, featurize)`` batch transform.
+        mixer: an optional text transform applied to every batch (:class:`BatchMixing`).
         extra: which rows are augmentation points, their loss weight and share of each epoch.
     """
     if extra is not None:
