@@ -4,7 +4,7 @@ Every reader validates what it reads and raises :class:`~gandalf_xmc.errors.Data
 naming the file, the 1-based line number and the problem. Every writer writes to a temporary
 name and renames, so that a failure leaves no half-written file.
 
-Formats (see REFERENCE.md):
+Formats (the Extreme Classification Repository's; details the papers leave open: docs/decisions.md):
 
 * LF raw JSON lines (``trn.json.gz``, ``tst.json.gz``, ``lbl.json.gz``): one object a line with
   ``uid``, ``title`` and, for data points, ``target_ind`` plus optional ``target_rel``.

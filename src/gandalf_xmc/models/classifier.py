@@ -43,13 +43,10 @@ class Family:
 
 FAMILIES: dict[str, Family] = {
     "astec": Family(lambda n, d, p: BagOfEmbeddings(n, d, p), "tfidf"),
-    # validation P@1 still rose between epochs 10 and 20 (19.2 -> 24.9), so it gets astec's 20; its
-    # validation P@1 moves by a point or more between epochs (about 1,700 points), so it trains them
-    # all and keeps the best: a patience of 3 stopped identity label points at epoch 11 (27.6) on a
-    # curve that reached 29.9 at epoch 20 (seed 0)
+    # 20 epochs, all trained, the best kept: its validation P@1 is noisy between epochs (docs/decisions.md)
     "inceptionxml": Family(lambda n, d, p: InceptionEncoder(n, d, p), "words",
                            train_defaults={"epochs": 20, "dense_lr": 0.001, "patience": 20}),
-    # chosen on the validation split: fine-tuning erodes the label-text prior after an epoch or two
+    # few epochs: training erodes the label-text prior after an epoch or two (docs/decisions.md)
     "dual-encoder": Family(lambda n, d, p: FrozenEmbeddings(), "minilm", sentence.EMBEDDING_DIM, True,
                            {"lr": 0.001, "correction_l2": 0.1, "epochs": 4, "patience": 2}),
 }
