@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gandalf_xmc.augment import AugmentConfig, extra_mask, mixer_for, training_set
+from gandalf_xmc.augment import AugmentConfig, build_training_set, training_set
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.data.suite import SUITE, build, is_available
 from gandalf_xmc.engine.records import ExtraPoints
@@ -84,11 +84,11 @@ def run_one(dataset: str, model: str, augment: str, seed: int, split: str, setti
     else:
         config = with_settings(model_config(model, seed=seed, threads=threads), settings)
         aug = augment_config(augment, seed)
-        train = training_set(rest, aug)
-        mask = extra_mask(train)
+        built = build_training_set(rest, aug)
+        train, mask = built.split, built.extra
         extra = ExtraPoints(mask, aug.extra_weight, aug.extra_share, aug.extra_negatives) if mask.any() else None
         fitted = build_model(config).fit(train.texts, train.Y, rest.label_texts, progress=False,
-                                         mixer=mixer_for(rest, aug), extra=extra)
+                                         mixer=built.transform, extra=extra)
     seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     pred = fitted.predict(target.texts, k=10)

@@ -15,7 +15,7 @@ from gandalf_xmc.data import load_dataset, read_lf_json, read_sparse_text
 from gandalf_xmc.data.stats import frequency_bins
 from gandalf_xmc.graph import GraphConfig, label_graph
 
-from helpers import LABELS, TRAIN
+from helpers import LABELS, TRAIN, run_cli
 
 
 def test_gandalf_training_set_by_hand(tiny_dir):
@@ -199,3 +199,30 @@ def test_text_transform_drawn_once_appends_only_changed_points():
     np.testing.assert_allclose(got_Y.toarray(), [[1, 0, 0], [0, 1, 0], [0, 0, 1], [0.5, 0, 0], [0, 0, 0.5]])
     np.testing.assert_allclose(got_w, [1, 2, 3, 1, 3])
     assert texts == ["apple", "berry", "avocado"]  # the caller's list is not changed
+
+
+@pytest.mark.parametrize("name", ["none", "gandalf", "identity", "z-only", "uniform", "glas", "random-walk", "labelmix",
+                                  "synonym", "mixup"])
+def test_built_training_set_marks_its_label_points(tiny_dir, name):
+    from gandalf_xmc.augment import AugmentConfig, build_training_set, extra_mask, training_set
+    from gandalf_xmc.data import load_dataset
+
+    ds = load_dataset(tiny_dir)
+    built = build_training_set(ds, AugmentConfig(name, seed=1))
+    # the mask the builder knows equals the label points read back from their uids
+    assert np.array_equal(built.extra, extra_mask(built.split))
+    assert built.split.uids == training_set(ds, AugmentConfig(name, seed=1)).uids
+    assert (built.transform is not None) == (name in ("labelmix", "synonym", "mixup"))
+    if built.transform is not None:
+        assert built.transform.acts_on == ("features" if name == "mixup" else "texts")
+
+
+def test_built_training_set_of_a_written_directory(tiny_dir, tmp_path, capsys):
+    from gandalf_xmc.augment import AugmentConfig, build_training_set, extra_mask
+    from gandalf_xmc.data import load_dataset
+
+    code, _, err = run_cli(["augment", "--data", str(tiny_dir), "--out", str(tmp_path / "aug")], capsys)
+    assert code == 0, err
+    ds = load_dataset(tmp_path / "aug")
+    built = build_training_set(ds, AugmentConfig("none"))
+    assert built.extra.sum() == ds.n_labels and np.array_equal(built.extra, extra_mask(built.split))

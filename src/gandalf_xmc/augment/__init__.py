@@ -10,7 +10,7 @@ _NAMES = (
     "AugmentConfig", "TEMPERED_GRAPH", "preset", "BATCH_TRANSFORMS", "TRAINING_SETS", "LABEL_UID_PREFIX",
     "FeatureMix", "LabelMix", "SynonymReplacement", "combine", "extra_mask", "extra_points",
     "gandalf_points", "graph_for", "mixer_for", "select_labels", "tail_weights", "training_set",
-    "uniform_sample",
+    "uniform_sample", "TrainingSet", "build_training_set",
 )
 _WHERE = {name: "training_sets" for name in _NAMES}
 

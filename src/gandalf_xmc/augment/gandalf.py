@@ -47,9 +47,14 @@ def uniform_sample(split: Split, n: int, seed: int = 0) -> Split:
     """U(split, n): ``n`` points drawn uniformly without replacement (kept in their original order)."""
     if not 0 <= n <= len(split):
         raise ConfigError(f"cannot sample {n} points from {len(split)}")
-    rng = np.random.default_rng(seed)
-    idx = np.sort(rng.choice(len(split), size=n, replace=False))
+    idx = uniform_indices(len(split), n, seed)
     return Split([split.uids[i] for i in idx], [split.texts[i] for i in idx], split.Y[idx])
+
+
+def uniform_indices(n_total: int, n: int, seed: int = 0) -> np.ndarray:
+    """The rows :func:`uniform_sample` keeps, ascending."""
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(n_total, size=n, replace=False))
 
 
 def select_labels(freq: np.ndarray, fraction: float, sampling: str = "random", seed: int = 0, n_bins: int = 5) -> np.ndarray:

@@ -11,7 +11,7 @@ from ..errors import ConfigError
 from ..graph import GraphConfig, RandomWalkConfig, label_graph
 from .catalog import TRAINING_SETS
 from .conventional import FeatureMix, SynonymReplacement, word_synonyms
-from .gandalf import LABEL_UID_PREFIX, combine, gandalf_points, select_labels, uniform_sample
+from .gandalf import LABEL_UID_PREFIX, combine, gandalf_points, select_labels, uniform_indices, uniform_sample
 from .labelmix import LabelMix, tail_weights
 
 # Label-point targets that do not hand a rare label's co-labels hard 1.0 targets: shrinkage alpha = 1,
@@ -92,26 +92,43 @@ def extra_points(dataset: XMCDataset, config: AugmentConfig, client=None) -> tup
     return points, ids
 
 
-def training_set(dataset: XMCDataset, config: AugmentConfig) -> Split:
-    """The training split named by ``config.training_set`` (original points first)."""
+@dataclass(frozen=True)
+class TrainingSet:
+    """A built training set: its points (original points first), which of them are label points
+    (``extra``, a boolean mask), and the transform applied while training (or None)."""
+
+    split: Split
+    extra: np.ndarray
+    transform: LabelMix | SynonymReplacement | FeatureMix | None = None
+
+
+def build_training_set(dataset: XMCDataset, config: AugmentConfig) -> TrainingSet:
+    """The training set named by ``config.training_set``, with its label-point mask and transform."""
     config.validate()
     name = config.training_set
     if name == "auto":
         raise ConfigError("'auto' is a search over training sets: train with gandalf_xmc.workflow.pipeline.train_model")
-    if name == "none":
-        return dataset.train
     n = dataset.n_original_train or len(dataset.train)
+    if name == "none":  # a directory written by `gandalf augment` holds its label points after the originals
+        return TrainingSet(dataset.train, np.arange(len(dataset.train)) >= n)
     original = Split(dataset.train.uids[:n], dataset.train.texts[:n], dataset.original_train_Y(),
                      dataset.train.filter_pairs)
-    if name in BATCH_TRANSFORMS:  # these act while training: see mixer_for
-        return original
+    if name in BATCH_TRANSFORMS:  # these act while training
+        return TrainingSet(original, np.zeros(n, dtype=bool), mixer_for(dataset, config))
     extra, _ = extra_points(dataset, config)
     if name == "z-only":
-        return extra
+        return TrainingSet(extra, np.ones(len(extra), dtype=bool))
     combined = combine(original, extra)
+    mask = np.arange(len(combined)) >= n
     if name == "uniform":
-        return uniform_sample(combined, len(original), config.seed)
-    return combined
+        idx = uniform_indices(len(combined), n, config.seed)
+        return TrainingSet(uniform_sample(combined, n, config.seed), mask[idx])
+    return TrainingSet(combined, mask)
+
+
+def training_set(dataset: XMCDataset, config: AugmentConfig) -> Split:
+    """The training split named by ``config.training_set`` (original points first)."""
+    return build_training_set(dataset, config).split
 
 
 BATCH_TRANSFORMS = ("labelmix", "synonym", "mixup", "label-mixup")
@@ -149,4 +166,4 @@ def extra_mask(split: Split) -> np.ndarray:
 __all__ = ["AugmentConfig", "TEMPERED_GRAPH", "preset",
            "BATCH_TRANSFORMS", "TRAINING_SETS", "LABEL_UID_PREFIX", "FeatureMix", "LabelMix",
            "SynonymReplacement", "combine", "extra_mask", "extra_points", "gandalf_points", "graph_for", "mixer_for",
-           "select_labels", "tail_weights", "training_set", "uniform_sample"]
+           "select_labels", "tail_weights", "training_set", "uniform_sample", "TrainingSet", "build_training_set"]

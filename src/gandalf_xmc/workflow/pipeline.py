@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..augment import AugmentConfig, extra_mask, mixer_for, training_set
+from ..augment import AugmentConfig, build_training_set, training_set
 from ..data.atomic import check_output_directory, output_lock, replace_directory
 from ..data.dataset import Split, XMCDataset
 from ..engine.records import ExtraPoints, Validation
@@ -46,14 +46,14 @@ def fit_augmented(rest: XMCDataset, valid: Split, inv, model_config, augment: Au
                   ) -> tuple[object, int]:
     """Train one model on ``rest`` with ``augment`` (model selection on ``valid``); returns it and
     the number of training points it saw."""
-    train = training_set(rest, augment)
-    mask = extra_mask(train)
+    built = build_training_set(rest, augment)
+    train, mask = built.split, built.extra
     extra = ExtraPoints(mask, augment.extra_weight, augment.extra_share, augment.extra_negatives) if mask.any() else None
     model = build_model(model_config)
     model.set_labels(rest.label_texts, rest.label_uids)
     model.fit(train.texts, train.Y, rest.label_texts,
               valid=Validation(valid.texts, valid.Y, inv, valid.filter_pairs) if len(valid) else None,
-              checkpoint_dir=checkpoint_dir, resume=resume, progress=progress, mixer=mixer_for(rest, augment),
+              checkpoint_dir=checkpoint_dir, resume=resume, progress=progress, mixer=built.transform,
               extra=extra)
     return model, len(train)
 
