@@ -202,7 +202,7 @@ def test_text_transform_drawn_once_appends_only_changed_points():
 
 
 @pytest.mark.parametrize("name", ["none", "gandalf", "identity", "z-only", "uniform", "glas", "random-walk", "labelmix",
-                                  "synonym", "mixup"])
+                                  pytest.param("synonym", marks=pytest.mark.neural), "mixup"])  # synonyms need MiniLM
 def test_built_training_set_marks_its_label_points(tiny_dir, name):
     from gandalf_xmc.augment import AugmentConfig, build_training_set, extra_mask, training_set
     from gandalf_xmc.data import load_dataset
