@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.preprocessing import normalize
 
-from .text import TOKEN_PATTERN, words
+from .text import TOKEN_PATTERN, tfidf_row
 
 FEW_TEXTS = 16  # up to this many texts, transform without the vectorizer (see _transform_few)
 
@@ -63,18 +63,9 @@ class TextFeaturizer:
         vocabulary, idf = self.vectorizer.vocabulary_, self.vectorizer.idf_
         indptr, indices, data = [0], [], []
         for text in texts:
-            tokens = words(text)
-            counts: dict[int, int] = {}
-            for n in range(1, self.ngram_max + 1):
-                for i in range(len(tokens) - n + 1):
-                    j = vocabulary.get(" ".join(tokens[i:i + n]))
-                    if j is not None:
-                        counts[j] = counts.get(j, 0) + 1
-            ids = sorted(counts)
-            values = np.array([(1.0 + np.log(counts[j])) * idf[j] for j in ids], dtype=np.float64)
-            norm = np.sqrt((values * values).sum())
+            ids, values = tfidf_row(text, vocabulary, idf, self.ngram_max)
             indices.extend(ids)
-            data.extend((values / norm if norm > 0 else values).tolist())
+            data.extend(values)
             indptr.append(len(indices))
         X = sp.csr_matrix((np.asarray(data, dtype=np.float32), np.asarray(indices, dtype=np.int32),
                            np.asarray(indptr, dtype=np.int32)), shape=(len(texts), len(vocabulary)))

@@ -1,6 +1,7 @@
 """What a word is, for every part of the library that splits texts (TF-IDF features, word
 sequences, synonym replacement)."""
 
+import math
 import re
 
 TOKEN_PATTERN = r"(?u)\b\w+\b"
@@ -10,3 +11,21 @@ WORD = re.compile(TOKEN_PATTERN)
 def words(text: str) -> list[str]:
     """The lowercased words of ``text``."""
     return WORD.findall(text.lower())
+
+
+def tfidf_row(text: str, vocabulary: dict[str, int], idf, ngram_max: int) -> tuple[list[int], list[float]]:
+    """One text's TF-IDF row as scikit-learn's vectorizer computes it (lowercased words and their
+    n-grams up to ``ngram_max``, sublinear tf times idf, l2 norm): feature ids ascending and their
+    values. Written out here for the paths that must not pay the vectorizer: a handful of queries,
+    and the numpy-only model reader."""
+    tokens = words(text)
+    counts: dict[int, int] = {}
+    for n in range(1, ngram_max + 1):
+        for i in range(len(tokens) - n + 1):
+            j = vocabulary.get(" ".join(tokens[i:i + n]))
+            if j is not None:
+                counts[j] = counts.get(j, 0) + 1
+    ids = sorted(counts)
+    values = [(1.0 + math.log(counts[j])) * float(idf[j]) for j in ids]
+    norm = math.sqrt(sum(v * v for v in values))
+    return ids, [v / norm for v in values] if norm > 0 else values

@@ -10,16 +10,12 @@ times idf, l2 norm) and the beam search of :mod:`gandalf_xmc.engine.beam_search`
 from __future__ import annotations
 
 import json
-import math
-import re
 from pathlib import Path
 
 import numpy as np
 
-from ..text import TOKEN_PATTERN
+from ..text import tfidf_row
 from .base import LabelledModel
-
-_WORD = re.compile(TOKEN_PATTERN)
 
 
 def can_read(spec: dict) -> bool:
@@ -68,20 +64,9 @@ class LinearReader(LabelledModel):
 
     def features(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """The query's (feature ids ascending, values), the bias feature last."""
-        words = _WORD.findall(text.lower())
-        counts: dict[int, int] = {}
-        for n in range(1, self.ngram_max + 1):
-            for i in range(len(words) - n + 1):
-                j = self.vocabulary.get(" ".join(words[i:i + n]))
-                if j is not None:
-                    counts[j] = counts.get(j, 0) + 1
-        ids = np.array(sorted(counts), dtype=np.int64)
-        values = np.array([(1.0 + math.log(counts[j])) * self.idf[j] for j in ids.tolist()], dtype=np.float64)
-        norm = float(np.sqrt((values * values).sum()))
-        if norm > 0:
-            values /= norm
-        ids = np.append(ids, self.n_features)
-        values = np.append(values, float(self.config["bias"])).astype(np.float32)
+        ids, values = tfidf_row(text, self.vocabulary, self.idf, self.ngram_max)
+        ids = np.array([*ids, self.n_features], dtype=np.int64)
+        values = np.array([*values, float(self.config["bias"])], dtype=np.float32)
         return ids, values
 
     def _margins(self, level: _CSR, nodes: np.ndarray, ids: np.ndarray, values: np.ndarray) -> np.ndarray:
