@@ -17,7 +17,7 @@ from typing import Optional
 
 import typer
 
-from .augment.catalog import TRAINING_SETS
+from .augment.catalog import AUGMENTATIONS, TRAINING_SETS
 from .errors import GandalfError
 from .models.registry import MODELS
 from .workflow.validation import PROTOCOLS
@@ -216,8 +216,9 @@ def augment(data: Optional[str] = DATA_OPTION,
     from .augment.export import write_augmented_dataset
     from .errors import ConfigError
 
-    if training_set.value not in ("gandalf", "gandalf-tempered", "identity", "glas", "random-walk"):
-        raise ConfigError(f"augment writes label points (gandalf, gandalf-tempered, identity, glas, random-walk); "
+    writable = [row.name for row in AUGMENTATIONS.values() if row.writes_files]
+    if training_set.value not in writable:
+        raise ConfigError(f"augment writes label points ({', '.join(writable)}); "
                           f"{training_set.value} is applied while training: use gandalf train --augment")
     t0 = time.perf_counter()
     base = preset(training_set.value, seed)

@@ -204,13 +204,16 @@ def test_text_transform_drawn_once_appends_only_changed_points():
 @pytest.mark.parametrize("name", ["none", "gandalf", "identity", "z-only", "uniform", "glas", "random-walk", "labelmix",
                                   pytest.param("synonym", marks=pytest.mark.neural), "mixup"])  # synonyms need MiniLM
 def test_built_training_set_marks_its_label_points(tiny_dir, name):
-    from gandalf_xmc.augment import AugmentConfig, build_training_set, extra_mask, training_set
+    from gandalf_xmc.augment import AugmentConfig, build_training_set, training_set
     from gandalf_xmc.data import load_dataset
 
     ds = load_dataset(tiny_dir)
     built = build_training_set(ds, AugmentConfig(name, seed=1))
-    # the mask the builder knows equals the label points read back from their uids
-    assert np.array_equal(built.extra, extra_mask(built.split))
+    # the mask the builder knows equals the label points named by their uids ("label:" + label uid)
+    label_uids = {"label:" + u for u in ds.label_uids}
+    assert built.extra.tolist() == [u in label_uids for u in built.split.uids]
+    if name != "uniform":  # a uniform draw keeps some of the 4 label points
+        assert built.extra.sum() == (4 if name in ("gandalf", "identity", "z-only", "glas", "random-walk") else 0)
     assert built.split.uids == training_set(ds, AugmentConfig(name, seed=1)).uids
     assert (built.transform is not None) == (name in ("labelmix", "synonym", "mixup"))
     if built.transform is not None:
@@ -218,11 +221,13 @@ def test_built_training_set_marks_its_label_points(tiny_dir, name):
 
 
 def test_built_training_set_of_a_written_directory(tiny_dir, tmp_path, capsys):
-    from gandalf_xmc.augment import AugmentConfig, build_training_set, extra_mask
+    from gandalf_xmc.augment import AugmentConfig, build_training_set
     from gandalf_xmc.data import load_dataset
 
     code, _, err = run_cli(["augment", "--data", str(tiny_dir), "--out", str(tmp_path / "aug")], capsys)
     assert code == 0, err
     ds = load_dataset(tmp_path / "aug")
     built = build_training_set(ds, AugmentConfig("none"))
-    assert built.extra.sum() == ds.n_labels and np.array_equal(built.extra, extra_mask(built.split))
+    n = len(ds.train) - ds.n_labels
+    assert built.extra.tolist() == [False] * n + [True] * ds.n_labels
+    assert all(u.startswith("label:") for u in built.split.uids[n:])

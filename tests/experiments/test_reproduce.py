@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gandalf_xmc.augment import FeatureMix, SynonymReplacement, mixer_for
+from gandalf_xmc.augment import FeatureMix, SynonymReplacement, build_training_set
 from gandalf_xmc.augment.conventional import synonym_table
 from gandalf_xmc.data import load_dataset, sample_dataset, write_dataset
 from gandalf_xmc.experiments.plan import ABLATION_SETTINGS, TABLE3_SETTINGS, ReproduceConfig, plan
@@ -129,15 +129,17 @@ def test_plan_has_every_run_once():
     assert {r.setting for r in runs if r.model == "knn"} == set(TABLE3_SETTINGS)
 
 
-def test_mixer_for_names(tiny_dir):
-    from gandalf_xmc.augment import AugmentConfig
+def test_transforms_of_the_training_sets(tiny_dir):
+    from gandalf_xmc.augment import AugmentConfig, LabelMix
 
     ds = load_dataset(tiny_dir)
-    from gandalf_xmc.augment import LabelMix
 
-    assert isinstance(mixer_for(ds, AugmentConfig("mixup")), FeatureMix)
-    assert mixer_for(ds, AugmentConfig("gandalf")) is None
-    labelmix = mixer_for(ds, AugmentConfig("labelmix"))
+    def transform(name):
+        return build_training_set(ds, AugmentConfig(name)).transform
+
+    assert isinstance(transform("mixup"), FeatureMix)
+    assert transform("gandalf") is None
+    labelmix = transform("labelmix")
     assert isinstance(labelmix, LabelMix)
     # its graph is the co-occurrence graph of the training labels: P[1 | 0] = 2/3 (labels 0 and 1
     # share 2 of label 0's 3 points), P[2 | 3] = 0 (label 3 has no point)

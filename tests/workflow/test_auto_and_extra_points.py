@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")  # the [neural] extra
 import scipy.sparse as sp
 
-from gandalf_xmc.augment import AugmentConfig, extra_mask, training_set
+from gandalf_xmc.augment import AugmentConfig, build_training_set
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.engine.records import ExtraPoints, TrainConfig, TrainResult
 from gandalf_xmc.errors import ConfigError
@@ -70,8 +70,7 @@ def test_extra_point_weight_sets_the_optimum(weight):
 
 def test_extra_share_limits_each_epoch(tiny_dir):
     ds = load_dataset(tiny_dir)
-    train = training_set(ds, AugmentConfig("identity"))
-    assert extra_mask(train).tolist() == [False] * 4 + [True] * 4
+    assert build_training_set(ds, AugmentConfig("identity")).extra.tolist() == [False] * 4 + [True] * 4
     from gandalf_xmc.models.registry import model_config
     from gandalf_xmc.workflow.pipeline import fit_augmented
 

@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from gandalf_xmc.augment import AugmentConfig, extra_mask, training_set
+from gandalf_xmc.augment import AugmentConfig, build_training_set
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.graph import GraphConfig, label_graph
 from gandalf_xmc.workflow.pipeline import carve_validation
@@ -34,8 +34,8 @@ def test_validation_labels_never_reach_the_label_graph(tmp_path, monkeypatch):
             break
     else:
         pytest.fail("no seed carves the label-3 point out")
-    train = training_set(rest, AugmentConfig("gandalf", GraphConfig(delta=0.0)))
-    extra = train.Y[extra_mask(train)].toarray()
+    built = build_training_set(rest, AugmentConfig("gandalf", GraphConfig(delta=0.0)))
+    extra = built.split.Y[built.extra].toarray()
     assert extra[3].tolist() == [0, 0, 0, 1]
     np.testing.assert_allclose(extra, label_graph(rest.train.Y, GraphConfig(delta=0.0)).toarray(), rtol=1e-6)
     full = label_graph(ds.train.Y, GraphConfig(delta=0.0)).toarray()

@@ -1,21 +1,194 @@
-"""The names of the training sets (``--augment``) and what each is, without importing what builds
-them: the command line lists them at start-up."""
+"""Every training set (``--augment``) as one row of :data:`AUGMENTATIONS`: its name, what it is,
+the graph it needs and how to build it. Adding an augmentation is one builder and one row here.
+
+The heavy modules (graph kernels, numba) are imported inside the builders, so that the command line
+can list the training sets at start-up without loading them.
+"""
 
 from __future__ import annotations
 
-TRAINING_SETS = {
-    "none": "D: the training points as given (a directory written by `gandalf augment` gives D u Z)",
-    "gandalf": "G = D u Z: original + label points with co-occurrence soft targets (the paper)",
-    "gandalf-tempered": "D u Z with tempered soft targets (shrunk, size-weighted, at most 10 co-labels at half "
-                        "weight) and label points at half loss weight",
-    "identity": "Z^1 u D: original + label points with self-annotation only",
-    "z-only": "Z: label points only",
-    "uniform": "U(G, N): N points drawn uniformly from G",
-    "glas": "G with y = sigmoid(S) (GLaS's symmetrised conditionals)",
-    "random-walk": "D u Z with ECLARE's random-walk graph",
-    "labelmix": "D, each batch transformed by LabelMix (p 0.4, tail-skewed label choice)",
-    "synonym": "D, each batch's texts rewritten with nearest-word synonyms (p 0.4 a point, 0.3 a word)",
-    "mixup": "D + 0.4 N MixUp points (two points' inputs and targets interpolated)",
-    "label-mixup": "D + 0.4 N Label-MixUp points (a point's input interpolated with one of its labels' text)",
-    "auto": "the training set that does best on the validation split (see train/auto.py)",
-}
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:  # annotations only: importing these here would load numba at start-up
+    from ..data.dataset import Split, XMCDataset
+    from ..graph import GraphConfig
+    from .transforms import BatchTransform
+
+# Share of a batch (or of the training set, for the feature mixes) that a batch transform changes
+TRANSFORM_PROBABILITY = 0.4
+
+
+@dataclass(frozen=True)
+class TrainingSet:
+    """A built training set: its points (original points first), which of them are label points
+    (``extra``, a boolean mask), and the transform applied while training (or None)."""
+
+    split: Split
+    extra: np.ndarray
+    transform: BatchTransform | None = None
+
+
+@dataclass(frozen=True)
+class Augmentation:
+    """One training set: ``build(dataset, config) -> TrainingSet``.
+
+    Attributes:
+        name: the ``--augment`` name.
+        description: one line for the command line's help and the docs.
+        build: makes the training set from a dataset and an ``AugmentConfig``.
+        graph_kind: the label-graph kind this training set always uses (None: the config's).
+        writes_files: whether ``gandalf augment`` writes it as a dataset (original + label points);
+            the others act while training.
+    """
+
+    name: str
+    description: str
+    build: Callable[[XMCDataset, object], TrainingSet]
+    graph_kind: str | None = None
+    writes_files: bool = False
+
+
+def graph_for(config) -> GraphConfig:
+    """The graph a training set needs (its row's ``graph_kind``, else the config's); its random
+    walks take the augmentation's seed, so one seed decides everything random."""
+    row = AUGMENTATIONS.get(config.training_set)
+    kind = row.graph_kind if row is not None and row.graph_kind else config.graph.kind
+    return replace(config.graph, kind=kind, walk=replace(config.graph.walk, seed=config.seed))
+
+
+def original_points(dataset: XMCDataset) -> Split:
+    """The dataset's original training points (a directory written by `gandalf augment` holds its
+    label points after them)."""
+    from ..data.dataset import Split
+
+    n = n_original(dataset)
+    if n == len(dataset.train):
+        return dataset.train
+    return Split(dataset.train.uids[:n], dataset.train.texts[:n], dataset.original_train_Y(),
+                 dataset.train.filter_pairs)
+
+
+def n_original(dataset: XMCDataset) -> int:
+    return dataset.n_original_train or len(dataset.train)
+
+
+def extra_points(dataset: XMCDataset, config, client=None) -> tuple[Split, np.ndarray]:
+    """Gandalf's extra points for ``config`` and the label ids they come from (the label graph on
+    ``client``'s Dask cluster when one is given)."""
+    from ..graph import label_graph
+    from .gandalf import gandalf_points, select_labels
+
+    graph = label_graph(dataset.original_train_Y(), graph_for(config), client=client)
+    labels = None
+    if config.labels_fraction < 1.0:
+        labels = select_labels(dataset.label_frequencies(), config.labels_fraction, config.labels_sampling, config.seed)
+    points = gandalf_points(dataset, graph, labels)
+    ids = np.arange(dataset.n_labels) if labels is None else labels
+    return points, ids
+
+
+# --- builders: one per kind of training set ---------------------------------------------------
+
+def _as_given(dataset: XMCDataset, config) -> TrainingSet:
+    n = n_original(dataset)
+    return TrainingSet(dataset.train, np.arange(len(dataset.train)) >= n)
+
+
+def _original_plus_label_points(dataset: XMCDataset, config) -> TrainingSet:
+    from .gandalf import combine
+
+    original = original_points(dataset)
+    combined = combine(original, extra_points(dataset, config)[0])
+    return TrainingSet(combined, np.arange(len(combined)) >= len(original))
+
+
+def _label_points_only(dataset: XMCDataset, config) -> TrainingSet:
+    extra = extra_points(dataset, config)[0]
+    return TrainingSet(extra, np.ones(len(extra), dtype=bool))
+
+
+def _uniform(dataset: XMCDataset, config) -> TrainingSet:
+    from .gandalf import uniform_indices, uniform_sample
+
+    full = _original_plus_label_points(dataset, config)
+    n = n_original(dataset)
+    idx = uniform_indices(len(full.split), n, config.seed)
+    return TrainingSet(uniform_sample(full.split, n, config.seed), full.extra[idx])
+
+
+def _with_transform(transform: Callable[[XMCDataset, object], BatchTransform]):
+    def build(dataset: XMCDataset, config) -> TrainingSet:
+        original = original_points(dataset)
+        return TrainingSet(original, np.zeros(len(original), dtype=bool), transform(dataset, config))
+    return build
+
+
+def _labelmix(dataset: XMCDataset, config) -> BatchTransform:
+    from ..graph import label_graph
+    from .labelmix import LabelMix, tail_weights
+
+    graph = label_graph(dataset.original_train_Y(), replace(config.graph, kind="cooccurrence"))
+    return LabelMix(graph, dataset.label_texts, tail_weights(dataset.label_frequencies()),
+                    prob=TRANSFORM_PROBABILITY, threshold=config.graph.delta, seed=config.seed)
+
+
+def _synonym(dataset: XMCDataset, config) -> BatchTransform:
+    from .conventional import SynonymReplacement, word_synonyms
+
+    texts = original_points(dataset).texts + list(dataset.label_texts)
+    return SynonymReplacement(word_synonyms(texts), prob=TRANSFORM_PROBABILITY, seed=config.seed)
+
+
+def _feature_mix(kind: str):
+    def transform(dataset: XMCDataset, config) -> BatchTransform:
+        from .conventional import FeatureMix
+        from .labelmix import tail_weights
+
+        return FeatureMix(kind, share=TRANSFORM_PROBABILITY, label_weights=tail_weights(dataset.label_frequencies()),
+                          seed=config.seed)
+    return transform
+
+
+def _refuse(message: str):
+    def build(dataset: XMCDataset, config) -> TrainingSet:
+        raise ConfigError(message)
+    return build
+
+
+_ROWS = (
+    Augmentation("none", "D: the training points as given (a directory written by `gandalf augment` gives D u Z)",
+                 _as_given),
+    Augmentation("gandalf", "G = D u Z: original + label points with co-occurrence soft targets (the paper)",
+                 _original_plus_label_points, writes_files=True),
+    Augmentation("gandalf-tempered", "D u Z with tempered soft targets (shrunk, size-weighted, at most 10 co-labels "
+                 "at half weight) and label points at half loss weight",
+                 _refuse("'gandalf-tempered' is a preset of 'gandalf': build its config with augment.preset"), writes_files=True),
+    Augmentation("identity", "Z^1 u D: original + label points with self-annotation only",
+                 _original_plus_label_points, graph_kind="identity", writes_files=True),
+    Augmentation("z-only", "Z: label points only", _label_points_only),
+    Augmentation("uniform", "U(G, N): N points drawn uniformly from G", _uniform),
+    Augmentation("glas", "G with y = sigmoid(S) (GLaS's symmetrised conditionals)",
+                 _original_plus_label_points, graph_kind="glas", writes_files=True),
+    Augmentation("random-walk", "D u Z with ECLARE's random-walk graph",
+                 _original_plus_label_points, graph_kind="random-walk", writes_files=True),
+    Augmentation("labelmix", "D, each batch transformed by LabelMix (p 0.4, tail-skewed label choice)",
+                 _with_transform(_labelmix)),
+    Augmentation("synonym", "D, each batch's texts rewritten with nearest-word synonyms (p 0.4 a point, 0.3 a word)",
+                 _with_transform(_synonym)),
+    Augmentation("mixup", "D + 0.4 N MixUp points (two points' inputs and targets interpolated)",
+                 _with_transform(_feature_mix("mixup"))),
+    Augmentation("label-mixup", "D + 0.4 N Label-MixUp points (a point's input interpolated with one of its "
+                 "labels' text)", _with_transform(_feature_mix("label-mixup"))),
+    Augmentation("auto", "the training set that does best on the validation split (see workflow/auto.py)",
+                 _refuse("'auto' is a search over training sets: train with "
+                         "gandalf_xmc.workflow.pipeline.train_model")),
+)
+AUGMENTATIONS: dict[str, Augmentation] = {row.name: row for row in _ROWS}
+TRAINING_SETS: dict[str, str] = {row.name: row.description for row in _ROWS}
+"""Name -> description of every training set (the command line's list)."""

@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 
 class BatchTransform(Protocol):
-    """What every transform of ``mixer_for`` says: the kind of input it transforms."""
+    """What every training-set transform says: the kind of input it transforms."""
 
     acts_on: Literal["texts", "features"]
 

@@ -11,8 +11,6 @@ from ..errors import ConfigError
 from .cooccurrence import conditional_graph
 from .random_walk import random_walk_counts, random_walk_graph
 
-GRAPH_KINDS = ("cooccurrence", "random-walk", "glas", "identity")
-
 
 @dataclass
 class RandomWalkConfig:
@@ -60,7 +58,7 @@ class GraphConfig:
     walk: RandomWalkConfig = field(default_factory=RandomWalkConfig)
 
     def validate(self) -> None:
-        if self.kind not in GRAPH_KINDS:
+        if self.kind not in GRAPH_BUILDERS:
             raise ConfigError(f"unknown graph kind {self.kind!r}; choose one of {', '.join(GRAPH_KINDS)}")
         if not 0.0 <= self.delta < 1.0:
             raise ConfigError(f"delta must be in [0, 1), got {self.delta}")
@@ -94,37 +92,49 @@ def label_graph(Y: sp.spmatrix, config: GraphConfig | None = None, client=None) 
     ``Y`` must be the ORIGINAL training labels (``N x L``). The self entry of each row is 1
     (``sigmoid(1)`` for ``glas``, whose S has 1 on the diagonal). With a ``distributed.Client``,
     the co-occurrence kinds are computed on its Dask cluster (:mod:`.distributed`; the same result).
+    The kind's row of :data:`GRAPH_BUILDERS` builds it.
     """
     config = config or GraphConfig()
     config.validate()
-    Y = sp.csr_matrix(Y)
-    n_labels = Y.shape[1]
-    if config.kind == "identity":
-        return sp.identity(n_labels, dtype=np.float32, format="csr")
-    if client is not None and config.kind == "random-walk":
-        raise ConfigError("the random-walk graph runs on one machine only; drop --dask or choose another graph")
-    if client is not None:
-        from .distributed import dask_conditional_graph
-
-        G = dask_conditional_graph(Y, client, delta=config.delta, top_k=config.top_k,
-                                   shrinkage=0.0 if config.kind == "glas" else config.shrinkage,
-                                   point_weights=point_weights(Y, config.point_weights), symmetric=config.kind == "glas")
-        if config.kind == "glas":
-            G.data = (1.0 / (1.0 + np.exp(-G.data.astype(np.float64)))).astype(np.float32)
-    elif config.kind == "random-walk":
-        walk = config.walk
-        G = random_walk_graph(Y, delta=config.delta, walk_length=walk.walk_length, restart_prob=walk.restart_prob,
-                              neighbours=walk.neighbours, head_threshold=walk.head_threshold, seed=walk.seed)
-    elif config.kind == "glas":
-        G = conditional_graph(Y, delta=config.delta, top_k=config.top_k,
-                              point_weights=point_weights(Y, config.point_weights), symmetric=True)
-        G.data = (1.0 / (1.0 + np.exp(-G.data.astype(np.float64)))).astype(np.float32)
-    else:
-        G = conditional_graph(Y, delta=config.delta, top_k=config.top_k, shrinkage=config.shrinkage,
-                              point_weights=point_weights(Y, config.point_weights))
+    G = GRAPH_BUILDERS[config.kind](sp.csr_matrix(Y), config, client)
     if config.co_label_scale != 1.0:
         G = scale_co_labels(G, config.co_label_scale)
     return G
+
+
+def _cooccurrence(Y: sp.csr_matrix, config: GraphConfig, client, symmetric: bool = False) -> sp.csr_matrix:
+    shrinkage = 0.0 if symmetric else config.shrinkage
+    weights = point_weights(Y, config.point_weights)
+    if client is not None:
+        from .distributed import dask_conditional_graph
+
+        return dask_conditional_graph(Y, client, delta=config.delta, top_k=config.top_k, shrinkage=shrinkage,
+                                      point_weights=weights, symmetric=symmetric)
+    return conditional_graph(Y, delta=config.delta, top_k=config.top_k, shrinkage=shrinkage, point_weights=weights,
+                             symmetric=symmetric)
+
+
+def _glas(Y: sp.csr_matrix, config: GraphConfig, client) -> sp.csr_matrix:
+    G = _cooccurrence(Y, config, client, symmetric=True)
+    G.data = (1.0 / (1.0 + np.exp(-G.data.astype(np.float64)))).astype(np.float32)
+    return G
+
+
+def _random_walk(Y: sp.csr_matrix, config: GraphConfig, client) -> sp.csr_matrix:
+    if client is not None:
+        raise ConfigError("the random-walk graph runs on one machine only; drop --dask or choose another graph")
+    walk = config.walk
+    return random_walk_graph(Y, delta=config.delta, walk_length=walk.walk_length, restart_prob=walk.restart_prob,
+                             neighbours=walk.neighbours, head_threshold=walk.head_threshold, seed=walk.seed)
+
+
+def _identity(Y: sp.csr_matrix, config: GraphConfig, client) -> sp.csr_matrix:
+    return sp.identity(Y.shape[1], dtype=np.float32, format="csr")
+
+
+GRAPH_BUILDERS = {"cooccurrence": _cooccurrence, "random-walk": _random_walk, "glas": _glas, "identity": _identity}
+"""Graph kind -> ``build(Y, config, client) -> L x L CSR``: adding a kind is one function and one entry."""
+GRAPH_KINDS = tuple(GRAPH_BUILDERS)
 
 
 def scale_co_labels(G: sp.csr_matrix, scale: float) -> sp.csr_matrix:
@@ -136,5 +146,6 @@ def scale_co_labels(G: sp.csr_matrix, scale: float) -> sp.csr_matrix:
     return G
 
 
-__all__ = ["GRAPH_KINDS", "GraphConfig", "RandomWalkConfig", "label_graph", "conditional_graph", "random_walk_graph",
+__all__ = ["GRAPH_KINDS", "GRAPH_BUILDERS", "GraphConfig",
+           "RandomWalkConfig", "label_graph", "conditional_graph", "random_walk_graph",
            "random_walk_counts", "point_weights", "scale_co_labels"]
