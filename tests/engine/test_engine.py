@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from sklearn.svm import LinearSVC
 
 from gandalf_xmc.engine.beam_search import TreeWeights
-from gandalf_xmc.engine.label_tree import build_tree, label_vectors
+from gandalf_xmc.engine.label_tree import build_tree, label_blocks, label_vectors
 from gandalf_xmc.engine.linear_solver import SolverConfig, train_level
 
 TIGHT = SolverConfig(C=1.0, eps=1e-6, max_iter=5000, threshold=0.0)
@@ -123,6 +123,49 @@ def test_label_vectors_use_text_for_labels_without_points():
     Z = sp.csr_matrix(np.array([[0, 1.0, 0], [0, 0, 2.0]]))
     R = label_vectors(X, Y, Z, text_weight=1.0).toarray()
     np.testing.assert_allclose(R, [[2 ** -0.5, 2 ** -0.5, 0], [0, 0, 1]], atol=1e-6)
+
+
+def dense_label_vectors(X, Y, Z, text_weight):
+    """The label vectors by the definition, in dense float64."""
+    def unit(M):
+        n = np.linalg.norm(M, axis=1, keepdims=True)
+        return np.divide(M, n, out=np.zeros_like(M), where=n > 0)
+    return unit(unit(Y.T @ X) + text_weight * unit(Z))
+
+
+def test_label_vectors_in_blocks_equal_the_definition():
+    rng = np.random.default_rng(3)
+    X = sp.random(60, 40, density=0.15, random_state=4, format="csr", dtype=np.float32)
+    Y = sp.random(60, 25, density=0.1, random_state=5, format="csr", dtype=np.float32)  # soft targets in (0, 1)
+    Z = sp.csr_matrix(rng.random((25, 40)) * (rng.random((25, 40)) < 0.1))
+    want = dense_label_vectors(X.toarray(), Y.toarray(), Z.toarray(), 2.0)
+    one = label_vectors(X, Y, Z, 2.0)
+    blocks = label_vectors(X, Y, Z, 2.0, partial_sums_per_block=3)  # every label a block or nearly
+    np.testing.assert_allclose(one.toarray(), want, atol=1e-6)
+    for name in ("indptr", "indices", "data"):
+        assert np.array_equal(getattr(one, name), getattr(blocks, name))
+
+
+def test_label_vectors_over_the_budget_keep_each_labels_largest_features():
+    X = sp.csr_matrix(np.array([[4.0, 3, 2, 1, 0], [0, 1, 0, 0, 5]]))
+    Y = sp.csr_matrix(np.array([[1.0, 0, 1], [0, 1, 1]]))
+    Z = sp.csr_matrix((3, 5))
+    # 3 labels, at most 6 entries: each label keeps its 2 largest features, then unit length
+    R = label_vectors(X, Y, Z, 0.0, max_entries=6).toarray()
+    full = dense_label_vectors(X.toarray(), Y.toarray(), np.zeros((3, 5)), 0.0)
+    for row, f in zip(R, full):
+        top = np.argsort(-f, kind="stable")[:2]
+        want = np.zeros(5)
+        want[top] = f[top] / np.linalg.norm(f[top])
+        np.testing.assert_allclose(row, want, atol=1e-6)
+    assert (R > 0).sum(axis=1).tolist() == [2, 2, 2]
+    # label 0 (row 0 only): features 0 and 1, 4 : 3
+    np.testing.assert_allclose(R[0], [0.8, 0.6, 0, 0, 0], atol=1e-6)
+
+
+def test_label_blocks_cover_the_labels_within_the_budget():
+    assert label_blocks(np.array([2, 2, 2, 5, 1, 1]), 4) == [(0, 2), (2, 3), (3, 4), (4, 6)]
+    assert label_blocks(np.array([]), 4) == []
 
 
 def brute_force_paths(levels, children, q, beam, k):
