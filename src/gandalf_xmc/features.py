@@ -3,16 +3,100 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.preprocessing import normalize
 
-from .text import TOKEN_PATTERN, tfidf_row
+from .sparse_ops import row_normalised
+from .text import TOKEN_PATTERN, tfidf_row, words
 
 FEW_TEXTS = 16  # up to this many texts, transform without the vectorizer (see _transform_few)
+
+
+class WordTfidf:
+    """Word n-gram TF-IDF exactly as scikit-learn's ``TfidfVectorizer(ngram_range=(1, ngram_max),
+    sublinear_tf=True, min_df=min_df, dtype=float32)`` computes it (alphabetical vocabulary, smooth
+    idf, l2 rows; the same bytes), with the same ``vocabulary_`` and ``idf_``. Written out because
+    importing scikit-learn (scipy.stats with it) takes longer than training the linear model on a
+    small dataset; character n-grams and ``max_features`` still use scikit-learn."""
+
+    def __init__(self, ngram_max: int = 2, min_df: int = 1, vocabulary: dict[str, int] | None = None,
+                 idf: np.ndarray | None = None):
+        self.ngram_max = ngram_max
+        self.min_df = min_df
+        self.vocabulary_ = vocabulary
+        self.idf_ = idf
+
+    def _grams(self, text: str) -> list[str]:
+        tokens = words(text)
+        grams = list(tokens)
+        for n in range(2, min(self.ngram_max, len(tokens)) + 1):
+            grams.extend(" ".join(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+        return grams
+
+    def _counts(self, texts: list[str], vocabulary: dict[str, int], grow: bool) -> sp.csr_matrix:
+        """Term counts (float32 CSR), each row's ids ascending; new terms join ``vocabulary`` if ``grow``."""
+        indptr, indices, counts = [0], [], []
+        for text in texts:
+            counter = Counter(self._grams(text))
+            if grow:
+                ids = [vocabulary.setdefault(g, len(vocabulary)) for g in counter]
+                values = list(counter.values())
+            else:
+                pairs = [(vocabulary[g], c) for g, c in counter.items() if g in vocabulary]
+                ids, values = [p[0] for p in pairs], [p[1] for p in pairs]
+            indices.extend(ids)
+            counts.extend(values)
+            indptr.append(len(indices))
+        X = sp.csr_matrix((np.asarray(counts, dtype=np.float32), np.asarray(indices, dtype=np.int32),
+                           np.asarray(indptr, dtype=np.int64)), shape=(len(texts), len(vocabulary)))
+        X.sort_indices()
+        return X
+
+    def _weigh(self, X: sp.csr_matrix) -> sp.csr_matrix:
+        np.log(X.data, out=X.data)
+        X.data += np.float32(1.0)
+        X.data *= self.idf_[X.indices]
+        return row_normalised(X)
+
+    def fit_transform(self, texts: list[str]) -> sp.csr_matrix:
+        vocabulary: dict[str, int] = {}
+        X = self._counts(texts, vocabulary, grow=True)
+        if not vocabulary:
+            raise ValueError("empty vocabulary: the texts hold no words")
+        keep = np.ones(len(vocabulary), dtype=bool)
+        if self.min_df > 1:
+            keep = np.bincount(X.indices, minlength=X.shape[1]) >= self.min_df
+            if not keep.any():
+                raise ValueError(f"no word n-gram occurs in {self.min_df} texts or more")
+            X = X[:, np.flatnonzero(keep)]
+        # ids in order of first sight -> alphabetical ids (the rows keep their stored order, as scikit-learn's)
+        seen = [term for term, _ in sorted(vocabulary.items(), key=lambda kv: kv[1])]
+        terms = [t for t, k in zip(seen, keep.tolist()) if k]
+        order = sorted(range(len(terms)), key=terms.__getitem__)
+        new_id = np.empty(len(terms), dtype=np.int32)
+        new_id[order] = np.arange(len(terms), dtype=np.int32)
+        X.indices = new_id[X.indices]
+        X.has_sorted_indices = False
+        self.vocabulary_ = {terms[i]: int(new_id[i]) for i in range(len(terms))}
+        df = np.bincount(X.indices, minlength=len(terms)).astype(np.float32) + np.float32(1.0)
+        idf = np.full_like(df, X.shape[0] + 1, dtype=np.float32)
+        idf /= df
+        np.log(idf, out=idf)
+        idf += np.float32(1.0)
+        self.idf_ = idf
+        X = self._weigh(X)  # normalised in scikit-learn's stored order, then sorted (the same sums)
+        X.sort_indices()
+        return X
+
+    def fit(self, texts: list[str]) -> WordTfidf:
+        self.fit_transform(texts)
+        return self
+
+    def transform(self, texts: list[str]) -> sp.csr_matrix:
+        return self._weigh(self._counts(texts, self.vocabulary_, grow=False))
 
 
 class TextFeaturizer:
@@ -26,15 +110,20 @@ class TextFeaturizer:
         self.min_df = min_df
         self.max_features = max_features
         self.char_ngrams = tuple(char_ngrams) if char_ngrams else None
-        self.vectorizer: TfidfVectorizer | None = None
-        self.char_vectorizer: TfidfVectorizer | None = None
+        self.vectorizer = None  # a WordTfidf, or scikit-learn's TfidfVectorizer with max_features
+        self.char_vectorizer = None
 
-    def _new_vectorizer(self, vocabulary=None) -> TfidfVectorizer:
+    def _new_vectorizer(self, vocabulary=None):
+        if self.max_features is None or vocabulary is not None:
+            return WordTfidf(self.ngram_max, self.min_df if vocabulary is None else 1, vocabulary)
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
         return TfidfVectorizer(ngram_range=(1, self.ngram_max), sublinear_tf=True, token_pattern=TOKEN_PATTERN,
-                               min_df=1 if vocabulary is not None else self.min_df, max_features=self.max_features,
-                               vocabulary=vocabulary, dtype=np.float32)
+                               min_df=self.min_df, max_features=self.max_features, dtype=np.float32)
 
-    def _new_char_vectorizer(self, vocabulary=None) -> TfidfVectorizer:
+    def _new_char_vectorizer(self, vocabulary=None):
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
         return TfidfVectorizer(analyzer="char_wb", ngram_range=self.char_ngrams, sublinear_tf=True,
                                min_df=1 if vocabulary is not None else max(self.min_df, 2),
                                max_features=self.max_features, vocabulary=vocabulary, dtype=np.float32)
@@ -50,6 +139,8 @@ class TextFeaturizer:
         self.vectorizer = self._new_vectorizer()
         X = self.vectorizer.fit_transform(texts).tocsr()
         if self.char_ngrams:
+            from sklearn.preprocessing import normalize
+
             self.char_vectorizer = self._new_char_vectorizer()
             X = sp.csr_matrix(normalize(sp.hstack([X, self.char_vectorizer.fit_transform(texts)], format="csr")),
                               dtype=np.float32)
@@ -85,6 +176,8 @@ class TextFeaturizer:
             return self._transform_few(texts)
         X = self.vectorizer.transform(texts).tocsr()
         if self.char_vectorizer is not None:
+            from sklearn.preprocessing import normalize
+
             X = normalize(sp.hstack([X, self.char_vectorizer.transform(texts)], format="csr"))
             X = sp.csr_matrix(X, dtype=np.float32)
         X.sort_indices()
@@ -115,5 +208,5 @@ class TextFeaturizer:
         return feat
 
 
-def _terms(vectorizer: TfidfVectorizer) -> list[str]:
+def _terms(vectorizer) -> list[str]:
     return [term for term, _ in sorted(vectorizer.vocabulary_.items(), key=lambda kv: kv[1])]

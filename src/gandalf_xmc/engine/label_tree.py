@@ -19,7 +19,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from ..sparse_ops import top_k_per_row
+from ..sparse_ops import row_normalised, top_k_per_row
 
 
 @dataclass
@@ -109,18 +109,6 @@ def label_blocks(cost: np.ndarray, per_block: float) -> list[tuple[int, int]]:
     if lo < len(cost):
         bounds.append((lo, len(cost)))
     return bounds
-
-
-def row_normalised(M: sp.spmatrix) -> sp.csr_matrix:
-    """``M`` (float32 CSR, a copy) with every non-zero row scaled to unit l2 norm: float32 squares
-    summed in float64 in row order, as scikit-learn's ``normalize`` does (the same bytes)."""
-    M = sp.csr_matrix(M, dtype=np.float32, copy=True)
-    lengths = np.diff(M.indptr)
-    rows = np.repeat(np.arange(M.shape[0]), lengths)
-    norms = np.sqrt(np.bincount(rows, weights=(M.data * M.data).astype(np.float64), minlength=M.shape[0]))
-    norms[norms == 0] = 1.0
-    M.data = (M.data.astype(np.float64) / np.repeat(norms, lengths)).astype(np.float32)
-    return M
 
 
 @numba.njit(cache=True, nogil=True)
