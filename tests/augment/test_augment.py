@@ -231,3 +231,11 @@ def test_built_training_set_of_a_written_directory(tiny_dir, tmp_path, capsys):
     n = len(ds.train) - ds.n_labels
     assert built.extra.tolist() == [False] * n + [True] * ds.n_labels
     assert all(u.startswith("label:") for u in built.split.uids[n:])
+
+
+def test_augment_json_records_the_graph_as_built(tiny_dir, tmp_path, capsys):
+    code, _, err = run_cli(["augment", "--data", str(tiny_dir), "--out", str(tmp_path / "aug"), "--augment", "glas",
+                            "--seed", "3"], capsys)
+    assert code == 0, err
+    graph = json.loads((tmp_path / "aug" / "augment.json").read_text())["config"]["graph"]
+    assert graph["kind"] == "glas" and graph["walk"]["seed"] == 3  # the one seed, not the section's default 0

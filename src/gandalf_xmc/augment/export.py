@@ -7,7 +7,7 @@ import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from ..data.atomic import atomic_directory
@@ -76,7 +76,7 @@ def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: Au
         "n_extra": len(extra),
         "n_labels": dataset.n_labels,
         "extra_targets_nnz": int(extra.Y.nnz),
-        "config": {**asdict(config)},
+        "config": asdict(replace(config, graph=graph_for(config))),  # the graph as built (its kind, the walk's seed)
     }
     with atomic_directory(out_dir, force, inputs=(dataset.path,)) as staging:
         original_Y = dataset.original_train_Y()
