@@ -295,7 +295,8 @@ def evaluate(pred_file: Path = typer.Argument(..., help="Predictions: sparse mat
 def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".join(
               f"{n}: {e.summary}" for n, e in MODELS.items())),
           data: Optional[str] = DATA_OPTION,
-          training_set: AugmentName = typer.Option("none", "--augment", help=" | ".join(TRAINING_SETS)),
+          training_set: AugmentName = typer.Option("none", "--augment", help=" | ".join(
+              f"{n}: {d}" for n, d in TRAINING_SETS.items())),
           graph: Optional[GraphKind] = GRAPH_OPTION, delta: Optional[float] = DELTA_OPTION,
           top_k: Optional[int] = TOP_K_OPTION, shrinkage: Optional[float] = SHRINKAGE_OPTION,
           point_weights: Optional[PointWeights] = POINT_WEIGHTS_OPTION,
