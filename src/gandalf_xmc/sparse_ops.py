@@ -80,15 +80,23 @@ def top_k_per_row(S: sp.spmatrix, k: int, distinct: bool = False) -> sp.csr_matr
 
 
 def row_normalised(M: sp.spmatrix) -> sp.csr_matrix:
-    """``M`` (float32 CSR, a copy) with every non-zero row scaled to unit l2 norm: float32 squares
-    summed in float64 in row order, as scikit-learn's ``normalize`` does (the same bytes)."""
+    """``M`` (float32 CSR, a copy) with every non-zero row scaled to unit l2 norm, computed as
+    scikit-learn's ``normalize`` does (float32 squares summed in float64 in stored order): the same bytes."""
     M = sp.csr_matrix(M, dtype=np.float32, copy=True)
-    lengths = np.diff(M.indptr)
-    rows = np.repeat(np.arange(M.shape[0]), lengths)
-    norms = np.sqrt(np.bincount(rows, weights=(M.data * M.data).astype(np.float64), minlength=M.shape[0]))
-    norms[norms == 0] = 1.0
-    M.data = (M.data.astype(np.float64) / np.repeat(norms, lengths)).astype(np.float32)
+    _normalise_rows(M.indptr.astype(np.int64, copy=False), M.data)
     return M
+
+
+@numba.njit(cache=True, nogil=True)
+def _normalise_rows(indptr, data):
+    for i in range(indptr.size - 1):
+        total = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            total += np.float32(data[p] * data[p])
+        if total > 0.0:
+            norm = np.sqrt(total)
+            for p in range(indptr[i], indptr[i + 1]):
+                data[p] = np.float32(data[p] / norm)
 
 
 def unique_int(values: np.ndarray) -> np.ndarray:

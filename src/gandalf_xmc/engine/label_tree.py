@@ -50,8 +50,8 @@ class LabelTree:
         return np.searchsorted(below, self.bounds[level]).astype(np.int64)
 
 
-# All label vectors together keep at most this many entries: beyond it each label keeps only its
-# largest features (at 1.3M labels, 153 a label; every dev-suite dataset stays below it unpruned)
+# Entries of all label vectors together, at most: when the products could hold more, each label
+# keeps only its largest features (at 1.3M labels, 153 a label)
 LABEL_VECTOR_ENTRIES = 200_000_000
 # Partial sums of one block's product Y_b^T X, at most (about 12 bytes each while it is summed)
 PARTIAL_SUMS_PER_BLOCK = 50_000_000
@@ -66,9 +66,10 @@ def label_vectors(X: sp.csr_matrix, Y: sp.csr_matrix, Z: sp.csr_matrix | None, t
 
     Built in blocks of labels, each block's product ``Y_b^T X`` summing at most about
     ``partial_sums_per_block`` products (one label larger than that is a block of its own), so
-    memory beyond the inputs is one block's product plus the result. When the vectors would hold
-    more than ``max_entries`` entries, each label keeps its ``max_entries // L`` largest features
-    (then l2-normalised again), so the result holds at most ``max_entries``.
+    memory beyond the inputs is one block's product plus the result. The vectors are exact when
+    they cannot hold more than ``max_entries`` entries (the partial sums and the label texts'
+    entries bound them); otherwise each label keeps its ``max_entries // L`` largest features (then
+    l2-normalised again), so the result holds at most ``max_entries``.
 
     Args:
         X: ``N x F`` features of the training points.
@@ -81,15 +82,16 @@ def label_vectors(X: sp.csr_matrix, Y: sp.csr_matrix, Z: sp.csr_matrix | None, t
     YT = sp.csr_matrix(Y, dtype=np.float32).T.tocsr()
     n_labels = YT.shape[0]
     Zn = row_normalised(Z) if Z is not None and text_weight > 0 else None
-    keep = max(1, max_entries // max(n_labels, 1))
     pattern = sp.csr_matrix((np.ones(YT.nnz), YT.indices, YT.indptr), shape=YT.shape)
     partial_sums = pattern @ np.diff(X.indptr).astype(np.float64)  # per label: its rows' lengths, summed
+    bound = partial_sums.sum() + (Zn.nnz if Zn is not None else 0)
+    keep = max(1, max_entries // max(n_labels, 1)) if bound > max_entries else None
     parts = []
     for lo, hi in label_blocks(partial_sums, partial_sums_per_block):
         R = row_normalised(YT[lo:hi] @ X)
         if Zn is not None:
             R = row_normalised(R + np.float32(text_weight) * Zn[lo:hi])
-        if np.diff(R.indptr).max(initial=0) > keep:
+        if keep is not None and np.diff(R.indptr).max(initial=0) > keep:
             R = row_normalised(top_k_per_row(R, keep, distinct=True))
         parts.append(R)
     R = sp.vstack(parts, format="csr", dtype=np.float32) if parts else sp.csr_matrix((0, X.shape[1]), dtype=np.float32)
