@@ -163,6 +163,16 @@ def test_label_vectors_over_the_budget_keep_each_labels_largest_features():
     np.testing.assert_allclose(R[0], [0.8, 0.6, 0, 0, 0], atol=1e-6)
 
 
+def test_label_vectors_within_the_budget_are_exact_however_long_a_row():
+    X = sp.csr_matrix(np.array([[4.0, 3, 2, 1, 0], [0, 1, 0, 0, 5]]))
+    Y = sp.csr_matrix(np.array([[1.0, 0, 1], [0, 1, 1]]))
+    Z = sp.csr_matrix((3, 5))
+    # partial sums 4 + 2 + 6 = 12 bound the entries: a budget of 12 keeps label 2's 5 features (12 // 3 = 4)
+    R = label_vectors(X, Y, Z, 0.0, max_entries=12).toarray()
+    np.testing.assert_allclose(R, dense_label_vectors(X.toarray(), Y.toarray(), np.zeros((3, 5)), 0.0), atol=1e-6)
+    assert (label_vectors(X, Y, Z, 0.0, max_entries=11).toarray() > 0).sum(axis=1).tolist() == [3, 2, 3]
+
+
 def test_label_blocks_cover_the_labels_within_the_budget():
     assert label_blocks(np.array([2, 2, 2, 5, 1, 1]), 4) == [(0, 2), (2, 3), (3, 4), (4, 6)]
     assert label_blocks(np.array([]), 4) == []
