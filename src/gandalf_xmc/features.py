@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .sparse_ops import row_normalised
-from .text import TOKEN_PATTERN, tfidf_row, words
+from .text import TOKEN_PATTERN, tfidf_row, word_ngrams
 
 FEW_TEXTS = 16  # up to this many texts, transform without the vectorizer (see _transform_few)
 
@@ -30,18 +30,11 @@ class WordTfidf:
         self.vocabulary_ = vocabulary
         self.idf_ = idf
 
-    def _grams(self, text: str) -> list[str]:
-        tokens = words(text)
-        grams = list(tokens)
-        for n in range(2, min(self.ngram_max, len(tokens)) + 1):
-            grams.extend(" ".join(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
-        return grams
-
     def _counts(self, texts: list[str], vocabulary: dict[str, int], grow: bool) -> sp.csr_matrix:
         """Term counts (float32 CSR), each row's ids ascending; new terms join ``vocabulary`` if ``grow``."""
         indptr, indices, counts = array("q", [0]), array("i"), array("i")  # 4-8 bytes an entry, not a Python int's 36
         for text in texts:
-            counter = Counter(self._grams(text))
+            counter = Counter(word_ngrams(text, self.ngram_max))
             if grow:
                 ids = [vocabulary.setdefault(g, len(vocabulary)) for g in counter]
                 values = list(counter.values())

@@ -13,18 +13,26 @@ def words(text: str) -> list[str]:
     return WORD.findall(text.lower())
 
 
+def word_ngrams(text: str, ngram_max: int) -> list[str]:
+    """The lowercased words of ``text`` and then their n-grams up to ``ngram_max`` (space-joined), as
+    scikit-learn's word analyzer lists them."""
+    tokens = words(text)
+    grams = list(tokens)
+    for n in range(2, min(ngram_max, len(tokens)) + 1):
+        grams.extend(" ".join(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+    return grams
+
+
 def tfidf_row(text: str, vocabulary: dict[str, int], idf, ngram_max: int) -> tuple[list[int], list[float]]:
     """One text's TF-IDF row as scikit-learn's vectorizer computes it (lowercased words and their
     n-grams up to ``ngram_max``, sublinear tf times idf, l2 norm): feature ids ascending and their
     values. Written out here for the paths that must not pay the vectorizer: a handful of queries,
     and the numpy-only model reader."""
-    tokens = words(text)
     counts: dict[int, int] = {}
-    for n in range(1, ngram_max + 1):
-        for i in range(len(tokens) - n + 1):
-            j = vocabulary.get(" ".join(tokens[i:i + n]))
-            if j is not None:
-                counts[j] = counts.get(j, 0) + 1
+    for gram in word_ngrams(text, ngram_max):
+        j = vocabulary.get(gram)
+        if j is not None:
+            counts[j] = counts.get(j, 0) + 1
     ids = sorted(counts)
     values = [(1.0 + math.log(counts[j])) * float(idf[j]) for j in ids]
     norm = math.sqrt(sum(v * v for v in values))

@@ -62,22 +62,6 @@ def graph_for(config) -> GraphConfig:
     return replace(config.graph, kind=kind, walk=replace(config.graph.walk, seed=config.seed))
 
 
-def original_points(dataset: XMCDataset) -> Split:
-    """The dataset's original training points (a directory written by `gandalf augment` holds its
-    label points after them)."""
-    from ..data.dataset import Split
-
-    n = n_original(dataset)
-    if n == len(dataset.train):
-        return dataset.train
-    return Split(dataset.train.uids[:n], dataset.train.texts[:n], dataset.original_train_Y(),
-                 dataset.train.filter_pairs)
-
-
-def n_original(dataset: XMCDataset) -> int:
-    return dataset.n_original_train or len(dataset.train)
-
-
 def extra_points(dataset: XMCDataset, config, client=None) -> tuple[Split, np.ndarray]:
     """Gandalf's extra points for ``config`` and the label ids they come from (the label graph on
     ``client``'s Dask cluster when one is given)."""
@@ -96,14 +80,14 @@ def extra_points(dataset: XMCDataset, config, client=None) -> tuple[Split, np.nd
 # --- builders: one per kind of training set ---------------------------------------------------
 
 def _as_given(dataset: XMCDataset, config) -> TrainingSet:
-    n = n_original(dataset)
+    n = dataset.n_original
     return TrainingSet(dataset.train, np.arange(len(dataset.train)) >= n)
 
 
 def _original_plus_label_points(dataset: XMCDataset, config) -> TrainingSet:
     from .gandalf import combine
 
-    original = original_points(dataset)
+    original = dataset.original_train()
     combined = combine(original, extra_points(dataset, config)[0])
     return TrainingSet(combined, np.arange(len(combined)) >= len(original))
 
@@ -117,14 +101,14 @@ def _uniform(dataset: XMCDataset, config) -> TrainingSet:
     from .gandalf import uniform_indices, uniform_sample
 
     full = _original_plus_label_points(dataset, config)
-    n = n_original(dataset)
+    n = dataset.n_original
     idx = uniform_indices(len(full.split), n, config.seed)
     return TrainingSet(uniform_sample(full.split, n, config.seed), full.extra[idx])
 
 
 def _with_transform(transform: Callable[[XMCDataset, object], BatchTransform]):
     def build(dataset: XMCDataset, config) -> TrainingSet:
-        original = original_points(dataset)
+        original = dataset.original_train()
         return TrainingSet(original, np.zeros(len(original), dtype=bool), transform(dataset, config))
     return build
 
@@ -141,7 +125,7 @@ def _labelmix(dataset: XMCDataset, config) -> BatchTransform:
 def _synonym(dataset: XMCDataset, config) -> BatchTransform:
     from .conventional import SynonymReplacement, word_synonyms
 
-    texts = original_points(dataset).texts + list(dataset.label_texts)
+    texts = dataset.original_train().texts + list(dataset.label_texts)
     return SynonymReplacement(word_synonyms(texts), prob=TRANSFORM_PROBABILITY, seed=config.seed)
 
 

@@ -67,7 +67,7 @@ def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: Au
         raise ConfigError("the BoW format holds binary labels, and these label points have soft targets "
                           "(they would be rounded to 1): use --format npz or lf, or --augment identity")
     say(f"{len(extra):,} extra points, {extra.Y.nnz:,} soft targets")
-    n_orig = dataset.n_original_train or len(dataset.train)
+    n_orig = dataset.n_original
     train = dataset.train
     meta = {
         "source": str(dataset.path) if dataset.path else None,
@@ -125,7 +125,7 @@ def _write_layout(dataset: XMCDataset, extra, staging: Path, export: str) -> Non
 
     from ..data.formats import write_bow, write_text_lines
 
-    n_orig = dataset.n_original_train or len(dataset.train)
+    n_orig = dataset.n_original
     texts = list(dataset.train.texts[:n_orig]) + list(extra.texts)
     Y = sp.vstack([dataset.original_train_Y(), extra.Y], format="csr", dtype=np.float32)
     splits = {"trn": (texts, Y)}

@@ -86,11 +86,22 @@ class XMCDataset:
             where = self.path if self.path is not None else self.name
             raise DataFormatError(where, None, f"dataset has no '{name}' split") from None
 
+    @property
+    def n_original(self) -> int:
+        """How many leading training points are original (all of them unless ``augment.json`` says)."""
+        return self.n_original_train if self.n_original_train is not None else len(self.train)
+
+    def original_train(self) -> Split:
+        """The original training points (a directory written by ``gandalf augment`` holds its label
+        points after them)."""
+        n = self.n_original
+        if n == len(self.train):
+            return self.train
+        return Split(self.train.uids[:n], self.train.texts[:n], self.original_train_Y(), self.train.filter_pairs)
+
     def original_train_Y(self) -> sp.csr_matrix:
         """Training labels of the original points only (never the augmented ones)."""
-        Y = self.train.Y
-        n = self.n_original_train if self.n_original_train is not None else Y.shape[0]
-        return Y[:n]
+        return self.train.Y[:self.n_original]
 
     def label_frequencies(self) -> np.ndarray:
         """Training positives of each label, from the original training points."""
@@ -266,7 +277,7 @@ def sample_dataset(ds: XMCDataset, n_train: int, n_test: int, seed: int = 0) -> 
     those left without any are dropped. Filter pairs follow their rows and labels.
     """
     rng = np.random.default_rng(seed)
-    n_orig = ds.n_original_train or len(ds.train)
+    n_orig = ds.n_original
     train_rows = np.sort(rng.choice(n_orig, size=min(n_train, n_orig), replace=False))
     Y = ds.original_train_Y()[train_rows]
     labels = np.unique(Y.indices[Y.data > 0])

@@ -219,7 +219,7 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
     n_nodes = targets.shape[1]
     act_ptr, act_idx, _ = _csc_lists(active)
     t_ptr, t_idx, t_val = _csc_lists(targets)
-    # X's own int32 ids and float32 values: int64/float64 copies would add 12 bytes an entry (1 GB at 1.3M labels)
+    # X's own int32 ids and float32 values: an int64/float64 copy would cost 12 bytes an entry
     xi, xx, xd = X.indptr.astype(np.int64, copy=False), X.indices, X.data
     weights = np.asarray(instance_weights, dtype=np.float64)
     parent_of = np.asarray(parent_of, dtype=np.int64)

@@ -44,7 +44,7 @@ def carve_validation(dataset: XMCDataset, fraction: float, seed: int, protocol: 
     if protocol not in PROTOCOLS:
         raise ConfigError(f"unknown validation protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}")
     tr = dataset.train
-    n = dataset.n_original_train or len(tr)
+    n = dataset.n_original
     n_valid = int(round(fraction * n))
     rng = np.random.default_rng(seed)
     if protocol == "group":
