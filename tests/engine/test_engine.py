@@ -214,3 +214,25 @@ def test_beam_search_matches_brute_force():
         assert pos[i, :len(want)].tolist() == [c for c, _ in want]
         np.testing.assert_allclose(sc[i, :len(want)], [s for _, s in want], rtol=1e-5)
     assert rng is not None
+
+
+def test_beam_search_with_weightless_parents_and_empty_queries():
+    """A parent whose children have no weights scores them all exp(-1) (margin 0); a query with
+    no features does the same everywhere, so ties keep the tree order."""
+    D = 6
+    top = sp.csr_matrix(np.array([[1.0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0]], dtype=np.float32))
+    leaves = sp.csr_matrix(np.array([[0, 0, 2.0, 0, 0, 0], [0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0],
+                                     [0, 0, 0, 0, 0, 0]], dtype=np.float32))  # parent 1's children: no weights
+    weights = TreeWeights([top, leaves], [np.array([0, 2, 4])])
+    Q = sp.csr_matrix(np.array([[0, 3.0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0], [1.0, 0, 1.0, 0, 0, 0]], dtype=np.float32))
+    pos, sc = weights.search(Q, beam=1, k=2)
+    e1 = np.exp(-1.0)
+    # query 0 keeps parent 1 (margin 3): its children both score 1 * exp(-1)
+    assert pos[0].tolist() == [2, 3] and np.allclose(sc[0], [e1, e1])
+    # query 1: every margin is 0; parent 0 first by tree order, then its children in order
+    assert pos[1].tolist() == [0, 1] and np.allclose(sc[1], [e1 * e1, e1 * e1])
+    # query 2: parent 0 (margin 1, score 1); child 0 has margin 2 (score 1), child 1 margin 0
+    assert pos[2].tolist() == [0, 1] and np.allclose(sc[2], [1.0, e1])
+    for i in range(Q.shape[0]):
+        want = brute_force_paths([W.toarray() for W in (top, leaves)], [np.array([0, 2, 4])], Q[i].toarray()[0], 1, 2)
+        assert pos[i].tolist() == [c for c, _ in want]

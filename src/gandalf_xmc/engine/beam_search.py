@@ -3,6 +3,11 @@
 A node's margin is ``z = w . x``; its level score is ``exp(-max(0, 1 - z)^3)`` (PECOS's
 ``l3-hinge``), and a path's score is the product of the level scores along it. At each level the
 ``beam`` best nodes keep their children as candidates; the last level's candidates are labels.
+
+The weights are searched in chunks, one a parent (the root's chunk holds the top level): a
+chunk lists its children's weights by feature, so a parent's children are all scored by looking
+up the query's few features in it, whatever the length of the children's weight rows (PECOS's
+chunked layout; a label point's model has long leaf rows, and scanning them cost the p99).
 """
 
 from __future__ import annotations
@@ -17,32 +22,27 @@ from ..sparse_ops import threads_for
 
 
 @numba.njit(cache=True, nogil=True)
-def _margin(q_idx, q_val, q_dense, w_indptr, w_indices, w_data, node):
-    """``w_node . q`` for a query with ascending feature ids. A row shorter than about 32 binary
-    searches' worth is scanned against the query's dense copy ``q_dense`` (one sequential pass);
-    in a longer one each query feature is found by binary search."""
-    lo, hi = w_indptr[node], w_indptr[node + 1]
-    z = 0.0
-    if hi - lo <= 32 * q_idx.size:
-        for pos in range(lo, hi):
-            z += w_data[pos] * q_dense[w_indices[pos]]
-        return z
+def _chunk_margins(q_idx, q_val, feat, feat_start, child, value, f_lo, f_hi, z):
+    """``z[c] += w_c . q`` for the children of one chunk, whose features ``feat[f_lo:f_hi]``
+    ascend; feature ``feat[a]``'s weights are ``(child, value)[feat_start[a]:feat_start[a + 1]]``."""
+    lo = f_lo
     for t in range(q_idx.size):
-        if lo >= hi:
+        if lo >= f_hi:
             break
         f = q_idx[t]
-        a, b = lo, hi  # the first position whose feature is >= f
+        a, b = lo, f_hi  # the first position whose feature is >= f
         while a < b:
             mid = (a + b) >> 1
-            if w_indices[mid] < f:
+            if feat[mid] < f:
                 a = mid + 1
             else:
                 b = mid
-        if a < hi and w_indices[a] == f:
-            z += w_data[a] * q_val[t]
+        if a < f_hi and feat[a] == f:
+            v = np.float64(q_val[t])
+            for e in range(feat_start[a], feat_start[a + 1]):
+                z[child[e]] += value[e] * v
             a += 1
         lo = a
-    return z
 
 
 @numba.njit(cache=True, nogil=True)
@@ -52,67 +52,91 @@ def _level_score(z):
 
 
 @numba.njit(cache=True, nogil=True)
-def _one_query(q_idx, q_val, q_dense, level_ptrs, level_idx, level_val, level_offsets, child_ptrs, child_offsets, n_top, beam,
-               k, out_pos, out_score):
-    n_levels = level_offsets.size - 1
-    # level 0: every top node is a candidate, with parent score 1
-    cand = np.arange(n_top)
-    cand_parent_score = np.ones(n_top)
+def _one_query(q_idx, q_val, chunk_offsets, chunk_child_lo, chunk_child_hi, chunk_feat_lo, feat, feat_start, child,
+               value, beam, k, out_pos, out_score):
+    n_levels = chunk_offsets.size - 1
+    parents = np.zeros(1, dtype=np.int64)  # the root
+    parent_score = np.ones(1)
     for t in range(n_levels):
-        ptr = level_ptrs[level_offsets[t]:level_offsets[t + 1]]
-        scores = np.empty(cand.size)
-        for c in range(cand.size):
-            z = _margin(q_idx, q_val, q_dense, ptr, level_idx, level_val, cand[c])
-            scores[c] = cand_parent_score[c] * _level_score(z)
+        total = 0
+        for r in range(parents.size):
+            c = chunk_offsets[t] + parents[r]
+            total += chunk_child_hi[c] - chunk_child_lo[c]
+        cand = np.empty(total, dtype=np.int64)
+        scores = np.empty(total)
+        at = 0
+        for r in range(parents.size):
+            c = chunk_offsets[t] + parents[r]
+            lo, n = chunk_child_lo[c], chunk_child_hi[c] - chunk_child_lo[c]
+            z = np.zeros(n)
+            _chunk_margins(q_idx, q_val, feat, feat_start, child, value, chunk_feat_lo[c], chunk_feat_lo[c + 1], z)
+            for j in range(n):
+                cand[at] = lo + j
+                scores[at] = parent_score[r] * _level_score(z[j])
+                at += 1
         keep = k if t == n_levels - 1 else beam
-        if cand.size > keep:
-            best = np.argsort(-scores, kind="mergesort")[:keep]
-        else:
-            best = np.argsort(-scores, kind="mergesort")
+        best = np.argsort(-scores, kind="mergesort")[:keep]
         if t == n_levels - 1:
             for r in range(best.size):
                 out_pos[r] = cand[best[r]]
                 out_score[r] = scores[best[r]]
             return
-        cptr = child_ptrs[child_offsets[t]:child_offsets[t + 1]]
-        total = 0
-        for r in range(best.size):
-            node = cand[best[r]]
-            total += cptr[node + 1] - cptr[node]
-        nxt = np.empty(total, dtype=np.int64)
-        nxt_score = np.empty(total)
-        at = 0
-        for r in range(best.size):
-            node = cand[best[r]]
-            for child in range(cptr[node], cptr[node + 1]):
-                nxt[at] = child
-                nxt_score[at] = scores[best[r]]
-                at += 1
-        cand, cand_parent_score = nxt, nxt_score
+        parents = cand[best]
+        parent_score = scores[best]
 
 
 @numba.njit(cache=True, parallel=True)
-def _search(q_indptr, q_indices, q_data, n_features, n_chunks, level_ptrs, level_idx, level_val, level_offsets,
-            child_ptrs, child_offsets, n_top, beam, k):
+def _search(q_indptr, q_indices, q_data, chunk_offsets, chunk_child_lo, chunk_child_hi, chunk_feat_lo, feat, feat_start,
+            child, value, beam, k):
     n = q_indptr.size - 1
     out_pos = np.full((n, k), -1, dtype=np.int64)
     out_score = np.zeros((n, k), dtype=np.float32)
-    for c in numba.prange(n_chunks):
-        q_dense = np.zeros(n_features, dtype=np.float32)  # one per chunk of queries, cleared after each
-        for i in range(c * n // n_chunks, (c + 1) * n // n_chunks):
-            lo, hi = q_indptr[i], q_indptr[i + 1]
-            for t in range(lo, hi):
-                q_dense[q_indices[t]] = q_data[t]
-            _one_query(q_indices[lo:hi], q_data[lo:hi], q_dense, level_ptrs, level_idx, level_val, level_offsets,
-                       child_ptrs, child_offsets, n_top, beam, k, out_pos[i], out_score[i])
-            for t in range(lo, hi):
-                q_dense[q_indices[t]] = 0.0
+    for i in numba.prange(n):
+        lo, hi = q_indptr[i], q_indptr[i + 1]
+        _one_query(q_indices[lo:hi], q_data[lo:hi], chunk_offsets, chunk_child_lo, chunk_child_hi, chunk_feat_lo, feat,
+                   feat_start, child, value, beam, k, out_pos[i], out_score[i])
     return out_pos, out_score
+
+
+@numba.njit(cache=True)
+def _chunk_layout(indptr, indices, data, row_lo, row_hi):
+    """The entries of rows ``[row_lo[c], row_hi[c])`` of a CSR matrix, chunk by chunk, ordered by
+    (feature, row): returns (chunk start in the feature list, features, start of each feature's
+    entries, entry's row within its chunk, value)."""
+    n_chunks = row_lo.size
+    nnz = indptr[row_hi[-1]] - indptr[row_lo[0]] if n_chunks else 0
+    chunk_feat_lo = np.zeros(n_chunks + 1, dtype=np.int64)
+    feat = np.empty(nnz, dtype=np.int32)
+    feat_start = np.empty(nnz + 1, dtype=np.int64)
+    child = np.empty(nnz, dtype=np.int32)
+    value = np.empty(nnz, dtype=np.float32)
+    n_feat = 0
+    at = 0
+    for c in range(n_chunks):
+        e_lo, e_hi = indptr[row_lo[c]], indptr[row_hi[c]]
+        rows = np.empty(e_hi - e_lo, dtype=np.int32)
+        for r in range(row_lo[c], row_hi[c]):
+            for e in range(indptr[r], indptr[r + 1]):
+                rows[e - e_lo] = r - row_lo[c]
+        order = np.argsort(indices[e_lo:e_hi], kind="mergesort")  # by feature, rows ascending within one
+        for q in range(order.size):
+            e = e_lo + order[q]
+            f = indices[e]
+            if q == 0 or f != feat[n_feat - 1]:
+                feat[n_feat] = f
+                feat_start[n_feat] = at
+                n_feat += 1
+            child[at] = rows[order[q]]
+            value[at] = data[e]
+            at += 1
+        chunk_feat_lo[c + 1] = n_feat
+    feat_start[n_feat] = at
+    return chunk_feat_lo, feat[:n_feat].copy(), feat_start[:n_feat + 1].copy(), child, value
 
 
 class TreeWeights:
     """The classifiers of every level (level 0 = top nodes, last = the labels, in tree order) and
-    each non-final level's child offsets, packed into flat arrays for the search kernel."""
+    each non-final level's child offsets, laid out in chunks (one a parent) for the search kernel."""
 
     def __init__(self, levels: list[sp.csr_matrix], children: list[np.ndarray]):
         if len(children) != len(levels) - 1:
@@ -121,15 +145,27 @@ class TreeWeights:
         for W in self.levels:
             W.sort_indices()
         self.children = [np.asarray(c, dtype=np.int64) for c in children]
-        self.level_offsets = np.cumsum([0] + [W.shape[0] + 1 for W in self.levels]).astype(np.int64)
-        # each level's row pointers, shifted into one flat array of weights
-        starts = np.cumsum([0] + [W.nnz for W in self.levels])
-        self.level_ptrs = np.concatenate([W.indptr.astype(np.int64) + s for W, s in zip(self.levels, starts)])
-        self.level_idx = np.concatenate([W.indices.astype(np.int32) for W in self.levels]) if self.levels else \
-            np.zeros(0, np.int32)
-        self.level_val = np.concatenate([W.data for W in self.levels]) if self.levels else np.zeros(0, np.float32)
-        self.child_offsets = np.cumsum([0] + [c.size for c in self.children]).astype(np.int64)
-        self.child_ptrs = np.concatenate(self.children) if self.children else np.zeros(0, np.int64)
+        # chunk (t, p): level t's children of parent p (the root's at level 0), rows [lo, hi) of level t
+        bounds = [np.array([0, self.levels[0].shape[0]], dtype=np.int64)] + self.children
+        self.chunk_offsets = np.cumsum([0] + [b.size - 1 for b in bounds]).astype(np.int64)
+        self.chunk_child_lo = np.concatenate([b[:-1] for b in bounds]).astype(np.int64)
+        self.chunk_child_hi = np.concatenate([b[1:] for b in bounds]).astype(np.int64)
+        feat_lo, feats, starts, childs, values = [], [], [], [], []
+        n_feat, n_entries = 0, 0
+        for W, b in zip(self.levels, bounds):
+            lo, f, s, c, v = _chunk_layout(W.indptr.astype(np.int64), W.indices, W.data, b[:-1], b[1:])
+            feat_lo.append(lo[:-1] + n_feat)
+            feats.append(f)
+            starts.append(s[:-1] + n_entries)
+            childs.append(c)
+            values.append(v)
+            n_feat += f.size
+            n_entries += c.size
+        self.chunk_feat_lo = np.concatenate(feat_lo + [np.array([n_feat], dtype=np.int64)])
+        self.feat = np.concatenate(feats)
+        self.feat_start = np.concatenate(starts + [np.array([n_entries], dtype=np.int64)])
+        self.child = np.concatenate(childs)
+        self.value = np.concatenate(values)
 
     @property
     def n_positions(self) -> int:
@@ -143,8 +179,6 @@ class TreeWeights:
         Q.sort_indices()
         k = int(min(k, self.n_positions))
         with threads_for(Q.shape[0]):
-            n_chunks = min(Q.shape[0], 4 * numba.get_num_threads())
-            return _search(Q.indptr.astype(np.int64), Q.indices.astype(np.int32), Q.data, Q.shape[1], n_chunks,
-                           self.level_ptrs,
-                           self.level_idx, self.level_val, self.level_offsets, self.child_ptrs, self.child_offsets,
-                           self.levels[0].shape[0], int(beam), k)
+            return _search(Q.indptr.astype(np.int64), Q.indices.astype(np.int32), Q.data, self.chunk_offsets,
+                           self.chunk_child_lo, self.chunk_child_hi, self.chunk_feat_lo, self.feat, self.feat_start,
+                           self.child, self.value, int(beam), k)
