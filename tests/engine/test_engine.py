@@ -219,7 +219,6 @@ def test_beam_search_matches_brute_force():
 def test_beam_search_with_weightless_parents_and_empty_queries():
     """A parent whose children have no weights scores them all exp(-1) (margin 0); a query with
     no features does the same everywhere, so ties keep the tree order."""
-    D = 6
     top = sp.csr_matrix(np.array([[1.0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0]], dtype=np.float32))
     leaves = sp.csr_matrix(np.array([[0, 0, 2.0, 0, 0, 0], [0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0],
                                      [0, 0, 0, 0, 0, 0]], dtype=np.float32))  # parent 1's children: no weights

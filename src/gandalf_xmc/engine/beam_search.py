@@ -99,38 +99,41 @@ def _search(q_indptr, q_indices, q_data, chunk_offsets, chunk_child_lo, chunk_ch
 
 
 @numba.njit(cache=True)
-def _chunk_layout(indptr, indices, data, row_lo, row_hi):
-    """The entries of rows ``[row_lo[c], row_hi[c])`` of a CSR matrix, chunk by chunk, ordered by
-    (feature, row): returns (chunk start in the feature list, features, start of each feature's
-    entries, entry's row within its chunk, value)."""
-    n_chunks = row_lo.size
-    nnz = indptr[row_hi[-1]] - indptr[row_lo[0]] if n_chunks else 0
+def _chunk_layout(col_ptr, col_rows, col_data, chunk_of_row, row_lo, n_chunks):
+    """Entries of a CSC matrix (rows ascending in each column) regrouped chunk by chunk, keeping
+    the (feature, row) order within a chunk (a counting sort by chunk): returns (chunk start in the
+    feature list, features, start of each feature's entries, entry's row within its chunk, value)."""
+    nnz = col_rows.size
+    chunk_start = np.zeros(n_chunks + 1, dtype=np.int64)
+    for e in range(nnz):
+        chunk_start[chunk_of_row[col_rows[e]] + 1] += 1
+    for c in range(n_chunks):
+        chunk_start[c + 1] += chunk_start[c]
+    at = chunk_start[:-1].copy()
+    entry_feat = np.empty(nnz, dtype=np.int32)
+    child = np.empty(nnz, dtype=np.int32)
+    value = np.empty(nnz, dtype=np.float32)
+    for f in range(col_ptr.size - 1):
+        for e in range(col_ptr[f], col_ptr[f + 1]):
+            r = col_rows[e]
+            c = chunk_of_row[r]
+            p = at[c]
+            at[c] += 1
+            entry_feat[p] = f
+            child[p] = r - row_lo[c]
+            value[p] = col_data[e]
     chunk_feat_lo = np.zeros(n_chunks + 1, dtype=np.int64)
     feat = np.empty(nnz, dtype=np.int32)
     feat_start = np.empty(nnz + 1, dtype=np.int64)
-    child = np.empty(nnz, dtype=np.int32)
-    value = np.empty(nnz, dtype=np.float32)
     n_feat = 0
-    at = 0
     for c in range(n_chunks):
-        e_lo, e_hi = indptr[row_lo[c]], indptr[row_hi[c]]
-        rows = np.empty(e_hi - e_lo, dtype=np.int32)
-        for r in range(row_lo[c], row_hi[c]):
-            for e in range(indptr[r], indptr[r + 1]):
-                rows[e - e_lo] = r - row_lo[c]
-        order = np.argsort(indices[e_lo:e_hi], kind="mergesort")  # by feature, rows ascending within one
-        for q in range(order.size):
-            e = e_lo + order[q]
-            f = indices[e]
-            if q == 0 or f != feat[n_feat - 1]:
-                feat[n_feat] = f
-                feat_start[n_feat] = at
+        for p in range(chunk_start[c], chunk_start[c + 1]):
+            if p == chunk_start[c] or entry_feat[p] != entry_feat[p - 1]:
+                feat[n_feat] = entry_feat[p]
+                feat_start[n_feat] = p
                 n_feat += 1
-            child[at] = rows[order[q]]
-            value[at] = data[e]
-            at += 1
         chunk_feat_lo[c + 1] = n_feat
-    feat_start[n_feat] = at
+    feat_start[n_feat] = nnz
     return chunk_feat_lo, feat[:n_feat].copy(), feat_start[:n_feat + 1].copy(), child, value
 
 
@@ -153,7 +156,10 @@ class TreeWeights:
         feat_lo, feats, starts, childs, values = [], [], [], [], []
         n_feat, n_entries = 0, 0
         for W, b in zip(self.levels, bounds):
-            lo, f, s, c, v = _chunk_layout(W.indptr.astype(np.int64), W.indices, W.data, b[:-1], b[1:])
+            Wc = W.tocsc()  # entries by feature, rows ascending within one
+            chunk_of_row = np.repeat(np.arange(b.size - 1), np.diff(b))
+            lo, f, s, c, v = _chunk_layout(Wc.indptr.astype(np.int64), Wc.indices, Wc.data, chunk_of_row, b[:-1],
+                                           b.size - 1)
             feat_lo.append(lo[:-1] + n_feat)
             feats.append(f)
             starts.append(s[:-1] + n_entries)
