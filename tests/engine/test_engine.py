@@ -81,6 +81,23 @@ def test_children_train_on_their_parents_active_rows_only():
     np.testing.assert_allclose(W, [[2 / 3, -2 / 3, 0, 0], [0, 0, 2 / 3, -2 / 3]], atol=1e-6)
 
 
+def test_a_weak_member_of_a_parent_is_no_negative_of_its_siblings():
+    # row 2's target of parent 0 is 0.3 (a soft target of child 0 alone). Identity rows make every
+    # weight its own one-point problem: a positive 2/3, a negative -2/3, a soft target t
+    # 2 (2 t - 1) / 3. With min_parent_target 0.5 row 2 still trains child 0 but not child 1.
+    X = sp.identity(3, format="csr")
+    T = sp.csr_matrix(np.array([[1, 0], [0, 1], [0.3, 0]], dtype=np.float32))
+    active = sp.csr_matrix(np.array([[1], [1], [0.3]], dtype=np.float32))
+
+    def level(min_parent_target):
+        config = SolverConfig(C=1.0, eps=1e-6, max_iter=5000, threshold=0.0, min_parent_target=min_parent_target)
+        return train_level(X, T, active, np.array([0, 0]), np.ones(3), config).toarray()
+
+    soft = 2 * (2 * 0.3 - 1) / 3
+    np.testing.assert_allclose(level(0.5), [[2 / 3, -2 / 3, soft], [-2 / 3, 2 / 3, 0]], atol=1e-6)
+    np.testing.assert_allclose(level(0.0), [[2 / 3, -2 / 3, soft], [-2 / 3, 2 / 3, -2 / 3]], atol=1e-6)
+
+
 def test_same_result_on_one_and_two_threads():
     rng = np.random.default_rng(3)
     X = sp.random(200, 30, density=0.2, random_state=2, format="csr")

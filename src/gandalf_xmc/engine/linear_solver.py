@@ -24,12 +24,16 @@ import scipy.sparse as sp
 class SolverConfig:
     """``C``: cost of the loss against the L2 penalty; ``eps``: stop when the projected
     gradient's spread is below it; ``max_iter``: passes over a node's instances; ``threshold``:
-    weights at or below it (in absolute value) are pruned."""
+    weights at or below it (in absolute value) are pruned; ``min_parent_target``: an instance is a
+    negative of a parent's children only where its target of the parent reaches it (a child's own
+    positives always train it), so a label point is not a negative throughout the clusters of its
+    weak co-labels (hard targets are 1: no effect without soft targets)."""
 
     C: float = 1.0
     eps: float = 0.1
     max_iter: int = 20
     threshold: float = 0.1
+    min_parent_target: float = 0.5
 
 
 @numba.njit(cache=True, nogil=True)
@@ -130,8 +134,8 @@ def _local_rows(rows, x_indptr, x_indices, x_data, loc, feats):
 
 
 @numba.njit(cache=True, nogil=True)
-def _train_nodes(nodes, parent_of, act_ptr, act_idx, t_ptr, t_idx, t_val, x_indptr, x_indices, x_data,
-                 inst_weight, n_features, C, eps, max_iter, threshold, seed):
+def _train_nodes(nodes, parent_of, act_ptr, act_idx, act_val, min_parent_target, t_ptr, t_idx, t_val, x_indptr,
+                 x_indices, x_data, inst_weight, n_features, C, eps, max_iter, threshold, seed):
     """Classifiers of ``nodes``: returns (node, feature, weight) triples, node by node, features ascending."""
     loc = np.full(n_features, -1, dtype=np.int64)
     feats = np.empty(n_features, dtype=np.int64)
@@ -171,6 +175,8 @@ def _train_nodes(nodes, parent_of, act_ptr, act_idx, t_ptr, t_idx, t_val, x_indp
         e_y = np.empty(2 * m, dtype=np.float64)
         e_diag = np.empty(2 * m, dtype=np.float64)
         for a in range(m):
+            if tgt[a] <= 0.0 and act_val[a_lo + a] < min_parent_target:
+                continue
             cw = C * inst_weight[act_idx[a_lo + a]]
             for y, c in ((1.0, cw * tgt[a]), (-1.0, cw * (1.0 - tgt[a]))):
                 if c > 0:
@@ -210,14 +216,16 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
     Args:
         X: ``N x D`` instance features (a bias column included, if wanted).
         targets: ``N x K`` (soft) targets of the level's nodes.
-        active: ``N x P`` marks of which instances each parent trains its children on.
+        active: ``N x P``: each instance's target of each parent (its largest target among the
+            parent's labels); an instance trains a parent's children where this is at least
+            ``config.min_parent_target`` (and the children it is a positive of wherever it is stored).
         parent_of: the parent (column of ``active``) of each of the K nodes.
         instance_weights: ``N`` loss weights.
     """
     X = sp.csr_matrix(X, dtype=np.float32)
     X.sort_indices()
     n_nodes = targets.shape[1]
-    act_ptr, act_idx, _ = _csc_lists(active)
+    act_ptr, act_idx, act_val = _csc_lists(active)
     t_ptr, t_idx, t_val = _csc_lists(targets)
     # X's own int32 ids and float32 values: an int64/float64 copy would cost 12 bytes an entry
     xi, xx, xd = X.indptr.astype(np.int64, copy=False), X.indices, X.data
@@ -230,8 +238,9 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
     lanes = [np.sort(lane) for lane in lanes if lane.size]
 
     def work(nodes):
-        return _train_nodes(nodes, parent_of, act_ptr, act_idx, t_ptr, t_idx, t_val, xi, xx, xd, weights,
-                            X.shape[1], config.C, config.eps, config.max_iter, config.threshold, seed)
+        return _train_nodes(nodes, parent_of, act_ptr, act_idx, act_val, config.min_parent_target, t_ptr, t_idx, t_val,
+                            xi, xx, xd, weights, X.shape[1], config.C, config.eps, config.max_iter, config.threshold,
+                            seed)
 
     if len(lanes) <= 1:
         parts = [work(lane) for lane in lanes]
