@@ -3,6 +3,8 @@ the label tree's balance and grouping, beam search against brute force."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -12,7 +14,7 @@ from gandalf_xmc.engine.beam_search import TreeWeights
 from gandalf_xmc.engine.label_tree import build_tree, label_blocks, label_vectors
 from gandalf_xmc.engine.linear_solver import SolverConfig, train_level
 
-TIGHT = SolverConfig(C=1.0, eps=1e-6, max_iter=5000, threshold=0.0)
+TIGHT = SolverConfig(C=1.0, eps=1e-6, max_iter=5000, threshold=0.0, positive_cost=1.0)
 
 
 def one_node(X, t, weights=None, config=TIGHT):
@@ -36,18 +38,24 @@ def test_hard_targets_match_liblinear():
 
 
 def test_a_soft_target_sets_the_margin_at_two_t_minus_one():
-    # one point x = [1] with target t: the primal 0.5 w^2 + C (t (1 - w)^2 + (1 - t) (1 + w)^2)
-    # is minimised at w = 2 C (2 t - 1) / (1 + 2 C); by hand for C = 1 and C = 50
+    # one point x = [1] with target t: the primal 0.5 w^2 + C (Cp t (1 - w)^2 + (1 - t) (1 + w)^2)
+    # is minimised at w = 2 C (Cp t - (1 - t)) / (1 + 2 C (Cp t + 1 - t)), which is
+    # 2 C (2 t - 1) / (1 + 2 C) for Cp = 1; by hand for C = 1 and C = 50, Cp = 1 and 2
     for C in (1.0, 50.0):
-        for t in (0.0, 0.3, 0.75, 1.0):
-            w = one_node(np.ones((1, 1)), [t], config=SolverConfig(C=C, eps=1e-9, max_iter=10000, threshold=0.0))
-            assert w[0] == pytest.approx(2 * C * (2 * t - 1) / (1 + 2 * C), abs=1e-6)
+        for cp in (1.0, 2.0):
+            for t in (0.0, 0.3, 0.75, 1.0):
+                config = SolverConfig(C=C, eps=1e-9, max_iter=10000, threshold=0.0, positive_cost=cp)
+                w = one_node(np.ones((1, 1)), [t], config=config)
+                assert w[0] == pytest.approx(2 * C * (cp * t - (1 - t)) / (1 + 2 * C * (cp * t + 1 - t)), abs=1e-6)
+    assert one_node(np.ones((1, 1)), [1.0], config=SolverConfig(eps=1e-9, max_iter=10000, threshold=0.0))[0] == \
+        pytest.approx(4 / 5)  # the default: positives at twice the cost
 
 
 def test_instance_weight_scales_the_cost():
     # weight 3 on a point is the same problem as C = 3 on it
     a = one_node(np.ones((1, 1)), [1.0], weights=np.array([3.0]))
-    b = one_node(np.ones((1, 1)), [1.0], config=SolverConfig(C=3.0, eps=1e-9, max_iter=10000, threshold=0.0))
+    b = one_node(np.ones((1, 1)), [1.0], config=SolverConfig(C=3.0, eps=1e-9, max_iter=10000, threshold=0.0,
+                                                                  positive_cost=1.0))
     assert a[0] == pytest.approx(b[0]) and a[0] == pytest.approx(6 / 7)
 
 
@@ -66,7 +74,7 @@ def test_instance_weights_equal_repeated_instances():
 def test_threshold_prunes_small_weights():
     X = sp.csr_matrix(np.array([[1.0, 0.05], [0.0, 1.0]]))
     full = one_node(X, [1.0, 0.0])
-    pruned = one_node(X, [1.0, 0.0], config=SolverConfig(C=1.0, eps=1e-6, max_iter=5000, threshold=0.5))
+    pruned = one_node(X, [1.0, 0.0], config=replace(TIGHT, threshold=0.5))
     assert np.all((np.abs(full) <= 0.5) | (pruned == full)) and np.all(pruned[np.abs(full) <= 0.5] == 0)
 
 
@@ -90,7 +98,7 @@ def test_a_weak_member_of_a_parent_is_no_negative_of_its_siblings():
     active = sp.csr_matrix(np.array([[1], [1], [0.3]], dtype=np.float32))
 
     def level(min_parent_target):
-        config = SolverConfig(C=1.0, eps=1e-6, max_iter=5000, threshold=0.0, min_parent_target=min_parent_target)
+        config = replace(TIGHT, min_parent_target=min_parent_target)
         return train_level(X, T, active, np.array([0, 0]), np.ones(3), config).toarray()
 
     soft = 2 * (2 * 0.3 - 1) / 3

@@ -1,9 +1,10 @@
 """One-vs-rest L2-regularised squared-hinge classifiers of a tree level, by dual coordinate
 descent (LIBLINEAR's L2R_L2LOSS_SVC_DUAL), each trained only on its parent's active instances.
 
-A soft target ``t`` of instance i makes it a positive of cost ``C t w_i`` and a negative of cost
-``C (1 - t) w_i`` (``w_i`` its instance weight), so the minimiser of the two squared hinges puts
-its margin at ``2 t - 1``: soft targets are learnt, not rounded. Weights at or below
+A soft target ``t`` of instance i makes it a positive of cost ``Cp C t w_i`` and a negative of
+cost ``C (1 - t) w_i`` (``w_i`` its instance weight, ``Cp`` the positive cost factor), so the
+minimiser of the two squared hinges puts its margin at ``(Cp t - (1 - t)) / (Cp t + 1 - t)``
+(``2 t - 1`` for ``Cp = 1``): soft targets are learnt, not rounded. Weights at or below
 ``threshold`` in absolute value are dropped, so every classifier is a sparse vector.
 
 Work is split by node over threads (numba releases the GIL); each node's coordinate order is
@@ -24,7 +25,9 @@ import scipy.sparse as sp
 class SolverConfig:
     """``C``: cost of the loss against the L2 penalty; ``eps``: stop when the projected
     gradient's spread is below it; ``max_iter``: passes over a node's instances; ``threshold``:
-    weights at or below it (in absolute value) are pruned; ``min_parent_target``: an instance is a
+    weights at or below it (in absolute value) are pruned; ``positive_cost``: factor on the cost
+    of a positive entry (PECOS's ``Cp / Cn``; a label's few positives against its many
+    negatives); ``min_parent_target``: an instance is a
     negative of a parent's children only where its target of the parent reaches it (a child's own
     positives always train it), so a label point is not a negative throughout the clusters of its
     weak co-labels (hard targets are 1: no effect without soft targets)."""
@@ -34,6 +37,7 @@ class SolverConfig:
     max_iter: int = 20
     threshold: float = 0.1
     min_parent_target: float = 0.5
+    positive_cost: float = 2.0
 
 
 @numba.njit(cache=True, nogil=True)
@@ -135,7 +139,7 @@ def _local_rows(rows, x_indptr, x_indices, x_data, loc, feats):
 
 @numba.njit(cache=True, nogil=True)
 def _train_nodes(nodes, parent_of, act_ptr, act_idx, act_val, min_parent_target, t_ptr, t_idx, t_val, x_indptr,
-                 x_indices, x_data, inst_weight, n_features, C, eps, max_iter, threshold, seed):
+                 x_indices, x_data, inst_weight, n_features, C, positive_cost, eps, max_iter, threshold, seed):
     """Classifiers of ``nodes``: returns (node, feature, weight) triples, node by node, features ascending."""
     loc = np.full(n_features, -1, dtype=np.int64)
     feats = np.empty(n_features, dtype=np.int64)
@@ -178,7 +182,7 @@ def _train_nodes(nodes, parent_of, act_ptr, act_idx, act_val, min_parent_target,
             if tgt[a] <= 0.0 and act_val[a_lo + a] < min_parent_target:
                 continue
             cw = C * inst_weight[act_idx[a_lo + a]]
-            for y, c in ((1.0, cw * tgt[a]), (-1.0, cw * (1.0 - tgt[a]))):
+            for y, c in ((1.0, positive_cost * cw * tgt[a]), (-1.0, cw * (1.0 - tgt[a]))):
                 if c > 0:
                     e_row[n_e] = a
                     e_y[n_e] = y
@@ -239,8 +243,8 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
 
     def work(nodes):
         return _train_nodes(nodes, parent_of, act_ptr, act_idx, act_val, config.min_parent_target, t_ptr, t_idx, t_val,
-                            xi, xx, xd, weights, X.shape[1], config.C, config.eps, config.max_iter, config.threshold,
-                            seed)
+                            xi, xx, xd, weights, X.shape[1], config.C, config.positive_cost, config.eps,
+                            config.max_iter, config.threshold, seed)
 
     if len(lanes) <= 1:
         parts = [work(lane) for lane in lanes]
