@@ -15,7 +15,8 @@ runs as its own processes, reading the same dataset directory:
   every query (top 10) inside it.
 
 TF-IDF for the peers is scikit-learn's vectorizer with our settings (word uni- and bi-grams,
-sublinear tf, fitted on training and label texts), so every tool learns from the same features.
+sublinear tf, n-grams of at least two texts, fitted on training and label texts), so every tool
+learns from the same features.
 ``--training gandalf`` trains on the directory ``gandalf augment`` writes (the paper's Gandalf,
 delta 0.1): PECOS gets the soft targets as its relevance matrix R (and their support as Y);
 napkinXC has no soft targets and gets every target as a positive. Scores are ours
@@ -53,7 +54,7 @@ def read(path):
 
 def vectorizer(vocabulary=None):
     return TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, token_pattern=r"(?u)\b\w+\b", dtype=np.float32,
-                           vocabulary=vocabulary)
+                           min_df=2, vocabulary=vocabulary)
 
 if stage == "train":
     texts, rows = read(f"{data}/trn.json.gz")

@@ -44,6 +44,7 @@ class LinearConfig:
     label_text_weight: float = 2.0  # weight of the label's text beside PIFA in its tree vector
     bias: float = 1.0  # value of the bias feature
     ngram_max: int = 2
+    min_df: int = 2  # word n-grams in fewer texts (training and label texts together) are left out
     char_ngrams: tuple[int, int] | None = None  # character n-grams beside the words, e.g. (3, 5)
     solver: SolverConfig = field(default_factory=SolverConfig)
     tree_iterations: int = 8
@@ -146,7 +147,7 @@ class XRLinear(LabelledModel):
         if len(label_texts) != self.n_labels:
             raise ConfigError(f"{len(label_texts):,} label texts for {self.n_labels:,} labels")
         self.set_labels(label_texts)
-        self.featurizer = TextFeaturizer(cfg.ngram_max, char_ngrams=cfg.char_ngrams)
+        self.featurizer = TextFeaturizer(cfg.ngram_max, min_df=cfg.min_df, char_ngrams=cfg.char_ngrams)
         XZ = self.featurizer.fit_transform(texts + list(label_texts))
         X, Z = XZ[:len(texts)], XZ[len(texts):]
         if mixer is not None and mixer.acts_on == "features":
