@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from .errors import ConfigError
 from .sparse_ops import row_normalised
 from .text import TOKEN_PATTERN, tfidf_row, word_ngrams
 
@@ -65,7 +66,8 @@ class WordTfidf:
         if self.min_df > 1:
             keep = np.bincount(X.indices, minlength=X.shape[1]) >= self.min_df
             if not keep.any():
-                raise ValueError(f"no word n-gram occurs in {self.min_df} texts or more")
+                raise ConfigError(f"no word n-gram occurs in {self.min_df} texts or more (training and label texts "
+                                  f"together): too few texts for min_df {self.min_df}")
             X = X[:, np.flatnonzero(keep)]
         # ids in order of first sight -> alphabetical ids (the rows keep their stored order, as scikit-learn's)
         seen = [term for term, _ in sorted(vocabulary.items(), key=lambda kv: kv[1])]

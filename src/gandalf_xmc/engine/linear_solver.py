@@ -25,12 +25,11 @@ import scipy.sparse as sp
 class SolverConfig:
     """``C``: cost of the loss against the L2 penalty; ``eps``: stop when the projected
     gradient's spread is below it; ``max_iter``: passes over a node's instances; ``threshold``:
-    weights at or below it (in absolute value) are pruned; ``positive_cost``: factor on the cost
-    of a positive entry (PECOS's ``Cp / Cn``; a label's few positives against its many
-    negatives); ``min_parent_target``: an instance is a
-    negative of a parent's children only where its target of the parent reaches it (a child's own
-    positives always train it), so a label point is not a negative throughout the clusters of its
-    weak co-labels (hard targets are 1: no effect without soft targets)."""
+    weights at or below it (in absolute value) are pruned; ``positive_cost``: factor on the cost of
+    a positive entry (PECOS's ``Cp / Cn``: a label's few positives against its many negatives);
+    ``min_parent_target``: an instance is a negative of a parent's children only where its target
+    of the parent reaches it (a child's own positives always train it), so a label point is not a
+    negative throughout the clusters of its weak co-labels (hard targets are 1: no effect on them)."""
 
     C: float = 1.0
     eps: float = 0.1

@@ -4,13 +4,13 @@ by beam (the model of PECOS's ``xmc.xlinear``, written here to learn soft target
 * Features: word uni/bi-gram TF-IDF rows plus a bias feature.
 * Label tree: balanced spherical bisection of PIFA + label-text vectors (:mod:`..engine.label_tree`).
 * Classifiers: at every level, one squared-hinge classifier a node, trained on the instances
-  active at its parent: those with a (soft) positive below the parent (teacher-forced negatives,
-  PECOS's ``tfn``). A soft target ``t`` is a positive of weight ``t`` (positives at twice the
-  cost) and a negative of weight ``1 - t``; an instance's loss weight (an extra point's
-  ``--extra-weight``) multiplies both.
+  active at its parent: those with a target of at least ``solver.min_parent_target`` below the
+  parent (teacher-forced negatives, PECOS's ``tfn``), and the node's own positives. A soft target
+  ``t`` is a positive of weight ``t`` (positives at twice the cost) and a negative of weight
+  ``1 - t``; an instance's loss weight (an extra point's ``--extra-weight``) multiplies both.
 * Prediction: beam search, a path scored by the product of its levels' ``l3-hinge`` scores.
 
-Training and prediction use numpy, scipy, scikit-learn's TF-IDF and numba; no torch.
+Training and prediction use numpy, scipy and numba (the word TF-IDF is written out); no torch.
 """
 
 from __future__ import annotations
