@@ -147,9 +147,9 @@ class TreeWeights:
         self.levels = [sp.csr_matrix(W, dtype=np.float32) for W in levels]
         for W in self.levels:
             W.sort_indices()
-        self.children = [np.asarray(c, dtype=np.int64) for c in children]
         # chunk (t, p): level t's children of parent p (the root's at level 0), rows [lo, hi) of level t
-        bounds = [np.array([0, self.levels[0].shape[0]], dtype=np.int64)] + self.children
+        bounds = [np.array([0, self.levels[0].shape[0]], dtype=np.int64)] + \
+            [np.asarray(c, dtype=np.int64) for c in children]
         self.chunk_offsets = np.cumsum([0] + [b.size - 1 for b in bounds]).astype(np.int64)
         self.chunk_child_lo = np.concatenate([b[:-1] for b in bounds]).astype(np.int64)
         self.chunk_child_hi = np.concatenate([b[1:] for b in bounds]).astype(np.int64)
