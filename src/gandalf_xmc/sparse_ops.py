@@ -28,7 +28,7 @@ def threads_for(n_rows: int) -> Iterator[None]:
 
 
 @numba.njit(cache=True, nogil=True)
-def _row_top_k(cols: np.ndarray, vals: np.ndarray, k: int) -> np.ndarray:
+def row_top_k(cols: np.ndarray, vals: np.ndarray, k: int) -> np.ndarray:
     """Positions of the ``k`` largest values (ties: lower column id) in one row, in O(row length)."""
     n = vals.size
     if n <= k:
@@ -55,7 +55,7 @@ def _top_k_mask(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, k: in
     keep = np.zeros(data.size, dtype=np.bool_)
     for i in numba.prange(indptr.size - 1):
         lo, hi = indptr[i], indptr[i + 1]
-        for j in _row_top_k(indices[lo:hi], data[lo:hi], k):
+        for j in row_top_k(indices[lo:hi], data[lo:hi], k):
             keep[lo + j] = True
     return keep
 

@@ -5,8 +5,8 @@ bisection puts the first ``ceil(n / 2)`` of a run on the left, so the node bound
 depth follow from L alone and only the permutation is learnt. A tree of branching ``2**b`` keeps
 every ``b``-th depth counted up from the leaves.
 
-Memory: the label vectors (CSR), the permutation, and per worker thread two dense centroids and
-a mark of ``n_features`` entries (about 17 bytes a feature).
+Memory: the label vectors (CSR), the permutation, and per worker thread two dense centroids, their
+difference, a mark and a list of ``n_features`` entries (about 21 bytes a feature).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from ..sparse_ops import row_normalised, top_k_per_row
+from ..sparse_ops import row_top_k
 
 
 @dataclass
@@ -53,50 +53,161 @@ class LabelTree:
 # Entries of all label vectors together, at most: when the products could hold more, each label
 # keeps only its largest features (at 1.3M labels, 153 a label)
 LABEL_VECTOR_ENTRIES = 200_000_000
-# Partial sums of one block's product Y_b^T X, at most (about 12 bytes each while it is summed)
-PARTIAL_SUMS_PER_BLOCK = 50_000_000
+# Partial sums of one block of labels (the unit of work handed to a thread)
+PARTIAL_SUMS_PER_BLOCK = 5_000_000
 
 
 def label_vectors(X: sp.csr_matrix, Y: sp.csr_matrix, Z: sp.csr_matrix | None, text_weight: float = 1.0,
-                  max_entries: int = LABEL_VECTOR_ENTRIES, partial_sums_per_block: int = PARTIAL_SUMS_PER_BLOCK
-                  ) -> sp.csr_matrix:
+                  max_entries: int = LABEL_VECTOR_ENTRIES, partial_sums_per_block: int = PARTIAL_SUMS_PER_BLOCK,
+                  threads: int | None = None) -> sp.csr_matrix:
     """PIFA (the l2-normalised, target-weighted sum of each label's training rows) plus
     ``text_weight`` times the label text's own l2-normalised features, l2-normalised: a label
     without training positives is placed by its text alone.
 
-    Built in blocks of labels, each block's product ``Y_b^T X`` summing at most about
-    ``partial_sums_per_block`` products (one label larger than that is a block of its own), so
-    memory beyond the inputs is one block's product plus the result. The vectors are exact when
-    they cannot hold more than ``max_entries`` entries (the partial sums and the label texts'
-    entries bound them); otherwise each label keeps its ``max_entries // L`` largest features (then
-    l2-normalised again), so the result holds at most ``max_entries``.
+    Each label's row is summed into a dense accumulator of ``n_features`` (one a worker thread),
+    so memory beyond the inputs is the result plus about 13 bytes a feature a thread. Labels are
+    handed to ``threads`` workers in blocks whose rows' lengths sum to about
+    ``partial_sums_per_block``. The vectors are exact when they cannot hold more than
+    ``max_entries`` entries (the partial sums and the label texts' entries bound them); otherwise
+    each label keeps its ``max_entries // L`` largest features (ties: lower feature id), then
+    l2-normalised again, so the result holds at most ``max_entries``.
 
     Args:
         X: ``N x F`` features of the training points.
         Y: ``N x L`` targets (soft targets weigh their rows).
         Z: ``L x F`` features of the label texts, or None.
+        threads: worker threads (default: numba's thread count); the result does not depend on it.
     Returns:
         ``L x F`` float32 CSR, rows of unit norm (or zero), indices sorted.
     """
     X = sp.csr_matrix(X, dtype=np.float32)
     YT = sp.csr_matrix(Y, dtype=np.float32).T.tocsr()
-    n_labels = YT.shape[0]
-    Zn = row_normalised(Z) if Z is not None and text_weight > 0 else None
-    pattern = sp.csr_matrix((np.ones(YT.nnz), YT.indices, YT.indptr), shape=YT.shape)
-    partial_sums = pattern @ np.diff(X.indptr).astype(np.float64)  # per label: its rows' lengths, summed
-    bound = partial_sums.sum() + (Zn.nnz if Zn is not None else 0)
-    keep = max(1, max_entries // max(n_labels, 1)) if bound > max_entries else None
-    parts = []
-    for lo, hi in label_blocks(partial_sums, partial_sums_per_block):
-        R = row_normalised(YT[lo:hi] @ X)
-        if Zn is not None:
-            R = row_normalised(R + np.float32(text_weight) * Zn[lo:hi])
-        if keep is not None and np.diff(R.indptr).max(initial=0) > keep:
-            R = row_normalised(top_k_per_row(R, keep, distinct=True))
-        parts.append(R)
-    R = sp.vstack(parts, format="csr", dtype=np.float32) if parts else sp.csr_matrix((0, X.shape[1]), dtype=np.float32)
-    R.sort_indices()
-    return R
+    n_labels, n_features = YT.shape[0], X.shape[1]
+    use_text = Z is not None and text_weight > 0
+    Zn = sp.csr_matrix(Z, dtype=np.float32) if use_text else sp.csr_matrix((n_labels, n_features), dtype=np.float32)
+    x_lengths = np.diff(X.indptr).astype(np.float64)
+    partial_sums = np.bincount(np.repeat(np.arange(n_labels), np.diff(YT.indptr)), weights=x_lengths[YT.indices],
+                               minlength=n_labels)  # per label: its rows' lengths, summed
+    bound = partial_sums.sum() + (Zn.nnz if use_text else 0)
+    keep = max(1, max_entries // max(n_labels, 1)) if bound > max_entries else -1
+    blocks = label_blocks(partial_sums + np.diff(Zn.indptr), partial_sums_per_block)
+    threads = max(1, min(threads or numba.get_num_threads(), len(blocks)))
+    yt = (YT.indptr.astype(np.int64), YT.indices.astype(np.int64), YT.data)
+    x = (X.indptr.astype(np.int64), X.indices, X.data)
+    z = (Zn.indptr.astype(np.int64), Zn.indices, Zn.data)
+    scratch = [(np.zeros(n_features, np.float32), np.zeros(n_features, np.bool_), np.empty(n_features, np.int64))
+               for _ in range(threads)]
+    free = list(range(threads))
+
+    def work(block):
+        slot = free.pop()  # list.pop is atomic: each running task holds its own accumulator
+        try:
+            return _label_vector_rows(block[0], block[1], *yt, *x, *z, use_text, np.float32(text_weight), keep, *scratch[slot])
+        finally:
+            free.append(slot)
+
+    if threads == 1:
+        parts = [work(b) for b in blocks]
+    else:
+        with ThreadPoolExecutor(threads) as pool:
+            parts = list(pool.map(work, blocks))
+    counts = np.concatenate([np.diff(p[0]) for p in parts]) if parts else np.zeros(0, np.int64)
+    indptr = np.zeros(n_labels + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    indices = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int32)
+    data = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.float32)
+    return sp.csr_matrix((data, indices, indptr), shape=(n_labels, n_features))
+
+
+@numba.njit(cache=True, nogil=True)
+def _unit(acc, touched, n_t, split):
+    """Scale ``acc`` over its ``n_t`` touched entries to unit l2 norm, the float32 squares summed in
+    float64 in the order scipy's product and sum list them (``touched[n_t-1:split-1:-1]`` then
+    ``touched[:split]``), so the vectors are the same bytes as scipy's ``Y.T @ X`` normalised."""
+    total = 0.0
+    for t in range(n_t - 1, split - 1, -1):
+        v = acc[touched[t]]
+        total += np.float32(v * v)
+    for t in range(split):
+        v = acc[touched[t]]
+        total += np.float32(v * v)
+    if total > 0.0:
+        norm = np.sqrt(total)
+        for t in range(n_t):
+            acc[touched[t]] = np.float32(acc[touched[t]] / norm)
+
+
+@numba.njit(cache=True, nogil=True)
+def _label_vector_rows(lo, hi, yt_indptr, yt_indices, yt_data, x_indptr, x_indices, x_data, z_indptr, z_indices,
+                       z_data, use_text, text_weight, keep, acc, mark, touched):
+    """Rows ``lo:hi`` of the label vectors as (indptr, indices, data); ``acc`` and ``mark`` are all
+    zero on entry and left so."""
+    indptr = np.zeros(hi - lo + 1, dtype=np.int64)
+    cap = 1024
+    out_idx = np.empty(cap, dtype=np.int32)
+    out_val = np.empty(cap, dtype=np.float32)
+    n_out = 0
+    for lab in range(lo, hi):
+        n_t = 0
+        for p in range(yt_indptr[lab], yt_indptr[lab + 1]):
+            r, v = yt_indices[p], yt_data[p]
+            for q in range(x_indptr[r], x_indptr[r + 1]):
+                j = x_indices[q]
+                if not mark[j]:
+                    mark[j] = True
+                    touched[n_t] = j
+                    n_t += 1
+                acc[j] += v * x_data[q]
+        _unit(acc, touched, n_t, 0)
+        z_lo, z_hi = z_indptr[lab], z_indptr[lab + 1]
+        if use_text:
+            n_pifa = n_t
+            z_total = 0.0  # the text's row, itself of unit length first
+            for q in range(z_lo, z_hi):
+                z_total += np.float32(z_data[q] * z_data[q])
+            z_norm = np.sqrt(z_total) if z_total > 0.0 else 1.0
+            for q in range(z_lo, z_hi):
+                j = z_indices[q]
+                if not mark[j]:
+                    mark[j] = True
+                    touched[n_t] = j
+                    n_t += 1
+                acc[j] += text_weight * np.float32(z_data[q] / z_norm)
+            _unit(acc, touched, n_t, n_pifa)
+        cols = np.sort(touched[:n_t])
+        vals = np.empty(n_t, dtype=np.float32)
+        for t in range(n_t):
+            vals[t] = acc[cols[t]]
+            acc[cols[t]] = 0.0
+            mark[cols[t]] = False
+        if keep >= 0 and n_t > keep:
+            chosen = np.sort(row_top_k(cols, vals, keep))
+            cols, vals = cols[chosen], vals[chosen]
+            n_t = keep
+            total = 0.0
+            for t in range(n_t):
+                total += np.float32(vals[t] * vals[t])
+            if total > 0.0:
+                norm = np.sqrt(total)
+                for t in range(n_t):
+                    vals[t] = np.float32(vals[t] / norm)
+        if n_out + n_t > cap:
+            cap = max(2 * cap, n_out + n_t)
+            out_idx = _grown(out_idx, cap, n_out)
+            out_val = _grown(out_val, cap, n_out)
+        for t in range(n_t):
+            out_idx[n_out + t] = cols[t]
+            out_val[n_out + t] = vals[t]
+        n_out += n_t
+        indptr[lab - lo + 1] = n_out
+    return indptr, out_idx[:n_out].copy(), out_val[:n_out].copy()
+
+
+@numba.njit(cache=True, nogil=True)
+def _grown(a, cap, n):
+    out = np.empty(cap, dtype=a.dtype)
+    out[:n] = a[:n]
+    return out
 
 
 def label_blocks(cost: np.ndarray, per_block: float) -> list[tuple[int, int]]:
@@ -114,23 +225,22 @@ def label_blocks(cost: np.ndarray, per_block: float) -> list[tuple[int, int]]:
 
 
 @numba.njit(cache=True, nogil=True)
-def _normalise_touched(c, touched, n_touched):
+def _inverse_norm(c, touched, n_touched):
+    """1 / the l2 norm of ``c`` over ``touched`` (squares summed in ``touched``'s order), 1 if zero."""
     s = 0.0
     for t in range(n_touched):
         s += c[touched[t]] * c[touched[t]]
-    if s > 0:
-        inv = 1.0 / math.sqrt(s)
-        for t in range(n_touched):
-            c[touched[t]] *= inv
+    return 1.0 / math.sqrt(s) if s > 0 else 1.0
 
 
 @numba.njit(cache=True, nogil=True)
-def _add_rows(members, side, want, r_indptr, r_indices, r_data, c):
+def _add_rows(members, side, first, r_indptr, r_indices, r_data, c_first, c_other):
+    """Each member's row into ``c_first`` where its side is ``first``, else into ``c_other``."""
     for q in range(members.size):
-        if side[q] == want:
-            m = members[q]
-            for p in range(r_indptr[m], r_indptr[m + 1]):
-                c[r_indices[p]] += r_data[p]
+        m = members[q]
+        c = c_first if side[q] == first else c_other
+        for p in range(r_indptr[m], r_indptr[m + 1]):
+            c[r_indices[p]] += r_data[p]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -139,6 +249,7 @@ def _bisect(seg_lo, seg_hi, seeds, order, r_indptr, r_indices, r_data, n_feature
     of two spherical centroids (relative to the second) first, the rest after."""
     c0 = np.zeros(n_features, dtype=np.float32)
     c1 = np.zeros(n_features, dtype=np.float32)
+    gap = np.zeros(n_features, dtype=np.float32)
     mark = np.zeros(n_features, dtype=np.bool_)
     touched = np.empty(n_features, dtype=np.int64)
     for s in range(seg_lo.size):
@@ -156,6 +267,8 @@ def _bisect(seg_lo, seg_hi, seeds, order, r_indptr, r_indices, r_data, n_feature
                     mark[j] = True
                     touched[n_t] = j
                     n_t += 1
+        # the same features in memory order, for the passes whose order does not change a sum
+        ascending = np.sort(touched[:n_t])
         np.random.seed(seeds[s])
         a = np.random.randint(n)
         b = np.random.randint(n - 1)
@@ -163,21 +276,26 @@ def _bisect(seg_lo, seg_hi, seeds, order, r_indptr, r_indices, r_data, n_feature
             b += 1
         side = np.zeros(n, dtype=np.int8)  # 1: first centroid's half
         side[a] = 1
-        side[b] = 2
-        _add_rows(members, side, 1, r_indptr, r_indices, r_data, c0)
-        _add_rows(members, side, 2, r_indptr, r_indices, r_data, c1)
+        side[b] = 2  # neither half yet: the first pass sets every side
+        for p in range(r_indptr[members[a]], r_indptr[members[a] + 1]):
+            c0[r_indices[p]] += r_data[p]
+        for p in range(r_indptr[members[b]], r_indptr[members[b] + 1]):
+            c1[r_indices[p]] += r_data[p]
         half = (n + 1) // 2
         diff = np.empty(n, dtype=np.float64)
         ranking = np.arange(n)
         for _ in range(iterations):
-            _normalise_touched(c0, touched, n_t)
-            _normalise_touched(c1, touched, n_t)
+            inv0 = _inverse_norm(c0, touched, n_t)
+            inv1 = _inverse_norm(c1, touched, n_t)
+            for j in ascending:  # the normalised centroids' difference; the centroids are rebuilt below
+                gap[j] = np.float32(c0[j] * inv0) - np.float32(c1[j] * inv1)
+                c0[j] = 0.0
+                c1[j] = 0.0
             for q in range(n):
                 m = members[q]
                 d = 0.0
                 for p in range(r_indptr[m], r_indptr[m + 1]):
-                    j = r_indices[p]
-                    d += r_data[p] * (c0[j] - c1[j])
+                    d += r_data[p] * gap[r_indices[p]]
                 diff[q] = d
             ranking = np.argsort(-diff, kind="mergesort")  # ties keep the run's order
             changed = False
@@ -188,14 +306,9 @@ def _bisect(seg_lo, seg_hi, seeds, order, r_indptr, r_indices, r_data, n_feature
                     side[ranking[r]] = new_side
             if not changed:
                 break
-            for t in range(n_t):
-                c0[touched[t]] = 0.0
-                c1[touched[t]] = 0.0
-            _add_rows(members, side, 1, r_indptr, r_indices, r_data, c0)
-            _add_rows(members, side, 0, r_indptr, r_indices, r_data, c1)
+            _add_rows(members, side, 1, r_indptr, r_indices, r_data, c0, c1)
         order[lo:hi] = members[ranking]
-        for t in range(n_t):
-            j = touched[t]
+        for j in ascending:
             c0[j] = 0.0
             c1[j] = 0.0
             mark[j] = False
@@ -228,7 +341,7 @@ def build_tree(R: sp.csr_matrix, branching: int = 16, leaf_size: int = 100, seed
     order = np.arange(n, dtype=np.int64)
     depth_bounds = [np.array([0, n], dtype=np.int64)]
     threads = threads or numba.get_num_threads()
-    indptr, indices, data = R.indptr.astype(np.int64), R.indices.astype(np.int64), R.data
+    indptr, indices, data = R.indptr.astype(np.int64), R.indices, R.data  # int32 ids: a third less to read
     while np.diff(depth_bounds[-1]).max(initial=0) > leaf_size:
         b = depth_bounds[-1]
         depth = len(depth_bounds) - 1

@@ -150,15 +150,18 @@ class XRLinear(LabelledModel):
         self.featurizer = TextFeaturizer(cfg.ngram_max, min_df=cfg.min_df, char_ngrams=cfg.char_ngrams)
         XZ = self.featurizer.fit_transform(texts + list(label_texts))
         X, Z = XZ[:len(texts)], XZ[len(texts):]
+        del XZ  # copies were sliced off; at a million labels each of these matrices is gigabytes
         if mixer is not None and mixer.acts_on == "features":
             n_before = X.shape[0]
             X, Y, _, _ = append_mixed(mixer, X, Y, Z, None, None)
             weights = np.concatenate([weights, np.ones(X.shape[0] - n_before)])
         say(f"features: {X.shape[0]:,} points x {X.shape[1]:,} features, {self.n_labels:,} labels")
-        self.tree = build_tree(label_vectors(X, Y, Z, cfg.label_text_weight), cfg.branching, cfg.leaf_size, cfg.seed,
-                               cfg.tree_iterations, cfg.threads)
+        vectors = label_vectors(X, Y, Z, cfg.label_text_weight, threads=cfg.threads)
+        self.tree = build_tree(vectors, cfg.branching, cfg.leaf_size, cfg.seed, cfg.tree_iterations, cfg.threads)
+        del vectors, Z
         say(f"label tree: {' -> '.join(str(b.size - 1) for b in self.tree.bounds)} nodes -> {self.n_labels:,} labels")
         Xb = self._with_bias(X)
+        del X
         levels = self._train_levels(Xb, Y, weights, say)
         self.weights = TreeWeights(levels, [self.tree.children(t) for t in range(len(self.tree.bounds))])
         seconds = time.perf_counter() - started
