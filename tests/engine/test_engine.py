@@ -12,7 +12,7 @@ from sklearn.svm import LinearSVC
 
 from gandalf_xmc.engine.beam_search import TreeWeights
 from gandalf_xmc.engine.label_tree import build_tree, label_blocks, label_vectors
-from gandalf_xmc.engine.linear_solver import SolverConfig, train_level
+from gandalf_xmc.engine.linear_solver import SolverConfig, _work_units, train_level
 
 TIGHT = SolverConfig(C=1.0, eps=1e-6, max_iter=5000, threshold=0.0, positive_cost=1.0)
 
@@ -260,3 +260,33 @@ def test_beam_search_with_weightless_parents_and_empty_queries():
     for i in range(Q.shape[0]):
         want = brute_force_paths([W.toarray() for W in (top, leaves)], [np.array([0, 2, 4])], Q[i].toarray()[0], 1, 2)
         assert pos[i].tolist() == [c for c, _ in want]
+
+
+def test_siblings_trained_side_by_side_equal_each_trained_alone():
+    # three children of one parent share its rows and one coordinate order; run to convergence,
+    # each must reach its own problem's optimum (hard, soft and absent targets mixed)
+    rng = np.random.default_rng(7)
+    X = sp.hstack([sp.random(60, 10, density=0.3, random_state=8, format="csr"), np.ones((60, 1))], format="csr")
+    t = rng.choice([0.0, 0.0, 0.3, 1.0], size=(60, 3)).astype(np.float32)
+    w = rng.uniform(0.5, 2.0, size=60)
+    active = sp.csr_matrix(np.ones((60, 1), dtype=np.float32))
+    together = train_level(X, sp.csr_matrix(t), active, np.zeros(3, dtype=np.int64), w, TIGHT).toarray()
+    for k in range(3):
+        np.testing.assert_allclose(together[k], one_node(X, t[:, k], w), atol=1e-4)
+
+
+def test_work_units_split_the_children_of_few_parents():
+    # MIN_UNITS = 2: one parent of 20 children is two units of 10; two or more parents, one unit each
+    assert _work_units(np.array([0, 20])).tolist() == [[0, 0, 10], [0, 10, 20]]
+    assert _work_units(np.array([0, 1])).tolist() == [[0, 0, 1]]
+    assert _work_units(np.array([0, 3, 6])).tolist() == [[0, 0, 3], [1, 3, 6]]
+
+
+def test_a_split_parent_gives_the_same_weights_on_any_thread_count():
+    rng = np.random.default_rng(4)
+    X = sp.random(150, 25, density=0.2, random_state=6, format="csr")
+    T = sp.csr_matrix((rng.random((150, 12)) > 0.8).astype(np.float32))
+    active = sp.csr_matrix(np.ones((150, 1), dtype=np.float32))
+    runs = [train_level(X, T, active, np.zeros(12, dtype=np.int64), np.ones(150), SolverConfig(), seed=3, threads=n)
+            for n in (1, 2, 3)]
+    assert all((runs[0] != r).nnz == 0 for r in runs[1:])

@@ -7,8 +7,18 @@ minimiser of the two squared hinges puts its margin at ``(Cp t - (1 - t)) / (Cp 
 (``2 t - 1`` for ``Cp = 1``): soft targets are learnt, not rounded. Weights at or below
 ``threshold`` in absolute value are dropped, so every classifier is a sparse vector.
 
-Work is split by node over threads (numba releases the GIL); each node's coordinate order is
-seeded by ``(seed, level, node)``, so the result does not depend on the thread count.
+Siblings are trained side by side: the children of one parent share its instances, so they visit
+them in one shared random order, and a feature's weights of all the children are one contiguous
+row of a dense ``features x children`` block. A visit reads the instance's features once and
+updates every child's dual variables from one pass over those rows (each child's descent is
+LIBLINEAR's, in the shared order, without shrinking; a child stops when its projected gradient's
+spread is below ``eps``). At the top of a tree this turns millions of scattered reads of one
+child's weights into one cache line for all the children; at the leaves, hundreds of passes over
+the same rows into one.
+
+Work is split over threads by parent (a lone parent's children in ``MIN_UNITS`` groups; numba
+releases the GIL); each unit's order is seeded by ``(seed, level, first child)``, so the result
+does not depend on the thread count.
 """
 
 from __future__ import annotations
@@ -47,65 +57,11 @@ def _grow(a, n):
 
 
 @numba.njit(cache=True, nogil=True)
-def _dual_cd(e_row, e_y, e_diag, alpha, n_e, w, x_indptr, x_indices, x_data, x_sqnorm, eps, max_iter, seed):
-    """LIBLINEAR's dual coordinate descent for the L2-loss SVM with its shrinking: an entry at
-    alpha = 0 whose gradient exceeds the last pass's largest projected gradient leaves the active
-    set; when the active set has converged, every entry is checked once more."""
-    index = np.arange(n_e)
-    active = n_e
-    pg_max_old = np.inf
-    # the coordinate order's random draws: a 64-bit LCG inline (numba's np.random costs a fifth of the time)
-    state = np.uint64(seed) * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
-    it = 0
-    while it < max_iter:
-        pg_max, pg_min = -np.inf, np.inf
-        for s in range(active):
-            state = state * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
-            j = s + np.int64((state >> np.uint64(33)) % np.uint64(active - s))
-            index[s], index[j] = index[j], index[s]
-        s = 0
-        while s < active:
-            e = index[s]
-            r = e_row[e]
-            dot = 0.0
-            for pp in range(x_indptr[r], x_indptr[r + 1]):
-                dot += w[x_indices[pp]] * x_data[pp]
-            g = e_y[e] * dot - 1.0 + e_diag[e] * alpha[e]
-            pg = 0.0
-            if alpha[e] == 0.0:
-                if g > pg_max_old:
-                    active -= 1
-                    index[s], index[active] = index[active], index[s]
-                    continue
-                if g < 0.0:
-                    pg = g
-            else:
-                pg = g
-            pg_max = max(pg_max, pg)
-            pg_min = min(pg_min, pg)
-            if abs(pg) > 1e-12:
-                old = alpha[e]
-                alpha[e] = max(old - g / (x_sqnorm[r] + e_diag[e]), 0.0)
-                step = np.float32((alpha[e] - old) * e_y[e])
-                if step != 0.0:
-                    for pp in range(x_indptr[r], x_indptr[r + 1]):
-                        w[x_indices[pp]] += step * x_data[pp]
-            s += 1
-        it += 1
-        if pg_max - pg_min <= eps:
-            if active == n_e:
-                break
-            active = n_e
-            pg_max_old = np.inf
-            continue
-        pg_max_old = pg_max if pg_max > 0 else np.inf
-
-
-@numba.njit(cache=True, nogil=True)
 def _local_rows(rows, x_indptr, x_indices, x_data, loc, feats):
     """The rows ``rows`` of X as a small CSR over local feature ids 0..F-1, given to the parent's
-    features in ascending global order (so the weights stay cache-sized while its children are
-    trained). Returns (indptr, indices, data, squared norms, global id of each local feature)."""
+    features in ascending global order (so the children's weight block has a row per feature the
+    parent's instances use, not per feature of X). Returns (indptr, indices, data, squared norms,
+    global id of each local feature)."""
     n_f = 0
     for r in rows:
         for pp in range(x_indptr[r], x_indptr[r + 1]):
@@ -137,72 +93,179 @@ def _local_rows(rows, x_indptr, x_indices, x_data, loc, feats):
 
 
 @numba.njit(cache=True, nogil=True)
-def _train_nodes(nodes, parent_of, act_ptr, act_idx, act_val, min_parent_target, t_ptr, t_idx, t_val, x_indptr,
-                 x_indices, x_data, inst_weight, n_features, C, positive_cost, eps, max_iter, threshold, seed):
-    """Classifiers of ``nodes``: returns (node, feature, weight) triples, node by node, features ascending."""
+def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x_indices, x_data, inst_weight,
+                    loc, feats, C, positive_cost, min_parent_target, eps, max_iter, seed):
+    """The classifiers of nodes ``k_lo:k_hi`` (one parent's children) on the parent's ``rows``,
+    trained side by side: one shared coordinate order, so a row's features and the children's
+    weights of a feature (one contiguous row of ``W``) are read once for all the children.
+    Returns (W as local features x children, global id of each local feature)."""
+    l_indptr, l_indices, l_data, l_sqnorm, fs = _local_rows(rows, x_indptr, x_indices, x_data, loc, feats)
+    m, n_k, n_f = rows.size, k_hi - k_lo, fs.size
+    # each row's (soft) target of each child; rows are ascending in both lists
+    tgt = np.zeros((m, n_k), dtype=np.float32)
+    for k in range(n_k):
+        for q in range(t_ptr[k_lo + k], t_ptr[k_lo + k + 1]):
+            a = np.searchsorted(rows, t_idx[q])
+            if a < m and rows[a] == t_idx[q]:
+                tgt[a, k] = t_val[q]
+    strong = np.empty(m, dtype=np.bool_)
+    cost = np.empty(m, dtype=np.float64)
+    for a in range(m):
+        strong[a] = parent_t[a] >= min_parent_target
+        cost[a] = C * inst_weight[rows[a]]
+    alpha_pos = np.zeros((m, n_k), dtype=np.float64)
+    alpha_neg = np.zeros((m, n_k), dtype=np.float64)
+    W = np.zeros((n_f, n_k), dtype=np.float32)
+    dots = np.zeros(n_k, dtype=np.float64)
+    steps = np.zeros(n_k, dtype=np.float32)
+    pg_max = np.empty(n_k, dtype=np.float64)
+    pg_min = np.empty(n_k, dtype=np.float64)
+    done = np.zeros(n_k, dtype=np.bool_)
+    n_done = 0
+    index = np.arange(m)
+    state = np.uint64(seed) * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
+    for _ in range(max_iter):
+        pg_max[:] = 0.0  # entries at rest count as 0 (LIBLINEAR's projected gradient), left out below
+        pg_min[:] = 0.0
+        for s in range(m):
+            state = state * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
+            j = s + np.int64((state >> np.uint64(33)) % np.uint64(m - s))
+            index[s], index[j] = index[j], index[s]
+        for s in range(m):
+            a = index[s]
+            lo, hi = l_indptr[a], l_indptr[a + 1]
+            dots[:] = 0.0
+            for pp in range(lo, hi):
+                f, v = l_indices[pp], l_data[pp]
+                for k in range(n_k):
+                    dots[k] += W[f, k] * v
+            sq, cw, is_strong = l_sqnorm[a], cost[a], strong[a]
+            diag_hard = 0.5 / cw  # a hard negative's diagonal
+            step_hard = 1.0 / (sq + diag_hard)
+            moved = False
+            for k in range(n_k):
+                t = tgt[a, k]
+                if t == 0.0:
+                    # the common case: a hard negative (if the row is strong) at rest beyond its margin
+                    if not is_strong:
+                        continue
+                    old = alpha_neg[a, k]
+                    g = -dots[k] - 1.0 + diag_hard * old
+                    if old == 0.0 and g >= 0.0:
+                        continue
+                    if done[k]:
+                        continue
+                    pg = g if old > 0.0 else min(g, 0.0)
+                    pg_max[k] = max(pg_max[k], pg)
+                    pg_min[k] = min(pg_min[k], pg)
+                    if abs(pg) > 1e-12:
+                        new = max(old - g * step_hard, 0.0)
+                        alpha_neg[a, k] = new
+                        if new != old:
+                            steps[k] = np.float32(old - new)
+                            moved = True
+                    continue
+                if done[k]:
+                    continue
+                d = dots[k]
+                step = 0.0
+                diag = 0.5 / (positive_cost * cw * t)  # the positive entry, cost Cp C t w
+                old = alpha_pos[a, k]
+                g = d - 1.0 + diag * old
+                pg = g if old > 0.0 else min(g, 0.0)
+                pg_max[k] = max(pg_max[k], pg)
+                pg_min[k] = min(pg_min[k], pg)
+                if abs(pg) > 1e-12:
+                    new = max(old - g / (sq + diag), 0.0)
+                    alpha_pos[a, k] = new
+                    step += new - old
+                    d += (new - old) * sq
+                if t < 1.0:  # the negative entry, cost C (1 - t) w
+                    diag = 0.5 / (cw * (1.0 - t))
+                    old = alpha_neg[a, k]
+                    g = -d - 1.0 + diag * old
+                    pg = g if old > 0.0 else min(g, 0.0)
+                    pg_max[k] = max(pg_max[k], pg)
+                    pg_min[k] = min(pg_min[k], pg)
+                    if abs(pg) > 1e-12:
+                        new = max(old - g / (sq + diag), 0.0)
+                        alpha_neg[a, k] = new
+                        step -= new - old
+                if step != 0.0:
+                    steps[k] = np.float32(step)
+                    moved = True
+            if moved:
+                for pp in range(lo, hi):
+                    f, v = l_indices[pp], l_data[pp]
+                    for k in range(n_k):
+                        W[f, k] += steps[k] * v
+                steps[:] = 0.0
+        for k in range(n_k):
+            if not done[k] and pg_max[k] - pg_min[k] <= eps:
+                done[k] = True
+                n_done += 1
+        if n_done == n_k:
+            break
+    return W, fs
+
+
+@numba.njit(cache=True, nogil=True)
+def _train_units(unit_parent, unit_lo, unit_hi, act_ptr, act_idx, act_val, min_parent_target, t_ptr, t_idx, t_val,
+                 x_indptr, x_indices, x_data, inst_weight, n_features, C, positive_cost, eps, max_iter, threshold, seed):
+    """Classifiers of the work units (unit u: parent ``unit_parent[u]``'s children
+    ``unit_lo[u]:unit_hi[u]``) as (node, feature, weight) triples."""
     loc = np.full(n_features, -1, dtype=np.int64)
     feats = np.empty(n_features, dtype=np.int64)
-    w = np.zeros(n_features, dtype=np.float32)  # float32: a node's weights stay in the L1 cache (dots sum in float64)
     out_node = np.empty(1024, dtype=np.int64)
     out_feat = np.empty(1024, dtype=np.int32)
     out_val = np.empty(1024, dtype=np.float32)
     n_out = 0
-    l_indptr = np.zeros(1, dtype=np.int64)
-    l_indices = np.empty(0, dtype=np.int32)
-    l_data = np.empty(0, dtype=np.float32)
-    l_sqnorm = np.empty(0, dtype=np.float64)
-    fs = np.empty(0, dtype=np.int64)
-    last_parent = -1
-    for k in nodes:
-        p = parent_of[k]
+    for u in range(unit_parent.size):
+        p, k_lo, k_hi = unit_parent[u], unit_lo[u], unit_hi[u]
         a_lo, a_hi = act_ptr[p], act_ptr[p + 1]
-        m = a_hi - a_lo
-        if m == 0:
+        if a_hi == a_lo or k_hi == k_lo:
             continue
-        if p != last_parent:  # siblings share their parent's instances: compact them once
-            l_indptr, l_indices, l_data, l_sqnorm, fs = _local_rows(act_idx[a_lo:a_hi], x_indptr, x_indices, x_data,
-                                                                     loc, feats)
-            last_parent = p
-        # targets of the active instances (both lists ascending)
-        tgt = np.zeros(m, dtype=np.float64)
-        q = t_ptr[k]
-        for a in range(m):
-            i = act_idx[a_lo + a]
-            while q < t_ptr[k + 1] and t_idx[q] < i:
-                q += 1
-            if q < t_ptr[k + 1] and t_idx[q] == i:
-                tgt[a] = t_val[q]
-        # a soft target is a positive and a negative entry, each with its share of the cost
-        n_e = 0
-        e_row = np.empty(2 * m, dtype=np.int64)
-        e_y = np.empty(2 * m, dtype=np.float64)
-        e_diag = np.empty(2 * m, dtype=np.float64)
-        for a in range(m):
-            if tgt[a] <= 0.0 and act_val[a_lo + a] < min_parent_target:
-                continue
-            cw = C * inst_weight[act_idx[a_lo + a]]
-            for y, c in ((1.0, positive_cost * cw * tgt[a]), (-1.0, cw * (1.0 - tgt[a]))):
-                if c > 0:
-                    e_row[n_e] = a
-                    e_y[n_e] = y
-                    e_diag[n_e] = 0.5 / c
-                    n_e += 1
-        alpha = np.zeros(n_e, dtype=np.float64)
-        _dual_cd(e_row, e_y, e_diag, alpha, n_e, w, l_indptr, l_indices, l_data, l_sqnorm, eps, max_iter, seed + k)
-        # read, prune and reset the weights (local ids ascend with the global ones)
+        W, fs = _train_siblings(k_lo, k_hi, act_idx[a_lo:a_hi], act_val[a_lo:a_hi], t_ptr, t_idx, t_val, x_indptr,
+                                x_indices, x_data, inst_weight, loc, feats, C, positive_cost, min_parent_target, eps,
+                                max_iter, seed + k_lo)
+        n_k = k_hi - k_lo
+        n_new = 0
         for i in range(fs.size):
-            v = w[i]
-            if abs(v) > threshold:
-                if n_out == out_node.size:
-                    out_node = _grow(out_node, n_out + 1)
-                    out_feat = _grow(out_feat, n_out + 1)
-                    out_val = _grow(out_val, n_out + 1)
-                out_node[n_out] = k
-                out_feat[n_out] = fs[i]
-                out_val[n_out] = v
-                n_out += 1
-            w[i] = 0.0
+            for k in range(n_k):
+                n_new += abs(W[i, k]) > threshold
+        if n_out + n_new > out_node.size:  # grown outside the loop below: growing inside it slowed it 10x
+            out_node = _grow(out_node, n_out + n_new)
+            out_feat = _grow(out_feat, n_out + n_new)
+            out_val = _grow(out_val, n_out + n_new)
+        for i in range(fs.size):  # W's rows in memory order; the CSR built from the triples sorts them
+            for k in range(n_k):
+                v = W[i, k]
+                if abs(v) > threshold:
+                    out_node[n_out] = k_lo + k
+                    out_feat[n_out] = fs[i]
+                    out_val[n_out] = v
+                    n_out += 1
     return out_node[:n_out], out_feat[:n_out], out_val[:n_out]
+
+
+# A level with fewer parents than this splits each parent's children into groups (this many units
+# in all), so a top level with one parent still keeps two threads busy; more groups share less of
+# the rows' work (debian-bookworm's top level: 1.1 s as 2 units, 2.5 s as 8, on 2 threads)
+MIN_UNITS = 2
+
+
+def _work_units(child_ptr: np.ndarray) -> np.ndarray:
+    """``(parent, first child, end child)`` rows: one a parent, or with fewer than ``MIN_UNITS``
+    parents each parent's children in up to ``MIN_UNITS // parents`` equal groups (the same
+    whatever the thread count, so the weights are too)."""
+    n_parents = child_ptr.size - 1
+    groups = max(1, MIN_UNITS // max(n_parents, 1))
+    units = []
+    for p in range(n_parents):
+        lo, hi = int(child_ptr[p]), int(child_ptr[p + 1])
+        cuts = np.unique(np.linspace(lo, hi, min(groups, max(hi - lo, 1)) + 1).round().astype(np.int64))
+        units.extend((p, a, b) for a, b in zip(cuts[:-1], cuts[1:]))
+    return np.array(units, dtype=np.int64).reshape(-1, 3)
 
 
 def _csc_lists(M: sp.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -234,16 +297,23 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
     xi, xx, xd = X.indptr.astype(np.int64, copy=False), X.indices, X.data
     weights = np.asarray(instance_weights, dtype=np.float64)
     parent_of = np.asarray(parent_of, dtype=np.int64)
-    # balance threads by the work of a node, about its parent's active instances
-    cost = np.diff(act_ptr)[parent_of].astype(np.float64) + 1.0
+    if np.any(np.diff(parent_of) < 0):
+        raise ValueError("a parent's children must be consecutive nodes")
+    n_parents = active.shape[1]
+    child_ptr = np.zeros(n_parents + 1, dtype=np.int64)
+    np.cumsum(np.bincount(parent_of, minlength=n_parents), out=child_ptr[1:])
+    units = _work_units(child_ptr)
+    # balance threads by the work of a unit: its parent's active instances times its children
+    cost = np.diff(act_ptr)[units[:, 0]].astype(np.float64) * (units[:, 2] - units[:, 1]) + 1.0
     order = np.argsort(-cost, kind="stable")
     lanes = [order[i::threads] for i in range(threads)] if threads > 1 else [order]
-    lanes = [np.sort(lane) for lane in lanes if lane.size]
+    lanes = [units[np.sort(lane)] for lane in lanes if lane.size]
 
-    def work(nodes):
-        return _train_nodes(nodes, parent_of, act_ptr, act_idx, act_val, config.min_parent_target, t_ptr, t_idx, t_val,
-                            xi, xx, xd, weights, X.shape[1], config.C, config.positive_cost, config.eps,
-                            config.max_iter, config.threshold, seed)
+    def work(lane):
+        parent, lo, hi = (np.ascontiguousarray(lane[:, i]) for i in range(3))
+        return _train_units(parent, lo, hi, act_ptr, act_idx, act_val, config.min_parent_target,
+                            t_ptr, t_idx, t_val, xi, xx, xd, weights, X.shape[1], config.C, config.positive_cost,
+                            config.eps, config.max_iter, config.threshold, seed)
 
     if len(lanes) <= 1:
         parts = [work(lane) for lane in lanes]
