@@ -6,7 +6,8 @@ depth follow from L alone and only the permutation is learnt. A tree of branchin
 every ``b``-th depth counted up from the leaves.
 
 Memory: the label vectors (CSR), the permutation, and per worker thread two dense centroids, their
-difference, a mark and a list of ``n_features`` entries (about 21 bytes a feature).
+difference, a map and a list of ``n_features`` entries (about 28 bytes a feature) plus a copy of
+the run being split (at the top depth, of all the label vectors).
 """
 
 from __future__ import annotations
@@ -225,50 +226,53 @@ def label_blocks(cost: np.ndarray, per_block: float) -> list[tuple[int, int]]:
 
 
 @numba.njit(cache=True, nogil=True)
-def _inverse_norm(c, touched, n_touched):
-    """1 / the l2 norm of ``c`` over ``touched`` (squares summed in ``touched``'s order), 1 if zero."""
+def _inverse_norm(c, n):
+    """1 / the l2 norm of ``c[:n]`` (squares summed in order), 1 if zero."""
     s = 0.0
-    for t in range(n_touched):
-        s += c[touched[t]] * c[touched[t]]
+    for t in range(n):
+        s += c[t] * c[t]
     return 1.0 / math.sqrt(s) if s > 0 else 1.0
-
-
-@numba.njit(cache=True, nogil=True)
-def _add_rows(members, side, first, r_indptr, r_indices, r_data, c_first, c_other):
-    """Each member's row into ``c_first`` where its side is ``first``, else into ``c_other``."""
-    for q in range(members.size):
-        m = members[q]
-        c = c_first if side[q] == first else c_other
-        for p in range(r_indptr[m], r_indptr[m + 1]):
-            c[r_indices[p]] += r_data[p]
 
 
 @numba.njit(cache=True, nogil=True)
 def _bisect(seg_lo, seg_hi, seeds, order, r_indptr, r_indices, r_data, n_features, iterations):
     """Split each run ``order[lo:hi]`` in place: the ``ceil(n / 2)`` labels closest to the first
-    of two spherical centroids (relative to the second) first, the rest after."""
+    of two spherical centroids (relative to the second) first, the rest after.
+
+    A run's rows are first copied out in its order, over local feature ids given in order of first
+    use, so the passes below read memory in sequence and the centroids are as long as the run's
+    features (cache-sized below the top depths); sums are taken in the same order as over the
+    global ids, so the tree is the same."""
+    local = np.full(n_features, -1, dtype=np.int64)
+    touched = np.empty(n_features, dtype=np.int64)
     c0 = np.zeros(n_features, dtype=np.float32)
     c1 = np.zeros(n_features, dtype=np.float32)
     gap = np.zeros(n_features, dtype=np.float32)
-    mark = np.zeros(n_features, dtype=np.bool_)
-    touched = np.empty(n_features, dtype=np.int64)
     for s in range(seg_lo.size):
         lo, hi = seg_lo[s], seg_hi[s]
         n = hi - lo
         if n < 2:
             continue
         members = order[lo:hi].copy()
+        m_indptr = np.zeros(n + 1, dtype=np.int64)
+        for q in range(n):
+            m_indptr[q + 1] = m_indptr[q] + r_indptr[members[q] + 1] - r_indptr[members[q]]
+        m_indices = np.empty(m_indptr[n], dtype=np.int32)
+        m_data = np.empty(m_indptr[n], dtype=np.float32)
         n_t = 0
         for q in range(n):
-            m = members[q]
-            for p in range(r_indptr[m], r_indptr[m + 1]):
+            at = m_indptr[q]
+            for p in range(r_indptr[members[q]], r_indptr[members[q] + 1]):
                 j = r_indices[p]
-                if not mark[j]:
-                    mark[j] = True
+                if local[j] < 0:
+                    local[j] = n_t
                     touched[n_t] = j
                     n_t += 1
-        # the same features in memory order, for the passes whose order does not change a sum
-        ascending = np.sort(touched[:n_t])
+                m_indices[at] = local[j]
+                m_data[at] = r_data[p]
+                at += 1
+        for t in range(n_t):
+            local[touched[t]] = -1
         np.random.seed(seeds[s])
         a = np.random.randint(n)
         b = np.random.randint(n - 1)
@@ -277,25 +281,26 @@ def _bisect(seg_lo, seg_hi, seeds, order, r_indptr, r_indices, r_data, n_feature
         side = np.zeros(n, dtype=np.int8)  # 1: first centroid's half
         side[a] = 1
         side[b] = 2  # neither half yet: the first pass sets every side
-        for p in range(r_indptr[members[a]], r_indptr[members[a] + 1]):
-            c0[r_indices[p]] += r_data[p]
-        for p in range(r_indptr[members[b]], r_indptr[members[b] + 1]):
-            c1[r_indices[p]] += r_data[p]
+        c0[:n_t] = 0.0
+        c1[:n_t] = 0.0
+        for p in range(m_indptr[a], m_indptr[a + 1]):
+            c0[m_indices[p]] += m_data[p]
+        for p in range(m_indptr[b], m_indptr[b + 1]):
+            c1[m_indices[p]] += m_data[p]
         half = (n + 1) // 2
         diff = np.empty(n, dtype=np.float64)
         ranking = np.arange(n)
         for _ in range(iterations):
-            inv0 = _inverse_norm(c0, touched, n_t)
-            inv1 = _inverse_norm(c1, touched, n_t)
-            for j in ascending:  # the normalised centroids' difference; the centroids are rebuilt below
-                gap[j] = np.float32(c0[j] * inv0) - np.float32(c1[j] * inv1)
-                c0[j] = 0.0
-                c1[j] = 0.0
+            inv0 = _inverse_norm(c0, n_t)
+            inv1 = _inverse_norm(c1, n_t)
+            for t in range(n_t):  # the normalised centroids' difference; the centroids are rebuilt below
+                gap[t] = np.float32(c0[t] * inv0) - np.float32(c1[t] * inv1)
+                c0[t] = 0.0
+                c1[t] = 0.0
             for q in range(n):
-                m = members[q]
                 d = 0.0
-                for p in range(r_indptr[m], r_indptr[m + 1]):
-                    d += r_data[p] * gap[r_indices[p]]
+                for p in range(m_indptr[q], m_indptr[q + 1]):
+                    d += m_data[p] * gap[m_indices[p]]
                 diff[q] = d
             ranking = np.argsort(-diff, kind="mergesort")  # ties keep the run's order
             changed = False
@@ -306,12 +311,11 @@ def _bisect(seg_lo, seg_hi, seeds, order, r_indptr, r_indices, r_data, n_feature
                     side[ranking[r]] = new_side
             if not changed:
                 break
-            _add_rows(members, side, 1, r_indptr, r_indices, r_data, c0, c1)
+            for q in range(n):
+                c = c0 if side[q] == 1 else c1
+                for p in range(m_indptr[q], m_indptr[q + 1]):
+                    c[m_indices[p]] += m_data[p]
         order[lo:hi] = members[ranking]
-        for j in ascending:
-            c0[j] = 0.0
-            c1[j] = 0.0
-            mark[j] = False
 
 
 def _halve(bounds: np.ndarray) -> np.ndarray:
