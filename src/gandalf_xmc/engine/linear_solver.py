@@ -211,41 +211,48 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
 
 @numba.njit(cache=True, nogil=True)
 def _train_units(unit_parent, unit_lo, unit_hi, act_ptr, act_idx, act_val, min_parent_target, t_ptr, t_idx, t_val,
-                 x_indptr, x_indices, x_data, inst_weight, n_features, C, positive_cost, eps, max_iter, threshold, seed):
+                 x_indptr, x_indices, x_data, inst_weight, n_features, n_nodes, C, positive_cost, eps, max_iter,
+                 threshold, seed):
     """Classifiers of the work units (unit u: parent ``unit_parent[u]``'s children
-    ``unit_lo[u]:unit_hi[u]``) as (node, feature, weight) triples."""
+    ``unit_lo[u]:unit_hi[u]``), each unit's kept weights as consecutive CSR rows: returns (weights
+    of each node, each unit's first position in the two arrays, feature ids, weights)."""
     loc = np.full(n_features, -1, dtype=np.int64)
     feats = np.empty(n_features, dtype=np.int64)
-    out_node = np.empty(1024, dtype=np.int64)
+    counts = np.zeros(n_nodes, dtype=np.int64)
+    starts = np.zeros(unit_parent.size, dtype=np.int64)
     out_feat = np.empty(1024, dtype=np.int32)
     out_val = np.empty(1024, dtype=np.float32)
     n_out = 0
     for u in range(unit_parent.size):
         p, k_lo, k_hi = unit_parent[u], unit_lo[u], unit_hi[u]
         a_lo, a_hi = act_ptr[p], act_ptr[p + 1]
+        starts[u] = n_out
         if a_hi == a_lo or k_hi == k_lo:
             continue
         W, fs = _train_siblings(k_lo, k_hi, act_idx[a_lo:a_hi], act_val[a_lo:a_hi], t_ptr, t_idx, t_val, x_indptr,
                                 x_indices, x_data, inst_weight, loc, feats, C, positive_cost, min_parent_target, eps,
                                 max_iter, seed + k_lo)
         n_k = k_hi - k_lo
-        n_new = 0
+        at = np.zeros(n_k + 1, dtype=np.int64)  # each child's first position, from a counting pass
         for i in range(fs.size):
             for k in range(n_k):
-                n_new += abs(W[i, k]) > threshold
-        if n_out + n_new > out_node.size:  # grown outside the loop below: growing inside it slowed it 10x
-            out_node = _grow(out_node, n_out + n_new)
-            out_feat = _grow(out_feat, n_out + n_new)
-            out_val = _grow(out_val, n_out + n_new)
-        for i in range(fs.size):  # W's rows in memory order; the CSR built from the triples sorts them
+                if abs(W[i, k]) > threshold:
+                    at[k + 1] += 1
+        for k in range(n_k):
+            counts[k_lo + k] = at[k + 1]
+            at[k + 1] += at[k]
+        if n_out + at[n_k] > out_feat.size:  # grown before the scan: growing inside it slowed it 10x
+            out_feat = _grow(out_feat, n_out + at[n_k])
+            out_val = _grow(out_val, n_out + at[n_k])
+        for i in range(fs.size):  # W's rows in memory order: each child's features come out ascending
             for k in range(n_k):
                 v = W[i, k]
                 if abs(v) > threshold:
-                    out_node[n_out] = k_lo + k
-                    out_feat[n_out] = fs[i]
-                    out_val[n_out] = v
-                    n_out += 1
-    return out_node[:n_out], out_feat[:n_out], out_val[:n_out]
+                    out_feat[n_out + at[k]] = fs[i]
+                    out_val[n_out + at[k]] = v
+                    at[k] += 1
+        n_out += at[n_k - 1]
+    return counts, starts, out_feat[:n_out], out_val[:n_out]
 
 
 # A level with fewer parents than this splits each parent's children into groups (this many units
@@ -269,9 +276,11 @@ def _work_units(child_ptr: np.ndarray) -> np.ndarray:
 
 
 def _csc_lists(M: sp.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    C = sp.csc_matrix(M)
+    """Column pointers, row ids (int32 where they fit: targets are the largest input at scale) and float32 values."""
+    C = sp.csc_matrix(M, dtype=np.float32)
     C.sort_indices()
-    return C.indptr.astype(np.int64), C.indices.astype(np.int64), C.data.astype(np.float64)
+    rows = C.indices.astype(np.int32 if M.shape[0] < 2**31 else np.int64, copy=False)
+    return C.indptr.astype(np.int64), rows, C.data
 
 
 def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix, parent_of: np.ndarray,
@@ -311,18 +320,24 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
 
     def work(lane):
         parent, lo, hi = (np.ascontiguousarray(lane[:, i]) for i in range(3))
-        return _train_units(parent, lo, hi, act_ptr, act_idx, act_val, config.min_parent_target,
-                            t_ptr, t_idx, t_val, xi, xx, xd, weights, X.shape[1], config.C, config.positive_cost,
-                            config.eps, config.max_iter, config.threshold, seed)
+        return _train_units(parent, lo, hi, act_ptr, act_idx, act_val, config.min_parent_target, t_ptr, t_idx, t_val,
+                            xi, xx, xd, weights, X.shape[1], n_nodes, config.C, config.positive_cost, config.eps,
+                            config.max_iter, config.threshold, seed)
 
     if len(lanes) <= 1:
         parts = [work(lane) for lane in lanes]
     else:
         with ThreadPoolExecutor(len(lanes)) as pool:
             parts = list(pool.map(work, lanes))
-    node = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
-    feat = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int32)
-    val = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.float32)
-    W = sp.csr_matrix((val, (node, feat)), shape=(n_nodes, X.shape[1]), dtype=np.float32)
-    W.sort_indices()
-    return W
+    # every node is in one unit and a unit's nodes are consecutive: its weights are one block of W
+    indptr = np.zeros(n_nodes + 1, dtype=np.int64)
+    if parts:
+        np.cumsum(sum(part[0] for part in parts), out=indptr[1:])
+    indices = np.empty(indptr[-1], dtype=np.int32)
+    data = np.empty(indptr[-1], dtype=np.float32)
+    for lane, (_, starts, feat, val) in zip(lanes, parts):
+        for (_, lo, hi), start in zip(lane.tolist(), starts.tolist()):
+            at, n = indptr[lo], indptr[hi] - indptr[lo]
+            indices[at:at + n] = feat[start:start + n]
+            data[at:at + n] = val[start:start + n]
+    return sp.csr_matrix((data, indices, indptr), shape=(n_nodes, X.shape[1]))
