@@ -263,15 +263,18 @@ def test_beam_search_with_weightless_parents_and_empty_queries():
 
 
 def test_siblings_trained_side_by_side_equal_each_trained_alone():
-    # three children of one parent share its rows and one coordinate order; run to convergence,
+    # five children of one parent share its rows and one coordinate order; run to convergence,
     # each must reach its own problem's optimum (hard, soft and absent targets mixed)
     rng = np.random.default_rng(7)
     X = sp.hstack([sp.random(60, 10, density=0.3, random_state=8, format="csr"), np.ones((60, 1))], format="csr")
-    t = rng.choice([0.0, 0.0, 0.3, 1.0], size=(60, 3)).astype(np.float32)
+    t = rng.choice([0.0, 0.0, 0.3, 1.0], size=(60, 5)).astype(np.float32)
+    t[:, 3] = 0.0  # a child without positives stops passes before the rest: the others go on in a
+    t[:, 4] = 0.0  # narrower block (packed once a quarter of the block has stopped)
+    t[:3, 4] = 1.0
     w = rng.uniform(0.5, 2.0, size=60)
     active = sp.csr_matrix(np.ones((60, 1), dtype=np.float32))
-    together = train_level(X, sp.csr_matrix(t), active, np.zeros(3, dtype=np.int64), w, TIGHT).toarray()
-    for k in range(3):
+    together = train_level(X, sp.csr_matrix(t), active, np.zeros(5, dtype=np.int64), w, TIGHT).toarray()
+    for k in range(5):
         np.testing.assert_allclose(together[k], one_node(X, t[:, k], w), atol=1e-4)
 
 
