@@ -28,6 +28,15 @@ def threads_for(n_rows: int) -> Iterator[None]:
 
 
 @numba.njit(cache=True, nogil=True)
+def grown(a: np.ndarray, n: int) -> np.ndarray:
+    """A copy of ``a`` in a new array of at least ``n`` entries (twice ``a``'s size if that is more):
+    output buffers of numba kernels that cannot know their size in advance."""
+    out = np.empty(max(2 * a.size, n), dtype=a.dtype)
+    out[:a.size] = a
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
 def row_top_k(cols: np.ndarray, vals: np.ndarray, k: int) -> np.ndarray:
     """Positions of the ``k`` largest values (ties: lower column id) in one row, in O(row length)."""
     n = vals.size

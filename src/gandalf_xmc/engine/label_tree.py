@@ -20,7 +20,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from ..sparse_ops import row_top_k
+from ..sparse_ops import grown, row_top_k
 
 
 @dataclass
@@ -144,9 +144,8 @@ def _label_vector_rows(lo, hi, yt_indptr, yt_indices, yt_data, x_indptr, x_indic
     """Rows ``lo:hi`` of the label vectors as (indptr, indices, data); ``acc`` and ``mark`` are all
     zero on entry and left so."""
     indptr = np.zeros(hi - lo + 1, dtype=np.int64)
-    cap = 1024
-    out_idx = np.empty(cap, dtype=np.int32)
-    out_val = np.empty(cap, dtype=np.float32)
+    out_idx = np.empty(1024, dtype=np.int32)
+    out_val = np.empty(1024, dtype=np.float32)
     n_out = 0
     for lab in range(lo, hi):
         n_t = 0
@@ -192,23 +191,15 @@ def _label_vector_rows(lo, hi, yt_indptr, yt_indices, yt_data, x_indptr, x_indic
                 norm = np.sqrt(total)
                 for t in range(n_t):
                     vals[t] = np.float32(vals[t] / norm)
-        if n_out + n_t > cap:
-            cap = max(2 * cap, n_out + n_t)
-            out_idx = _grown(out_idx, cap, n_out)
-            out_val = _grown(out_val, cap, n_out)
+        if n_out + n_t > out_idx.size:
+            out_idx = grown(out_idx, n_out + n_t)
+            out_val = grown(out_val, n_out + n_t)
         for t in range(n_t):
             out_idx[n_out + t] = cols[t]
             out_val[n_out + t] = vals[t]
         n_out += n_t
         indptr[lab - lo + 1] = n_out
     return indptr, out_idx[:n_out].copy(), out_val[:n_out].copy()
-
-
-@numba.njit(cache=True, nogil=True)
-def _grown(a, cap, n):
-    out = np.empty(cap, dtype=a.dtype)
-    out[:n] = a[:n]
-    return out
 
 
 def label_blocks(cost: np.ndarray, per_block: float) -> list[tuple[int, int]]:

@@ -30,6 +30,8 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+from ..sparse_ops import grown
+
 
 @dataclass(frozen=True)
 class SolverConfig:
@@ -47,13 +49,6 @@ class SolverConfig:
     threshold: float = 0.1
     min_parent_target: float = 0.5
     positive_cost: float = 2.0
-
-
-@numba.njit(cache=True, nogil=True)
-def _grow(a, n):
-    out = np.empty(max(2 * a.size, n), dtype=a.dtype)
-    out[:a.size] = a
-    return out
 
 
 @numba.njit(cache=True, nogil=True)
@@ -123,6 +118,7 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
     done = np.zeros(n_k, dtype=np.bool_)
     n_done = 0
     index = np.arange(m)
+    # the coordinate order's random draws: a 64-bit LCG inline (numba's np.random costs a fifth of the time)
     state = np.uint64(seed) * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
     for _ in range(max_iter):
         pg_max[:] = 0.0  # entries at rest count as 0 (LIBLINEAR's projected gradient), left out below
@@ -242,8 +238,8 @@ def _train_units(unit_parent, unit_lo, unit_hi, act_ptr, act_idx, act_val, min_p
             counts[k_lo + k] = at[k + 1]
             at[k + 1] += at[k]
         if n_out + at[n_k] > out_feat.size:  # grown before the scan: growing inside it slowed it 10x
-            out_feat = _grow(out_feat, n_out + at[n_k])
-            out_val = _grow(out_val, n_out + at[n_k])
+            out_feat = grown(out_feat, n_out + at[n_k])
+            out_val = grown(out_val, n_out + at[n_k])
         for i in range(fs.size):  # W's rows in memory order: each child's features come out ascending
             for k in range(n_k):
                 v = W[i, k]
@@ -256,8 +252,8 @@ def _train_units(unit_parent, unit_lo, unit_hi, act_ptr, act_idx, act_val, min_p
 
 
 # A level with fewer parents than this splits each parent's children into groups (this many units
-# in all), so a top level with one parent still keeps two threads busy; more groups share less of
-# the rows' work (debian-bookworm's top level: 1.1 s as 2 units, 2.5 s as 8, on 2 threads)
+# in all), so a top level with one parent still keeps two threads busy; more groups would share
+# less of the rows' work (docs/decisions.md, "Solver")
 MIN_UNITS = 2
 
 
