@@ -93,7 +93,7 @@ def label_vectors(X: sp.csr_matrix, Y: sp.csr_matrix, Z: sp.csr_matrix | None, t
     keep = max(1, max_entries // max(n_labels, 1)) if bound > max_entries else -1
     blocks = label_blocks(partial_sums + np.diff(Zn.indptr), partial_sums_per_block)
     threads = max(1, min(threads or numba.get_num_threads(), len(blocks)))
-    yt = (YT.indptr.astype(np.int64), YT.indices.astype(np.int64), YT.data)
+    yt = (YT.indptr.astype(np.int64), YT.indices, YT.data)  # int32 ids kept: Y is the largest input at scale
     x = (X.indptr.astype(np.int64), X.indices, X.data)
     z = (Zn.indptr.astype(np.int64), Zn.indices, Zn.data)
     scratch = [(np.zeros(n_features, np.float32), np.zeros(n_features, np.bool_), np.empty(n_features, np.int64))
