@@ -237,7 +237,7 @@ def _train_units(unit_parent, unit_lo, unit_hi, act_ptr, act_idx, act_val, min_p
         for k in range(n_k):
             counts[k_lo + k] = at[k + 1]
             at[k + 1] += at[k]
-        if n_out + at[n_k] > out_feat.size:  # grown before the scan: growing inside it slowed it 10x
+        if n_out + at[n_k] > out_feat.size:  # sized before the scan: growing inside it slows numba's loop (decisions)
             out_feat = grown(out_feat, n_out + at[n_k])
             out_val = grown(out_val, n_out + at[n_k])
         for i in range(fs.size):  # W's rows in memory order: each child's features come out ascending
