@@ -87,115 +87,170 @@ def _local_rows(rows, x_indptr, x_indices, x_data, loc, feats):
     return indptr, indices, data, sqnorm, fs
 
 
+
+
+@numba.njit(cache=True, nogil=True)
+def _shuffle(a, lo, hi, state):
+    """Fisher-Yates shuffle of ``a[lo:hi]`` in place from a 64-bit LCG (numba's np.random costs a
+    fifth of the solver's time); returns the generator's new state."""
+    for s in range(lo, hi):
+        state = state * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
+        j = s + np.int64((state >> np.uint64(33)) % np.uint64(hi - s))
+        a[s], a[j] = a[j], a[s]
+    return state
+
+
+@numba.njit(cache=True, nogil=True)
+def _gather_rows(order, src, dst):
+    """Row ``order[i]`` of every per-row array in ``src`` into row i of ``dst``: (features' CSR
+    pointers, ids, values; squared norms; costs; strong flags; positives' CSR pointers, children,
+    targets, dual variables; the hard negatives' dual variables)."""
+    indptr, indices, data, sqnorm, cost, strong, pos_ptr, pos_child, pos_t, alpha_pos, alpha_neg = src
+    indptr2, indices2, data2, sqnorm2, cost2, strong2, pos_ptr2, pos_child2, pos_t2, alpha_pos2, alpha_neg2 = dst
+    indptr2[0] = 0
+    pos_ptr2[0] = 0
+    for i in range(order.size):
+        r = order[i]
+        at, lo, hi = indptr2[i], indptr[r], indptr[r + 1]
+        indices2[at:at + hi - lo] = indices[lo:hi]
+        data2[at:at + hi - lo] = data[lo:hi]
+        indptr2[i + 1] = at + hi - lo
+        at, lo, hi = pos_ptr2[i], pos_ptr[r], pos_ptr[r + 1]
+        pos_child2[at:at + hi - lo] = pos_child[lo:hi]
+        pos_t2[at:at + hi - lo] = pos_t[lo:hi]
+        alpha_pos2[at:at + hi - lo] = alpha_pos[lo:hi]
+        pos_ptr2[i + 1] = at + hi - lo
+        sqnorm2[i] = sqnorm[r]
+        cost2[i] = cost[r]
+        strong2[i] = strong[r]
+        alpha_neg2[i] = alpha_neg[r]
+
+
 @numba.njit(cache=True, nogil=True)
 def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x_indices, x_data, inst_weight,
                     loc, feats, C, positive_cost, min_parent_target, eps, max_iter, seed):
     """The classifiers of nodes ``k_lo:k_hi`` (one parent's children) on the parent's ``rows``,
     trained side by side: one shared coordinate order, so a row's features and the children's
-    weights of a feature (one contiguous row of ``W``) are read once for all the children.
+    weights of a feature (one contiguous row of ``W``) are read once for all the children, and
+    a row's hard negatives of all the children are updated in one branch-free pass.
     Returns (W as local features x children, global id of each local feature)."""
-    l_indptr, l_indices, l_data, l_sqnorm, fs = _local_rows(rows, x_indptr, x_indices, x_data, loc, feats)
-    m, n_k, n_f = rows.size, k_hi - k_lo, fs.size
-    # each row's (soft) target of each child; rows are ascending in both lists
-    tgt = np.zeros((m, n_k), dtype=np.float32)
+    m, n_k = rows.size, k_hi - k_lo
+    # the rows are laid out in the first pass's random order (see the passes below)
+    state = np.uint64(seed) * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
+    perm = np.arange(m)
+    state = _shuffle(perm, 0, m, state)
+    place = np.empty(m, dtype=np.int64)  # place[a]: the local row of the parent's a-th (ascending) row
+    place[perm] = np.arange(m)
+    l_indptr, l_indices, l_data, l_sqnorm, fs = _local_rows(rows[perm], x_indptr, x_indices, x_data, loc, feats)
+    n_f = fs.size
+    # each local row's positives (child, soft target) as CSR; rows and each child's targets are ascending
+    pos_ptr = np.zeros(m + 1, dtype=np.int64)
     for k in range(n_k):
         for q in range(t_ptr[k_lo + k], t_ptr[k_lo + k + 1]):
             a = np.searchsorted(rows, t_idx[q])
             if a < m and rows[a] == t_idx[q]:
-                tgt[a, k] = t_val[q]
-    strong = np.empty(m, dtype=np.bool_)
-    cost = np.empty(m, dtype=np.float64)
+                pos_ptr[place[a] + 1] += 1
     for a in range(m):
-        strong[a] = parent_t[a] >= min_parent_target
-        cost[a] = C * inst_weight[rows[a]]
-    alpha_pos = np.zeros((m, n_k), dtype=np.float64)
-    alpha_neg = np.zeros((m, n_k), dtype=np.float64)
+        pos_ptr[a + 1] += pos_ptr[a]
+    fill = pos_ptr[:-1].copy()
+    pos_child = np.empty(pos_ptr[m], dtype=np.int64)
+    pos_t = np.empty(pos_ptr[m], dtype=np.float32)
+    for k in range(n_k):
+        for q in range(t_ptr[k_lo + k], t_ptr[k_lo + k + 1]):
+            a = np.searchsorted(rows, t_idx[q])
+            if a < m and rows[a] == t_idx[q]:
+                pos_child[fill[place[a]]] = k
+                pos_t[fill[place[a]]] = t_val[q]
+                fill[place[a]] += 1
+    cost = np.empty(m, dtype=np.float64)
+    strong = np.empty(m, dtype=np.bool_)
+    for a in range(m):
+        strong[place[a]] = parent_t[a] >= min_parent_target
+        cost[place[a]] = C * inst_weight[rows[a]]
+    # dual variables in float32, like the weights they build: at the leaves one parent's rows x
+    # children reach hundreds of millions
+    alpha_pos = np.zeros(pos_ptr[m], dtype=np.float32)  # one a positive entry
+    alpha_neg = np.zeros((m, n_k), dtype=np.float32)  # one an entry (a weak row's hard negatives stay 0)
     W = np.zeros((n_f, n_k), dtype=np.float32)
     dots = np.zeros(n_k, dtype=np.float64)
     steps = np.zeros(n_k, dtype=np.float32)
+    negative = np.zeros(n_k, dtype=np.bool_)  # the row's hard negatives of running children
     pg_max = np.empty(n_k, dtype=np.float64)
     pg_min = np.empty(n_k, dtype=np.float64)
     done = np.zeros(n_k, dtype=np.bool_)
     n_done = 0
-    index = np.arange(m)
-    # the coordinate order's random draws: a 64-bit LCG inline (numba's np.random costs a fifth of the time)
-    state = np.uint64(seed) * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
-    for _ in range(max_iter):
-        pg_max[:] = 0.0  # entries at rest count as 0 (LIBLINEAR's projected gradient), left out below
+    # each pass visits the rows in a fresh random order, and visits them in memory order: the rows'
+    # data are gathered into that order first (a loop the processor overlaps many misses of), so the
+    # descent reads them in sequence; visiting scattered rows in place cost twice the time, and
+    # blocks of nearby rows in random order converged far slower (docs/decisions.md)
+    order = np.arange(m)
+    spare = (np.empty_like(l_indptr), np.empty_like(l_indices), np.empty_like(l_data), np.empty_like(l_sqnorm),
+             np.empty_like(cost), np.empty_like(strong), np.empty_like(pos_ptr), np.empty_like(pos_child),
+             np.empty_like(pos_t), np.empty_like(alpha_pos), np.empty_like(alpha_neg))
+    for it in range(max_iter):
+        pg_max[:] = 0.0  # entries at rest count as 0 (LIBLINEAR's projected gradient)
         pg_min[:] = 0.0
-        for s in range(m):
-            state = state * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
-            j = s + np.int64((state >> np.uint64(33)) % np.uint64(m - s))
-            index[s], index[j] = index[j], index[s]
-        for s in range(m):
-            a = index[s]
+        if it > 0:
+            state = _shuffle(order, 0, m, state)
+            rows_now = (l_indptr, l_indices, l_data, l_sqnorm, cost, strong, pos_ptr, pos_child, pos_t, alpha_pos,
+                        alpha_neg)
+            _gather_rows(order, rows_now, spare)
+            (l_indptr, l_indices, l_data, l_sqnorm, cost, strong, pos_ptr, pos_child, pos_t, alpha_pos,
+             alpha_neg), spare = spare, rows_now
+        for a in range(m):
             lo, hi = l_indptr[a], l_indptr[a + 1]
+            sq, cw = l_sqnorm[a], cost[a]
+            if not strong[a]:  # a weak row trains only the children it is a positive of, one by one
+                for q in range(pos_ptr[a], pos_ptr[a + 1]):
+                    k = pos_child[q]
+                    if done[k]:
+                        continue
+                    d = 0.0
+                    for pp in range(lo, hi):
+                        d += W[l_indices[pp], k] * l_data[pp]
+                    step = _positive_step(q, a, k, d, pos_t[q], sq, cw, positive_cost, alpha_pos, alpha_neg,
+                                          pg_max, pg_min)
+                    if step != 0.0:
+                        for pp in range(lo, hi):
+                            W[l_indices[pp], k] += np.float32(step) * l_data[pp]
+                continue
             dots[:] = 0.0
             for pp in range(lo, hi):
                 f, v = l_indices[pp], l_data[pp]
                 for k in range(n_k):
                     dots[k] += W[f, k] * v
-            sq, cw, is_strong = l_sqnorm[a], cost[a], strong[a]
-            diag_hard = 0.5 / cw  # a hard negative's diagonal
-            step_hard = 1.0 / (sq + diag_hard)
-            moved = False
             for k in range(n_k):
-                t = tgt[a, k]
-                if t == 0.0:
-                    # the common case: a hard negative (if the row is strong) at rest beyond its margin
-                    if not is_strong:
-                        continue
-                    old = alpha_neg[a, k]
-                    g = -dots[k] - 1.0 + diag_hard * old
-                    if old == 0.0 and g >= 0.0:
-                        continue
-                    if done[k]:
-                        continue
-                    pg = g if old > 0.0 else min(g, 0.0)
-                    pg_max[k] = max(pg_max[k], pg)
-                    pg_min[k] = min(pg_min[k], pg)
-                    if abs(pg) > 1e-12:
-                        new = max(old - g * step_hard, 0.0)
-                        alpha_neg[a, k] = new
-                        if new != old:
-                            steps[k] = np.float32(old - new)
-                            moved = True
-                    continue
-                if done[k]:
-                    continue
-                d = dots[k]
-                step = 0.0
-                diag = 0.5 / (positive_cost * cw * t)  # the positive entry, cost Cp C t w
-                old = alpha_pos[a, k]
-                g = d - 1.0 + diag * old
+                negative[k] = not done[k]
+            for q in range(pos_ptr[a], pos_ptr[a + 1]):
+                negative[pos_child[q]] = False
+            # every hard negative at once, without branches (an entry at rest gets a zero step)
+            diag = 0.5 / cw
+            inv = 1.0 / (sq + diag)
+            moved = 0
+            for k in range(n_k):
+                old = alpha_neg[a, k]
+                g = -dots[k] - 1.0 + diag * old
                 pg = g if old > 0.0 else min(g, 0.0)
+                pg = pg if negative[k] else 0.0
                 pg_max[k] = max(pg_max[k], pg)
                 pg_min[k] = min(pg_min[k], pg)
-                if abs(pg) > 1e-12:
-                    new = max(old - g / (sq + diag), 0.0)
-                    alpha_pos[a, k] = new
-                    step += new - old
-                    d += (new - old) * sq
-                if t < 1.0:  # the negative entry, cost C (1 - t) w
-                    diag = 0.5 / (cw * (1.0 - t))
-                    old = alpha_neg[a, k]
-                    g = -d - 1.0 + diag * old
-                    pg = g if old > 0.0 else min(g, 0.0)
-                    pg_max[k] = max(pg_max[k], pg)
-                    pg_min[k] = min(pg_min[k], pg)
-                    if abs(pg) > 1e-12:
-                        new = max(old - g / (sq + diag), 0.0)
-                        alpha_neg[a, k] = new
-                        step -= new - old
-                if step != 0.0:
-                    steps[k] = np.float32(step)
-                    moved = True
+                new = np.float32(max(old - g * inv, 0.0)) if abs(pg) > 1e-12 else old
+                alpha_neg[a, k] = new
+                steps[k] = old - new
+                moved += new != old
+            for q in range(pos_ptr[a], pos_ptr[a + 1]):
+                k = pos_child[q]
+                if done[k]:
+                    continue
+                step = _positive_step(q, a, k, dots[k], pos_t[q], sq, cw, positive_cost, alpha_pos, alpha_neg,
+                                      pg_max, pg_min)
+                steps[k] = np.float32(step)
+                moved += step != 0.0
             if moved:
                 for pp in range(lo, hi):
                     f, v = l_indices[pp], l_data[pp]
                     for k in range(n_k):
                         W[f, k] += steps[k] * v
-                steps[:] = 0.0
         for k in range(n_k):
             if not done[k] and pg_max[k] - pg_min[k] <= eps:
                 done[k] = True
@@ -203,6 +258,36 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
         if n_done == n_k:
             break
     return W, fs
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _positive_step(q, a, k, d, t, sq, cw, positive_cost, alpha_pos, alpha_neg, pg_max, pg_min):
+    """LIBLINEAR's coordinate steps on a positive entry (cost Cp C t w) and, for a soft target, its
+    negative entry (cost C (1 - t) w), given the child's score ``d``; returns the weight step."""
+    step = 0.0
+    diag = 0.5 / (positive_cost * cw * t)
+    old = alpha_pos[q]
+    g = d - 1.0 + diag * old
+    pg = g if old > 0.0 else min(g, 0.0)
+    pg_max[k] = max(pg_max[k], pg)
+    pg_min[k] = min(pg_min[k], pg)
+    if abs(pg) > 1e-12:
+        new = np.float32(max(old - g / (sq + diag), 0.0))
+        alpha_pos[q] = new
+        step += new - old
+        d += (new - old) * sq
+    if t < 1.0:
+        diag = 0.5 / (cw * (1.0 - t))
+        old = alpha_neg[a, k]
+        g = -d - 1.0 + diag * old
+        pg = g if old > 0.0 else min(g, 0.0)
+        pg_max[k] = max(pg_max[k], pg)
+        pg_min[k] = min(pg_min[k], pg)
+        if abs(pg) > 1e-12:
+            new = np.float32(max(old - g / (sq + diag), 0.0))
+            alpha_neg[a, k] = new
+            step -= new - old
+    return step
 
 
 @numba.njit(cache=True, nogil=True)
