@@ -179,10 +179,9 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
     pg_min = np.empty(n_k, dtype=np.float64)
     done = np.zeros(n_k, dtype=np.bool_)
     n_done = 0
-    # each pass visits the rows in a fresh random order, and visits them in memory order: the rows'
-    # data are gathered into that order first (a loop the processor overlaps many misses of), so the
-    # descent reads them in sequence; visiting scattered rows in place cost twice the time, and
-    # blocks of nearby rows in random order converged far slower (docs/decisions.md)
+    # each pass visits the rows in a fresh random order, and in memory order: the rows' data are
+    # gathered into that order first (a short loop whose misses overlap), so the descent reads them in
+    # sequence; blocks of nearby rows in random order instead converged far slower (docs/decisions.md)
     order = np.arange(m)
     spare = (np.empty_like(l_indptr), np.empty_like(l_indices), np.empty_like(l_data), np.empty_like(l_sqnorm),
              np.empty_like(cost), np.empty_like(strong), np.empty_like(pos_ptr), np.empty_like(pos_child),
