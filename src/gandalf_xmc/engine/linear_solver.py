@@ -87,15 +87,14 @@ def _local_rows(rows, x_indptr, x_indices, x_data, loc, feats):
     return indptr, indices, data, sqnorm, fs
 
 
-
-
 @numba.njit(cache=True, nogil=True)
-def _shuffle(a, lo, hi, state):
-    """Fisher-Yates shuffle of ``a[lo:hi]`` in place from a 64-bit LCG (numba's np.random costs a
-    fifth of the solver's time); returns the generator's new state."""
-    for s in range(lo, hi):
+def _shuffle(a, state):
+    """Fisher-Yates shuffle of ``a`` in place from a 64-bit LCG (numba's np.random costs a fifth of
+    the solver's time); returns the generator's new state."""
+    n = a.size
+    for s in range(n):
         state = state * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
-        j = s + np.int64((state >> np.uint64(33)) % np.uint64(hi - s))
+        j = s + np.int64((state >> np.uint64(33)) % np.uint64(n - s))
         a[s], a[j] = a[j], a[s]
     return state
 
@@ -138,18 +137,20 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
     # the rows are laid out in the first pass's random order (see the passes below)
     state = np.uint64(seed) * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
     perm = np.arange(m)
-    state = _shuffle(perm, 0, m, state)
+    state = _shuffle(perm, state)
     place = np.empty(m, dtype=np.int64)  # place[a]: the local row of the parent's a-th (ascending) row
     place[perm] = np.arange(m)
     l_indptr, l_indices, l_data, l_sqnorm, fs = _local_rows(rows[perm], x_indptr, x_indices, x_data, loc, feats)
     n_f = fs.size
     # each local row's positives (child, soft target) as CSR; rows and each child's targets are ascending
+    q_lo, q_hi = t_ptr[k_lo], t_ptr[k_hi]
+    at_row = np.full(q_hi - q_lo, -1, dtype=np.int64)  # each target entry's local row (-1: not a row here)
     pos_ptr = np.zeros(m + 1, dtype=np.int64)
-    for k in range(n_k):
-        for q in range(t_ptr[k_lo + k], t_ptr[k_lo + k + 1]):
-            a = np.searchsorted(rows, t_idx[q])
-            if a < m and rows[a] == t_idx[q]:
-                pos_ptr[place[a] + 1] += 1
+    for q in range(q_lo, q_hi):
+        a = np.searchsorted(rows, t_idx[q])
+        if a < m and rows[a] == t_idx[q]:
+            at_row[q - q_lo] = place[a]
+            pos_ptr[place[a] + 1] += 1
     for a in range(m):
         pos_ptr[a + 1] += pos_ptr[a]
     fill = pos_ptr[:-1].copy()
@@ -157,11 +158,11 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
     pos_t = np.empty(pos_ptr[m], dtype=np.float32)
     for k in range(n_k):
         for q in range(t_ptr[k_lo + k], t_ptr[k_lo + k + 1]):
-            a = np.searchsorted(rows, t_idx[q])
-            if a < m and rows[a] == t_idx[q]:
-                pos_child[fill[place[a]]] = k
-                pos_t[fill[place[a]]] = t_val[q]
-                fill[place[a]] += 1
+            a = at_row[q - q_lo]
+            if a >= 0:
+                pos_child[fill[a]] = k
+                pos_t[fill[a]] = t_val[q]
+                fill[a] += 1
     cost = np.empty(m, dtype=np.float64)
     strong = np.empty(m, dtype=np.bool_)
     for a in range(m):
@@ -190,7 +191,7 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
         pg_max[:] = 0.0  # entries at rest count as 0 (LIBLINEAR's projected gradient)
         pg_min[:] = 0.0
         if it > 0:
-            state = _shuffle(order, 0, m, state)
+            state = _shuffle(order, state)
             rows_now = (l_indptr, l_indices, l_data, l_sqnorm, cost, strong, pos_ptr, pos_child, pos_t, alpha_pos,
                         alpha_neg)
             _gather_rows(order, rows_now, spare)
