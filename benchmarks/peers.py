@@ -9,8 +9,9 @@ The peers pin numpy < 2, so they live in their own virtual environment, made on 
 ``$GANDALF_CACHE/peers-venv`` (libpecos without its deep-learning dependencies, napkinxc). Each tool
 runs as its own processes, reading the same dataset directory:
 
-* training: the whole process is timed from outside (start-up, imports, reading, TF-IDF, training);
-  ``train s`` is the part after the features, timed inside;
+* training: the whole process is timed from outside (start-up, imports, reading, TF-IDF, training),
+  ``--repeats`` times with the tools taking turns, and the median kept (a one-second process varies
+  by a third from run to run); ``train s`` is the part after the features, timed inside;
 * prediction: a second process loads the model and the queries; ``q/s`` times the prediction of
   every query (top 10) inside it.
 
@@ -184,7 +185,7 @@ def score(pred: sp.csr_matrix, data_dir: Path) -> dict:
 
 
 def run_dataset(dataset: str, split: str, seed: int, trainings: list[str], tools: list[str], work: Path,
-                python: Path | None) -> list[dict]:
+                python: Path | None, repeats: int = 1) -> list[dict]:
     data = prepare(dataset, split, seed, work)
     gandalf = [sys.executable, "-m", "gandalf_xmc.cli"]
     rows = []
@@ -194,22 +195,37 @@ def run_dataset(dataset: str, split: str, seed: int, trainings: list[str], tools
             train_dir = work / f"{data.name}-gandalf"
             subprocess.run(gandalf + ["augment", "--data", str(data), "--out", str(train_dir), "--force"], check=True,
                            capture_output=True)
+        commands = {}
         for tool in tools:
             tool_dir = work / f"{data.name}-{training}-{tool}"
             tool_dir.mkdir(parents=True, exist_ok=True)
             if tool == "gandalf":
+                commands[tool] = gandalf + ["train", "--data", str(train_dir), "--out", str(tool_dir / "model"),
+                                            "--valid-fraction", "0", "--no-progress", "--force"]
+            else:
+                commands[tool] = [str(python), "-c", PEER_CHILD, tool, str(train_dir), str(tool_dir), "train"]
+        # the tools take turns within each repeat, so a slow spell of the machine falls on all of them
+        walls = {tool: [] for tool in tools}
+        inners = {tool: [] for tool in tools}
+        for _ in range(repeats):
+            for tool in tools:
+                wall, inner = timed(commands[tool])
+                walls[tool].append(wall)
+                inners[tool].append(inner)
+        for tool in tools:
+            tool_dir = work / f"{data.name}-{training}-{tool}"
+            if tool == "gandalf":
                 model_dir = tool_dir / "model"
-                wall, _ = timed(gandalf + ["train", "--data", str(train_dir), "--out", str(model_dir), "--valid-fraction",
-                                           "0", "--no-progress", "--force"])
                 spec = json.loads((model_dir / "model.json").read_text())
-                inner = {"train_seconds": spec["result"]["seconds"]}
+                train_seconds = [spec["result"]["seconds"]]  # the last training's: its model.json is the one kept
                 _, pred_info = timed([sys.executable, "-c", OUR_PREDICT, str(model_dir), str(data), str(tool_dir / "pred.npz")])
             else:
-                wall, inner = timed([str(python), "-c", PEER_CHILD, tool, str(train_dir), str(tool_dir), "train"])
+                train_seconds = [inner["train_seconds"] for inner in inners[tool]]
                 _, pred_info = timed([str(python), "-c", PEER_CHILD, tool, str(data), str(tool_dir), "predict"])
             metrics = score(sp.load_npz(tool_dir / "pred.npz").tocsr(), data)
             row = {"dataset": dataset, "split": split, "seed": seed, "training": training, "tool": tool,
-                   "process_seconds": wall, **inner, **pred_info, **metrics}
+                   "process_seconds": float(np.median(walls[tool])), "process_seconds_all": walls[tool],
+                   "train_seconds": float(np.median(train_seconds)), **pred_info, **metrics}
             rows.append(row)
             print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
     return rows
@@ -247,6 +263,8 @@ def main() -> None:
     ap.add_argument("--seeds", nargs="+", type=int, default=[0], help="validation splits (with --split valid)")
     ap.add_argument("--training", nargs="+", default=["none", "gandalf"], choices=("none", "gandalf"))
     ap.add_argument("--tools", nargs="+", default=["gandalf", "pecos", "napkinxc"])
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="trainings of each tool (taking turns); a process time is their median")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     python = peers_python() if set(args.tools) - {"gandalf"} else None
@@ -256,7 +274,8 @@ def main() -> None:
             if not is_available(dataset):
                 build(dataset)
             for seed in (args.seeds if args.split == "valid" else [0]):
-                rows += run_dataset(dataset, args.split, seed, args.training, args.tools, Path(tmp), python)
+                rows += run_dataset(dataset, args.split, seed, args.training, args.tools, Path(tmp), python,
+                                    args.repeats)
     print(table(rows))
     out = args.out or HERE / "results" / f"peers-{args.split}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
