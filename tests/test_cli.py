@@ -140,3 +140,22 @@ def test_validation_is_carved_from_original_points_and_extra_points_stay(tiny_di
     assert len(rest.train) == 7 and rest.n_original_train == 3
     assert [u.startswith("label:") for u in rest.train.uids] == [False] * 3 + [True] * 4
     assert valid.uids[0] not in rest.train.uids
+
+
+def test_console_script_keeps_exit_codes_and_output(tiny_dir, tmp_path):
+    """The console entry (`cli.run`, which changes how the interpreter collects garbage and exits)
+    still prints the result line, writes the model and exits 0, and a bad input still exits 2 with
+    one line."""
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "gandalf_xmc.cli"]
+    ok = subprocess.run(base + ["train", "--data", str(tiny_dir), "--out", str(tmp_path / "m"), "--valid-fraction", "0",
+                                "--no-progress"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith("trained linear on") and (tmp_path / "m" / "model.json").is_file()
+    bad = subprocess.run(base + ["train", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "n")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert len(bad.stderr.strip().splitlines()) == 1 and bad.stderr.startswith("error:"), bad.stderr
+    assert not (tmp_path / "n").exists()
