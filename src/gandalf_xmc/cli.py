@@ -558,16 +558,20 @@ def main() -> None:
 
 
 def run() -> None:
-    """The console script: :func:`main` with rarer full garbage collections, then the interpreter's
-    exit without its last collection of what the run imported (numba's object graph: together a
-    third of a second of every command, docs/decisions.md). Atexit handlers, thread joins and
-    stream flushes still run."""
+    """The console script: :func:`main` with rarer full garbage collections, then, after a command
+    that succeeded, the interpreter's exit without its last collection of what the run imported
+    (numba's object graph: together a third of a second of every command, docs/decisions.md).
+    A failed or interrupted command exits as usual: its last collection may still close a
+    generator whose ``finally`` removes a staging directory."""
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, 100)
     try:
         main()
-    finally:
-        gc.freeze()
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            gc.freeze()
+        raise
+    gc.freeze()
 
 
 if __name__ == "__main__":
