@@ -558,19 +558,16 @@ def main() -> None:
 
 
 def run() -> None:
-    """The console script: :func:`main` with rarer full garbage collections, then, after a command
-    that succeeded, the interpreter's exit without its last collection of what the run imported
-    (numba's object graph: together a third of a second of every command, docs/decisions.md).
-    A failed or interrupted command exits as usual: its last collection may still close a
-    generator whose ``finally`` removes a staging directory."""
+    """The console script: :func:`main` with rarer full garbage collections and, after a command
+    that succeeded, no last collection at exit (both sweep numba's objects, docs/decisions.md); a
+    failed or interrupted command exits as usual, its last collection still closing what it left."""
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, 100)
     try:
         main()
     except SystemExit as exc:
-        if exc.code in (0, None):
-            gc.freeze()
-        raise
+        if exc.code not in (0, None):
+            raise
     gc.freeze()
 
 
