@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -12,7 +13,8 @@ from sklearn.svm import LinearSVC
 
 from gandalf_xmc.engine.beam_search import TreeWeights
 from gandalf_xmc.engine.label_tree import build_tree, label_blocks, label_vectors
-from gandalf_xmc.engine.linear_solver import SolverConfig, _gather_rows, _work_units, train_level
+from gandalf_xmc.engine.linear_solver import WEIGHT_PREFETCH_BYTES, SolverConfig, _work_units, train_level
+from gandalf_xmc.engine.prefetch import prefetch
 
 TIGHT = SolverConfig(C=1.0, eps=1e-6, max_iter=5000, threshold=0.0, positive_cost=1.0)
 
@@ -269,8 +271,8 @@ def test_siblings_trained_side_by_side_equal_each_trained_alone():
     rng = np.random.default_rng(7)
     X = sp.hstack([sp.random(60, 10, density=0.3, random_state=8, format="csr"), np.ones((60, 1))], format="csr")
     t = rng.choice([0.0, 0.0, 0.3, 1.0], size=(60, 5)).astype(np.float32)
-    t[:, 3] = 0.0  # a child without positives stops passes before the rest: the others go on in a
-    t[:, 4] = 0.0  # narrower block (packed once a quarter of the block has stopped)
+    t[:, 3] = 0.0  # a child without positives stops passes before the rest: the others go on
+    t[:, 4] = 0.0
     t[:3, 4] = 1.0
     w = rng.uniform(0.5, 2.0, size=60)
     active = sp.csr_matrix(np.ones((60, 1), dtype=np.float32))
@@ -279,18 +281,35 @@ def test_siblings_trained_side_by_side_equal_each_trained_alone():
         np.testing.assert_allclose(together[k], one_node(X, t[:, k], w), atol=1e-4)
 
 
-def test_gather_rows_moves_every_per_row_array_together():
-    # rows 0, 1, 2 with features [10, 11], [], [12] and positives [(child 1, 0.5)], [(0, 1.0), (2, 1.0)], []
-    src = (np.array([0, 2, 2, 3]), np.array([10, 11, 12], dtype=np.int32), np.array([.1, .2, .3], dtype=np.float32),
-           np.array([1., 2., 3.]), np.array([4., 5., 6.]), np.array([True, False, True]), np.array([0, 1, 3, 3]),
-           np.array([1, 0, 2]), np.array([.5, 1., 1.], dtype=np.float32), np.array([7., 8., 9.], dtype=np.float32),
-           np.arange(6, dtype=np.float32).reshape(3, 2))
-    dst = tuple(np.empty_like(a) for a in src)
-    _gather_rows(np.array([2, 0, 1]), src, dst)
-    expected = ([0, 1, 3, 3], [12, 10, 11], [.3, .1, .2], [3., 1., 2.], [6., 4., 5.], [True, True, False], [0, 0, 1, 3],
-                [1, 0, 2], [.5, 1., 1.], [7., 8., 9.], [[4., 5.], [0., 1.], [2., 3.]])
-    for got, want in zip(dst, expected):
-        np.testing.assert_allclose(got.astype(np.float64), np.asarray(want, dtype=np.float64), rtol=1e-6)
+def test_siblings_with_a_weight_block_past_the_prefetch_size_equal_each_trained_alone():
+    # 120 children over the ~86,000 features their 3,000 rows use: the block of their weights is
+    # past WEIGHT_PREFETCH_BYTES, so the descent also prefetches weight rows; a lone child's is not
+    n, d, n_k, per_row = 3000, 1_000_000, 120, 30
+    rng = np.random.default_rng(11)
+    cols = rng.integers(0, d, size=(n, per_row))
+    X = sp.csr_matrix((rng.uniform(0.1, 1.0, size=n * per_row), cols.ravel(), np.arange(0, n * per_row + 1, per_row)),
+                      shape=(n, d))
+    X = sp.hstack([X, np.ones((n, 1))], format="csr")
+    assert np.unique(X.indices).size * n_k * 4 > WEIGHT_PREFETCH_BYTES
+    t = (rng.random((n, n_k)) < 0.05).astype(np.float32)
+    active = sp.csr_matrix(np.ones((n, 1), dtype=np.float32))
+    together = train_level(X, sp.csr_matrix(t), active, np.zeros(n_k, dtype=np.int64), np.ones(n), TIGHT)
+    for k in (0, 57, 119):
+        np.testing.assert_allclose(together[k].toarray()[0], one_node(X, t[:, k]), atol=1e-4)
+
+
+def test_prefetch_is_only_a_hint():
+    @numba.njit
+    def total(values, order):
+        s = 0.0
+        for i in range(order.size):
+            prefetch(values, order[min(i + 4, order.size - 1)])
+            s += values[order[i]]
+        return s
+
+    order = np.random.default_rng(0).permutation(1000)
+    assert total(np.arange(1000, dtype=np.float64), order) == 499500.0
+    assert total(np.arange(5, dtype=np.int32), np.array([4, 0, 2])) == 6.0
 
 
 def test_work_units_split_the_children_of_few_parents():

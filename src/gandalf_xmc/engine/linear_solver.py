@@ -31,6 +31,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..sparse_ops import grown
+from .prefetch import prefetch
+
+# rows ahead of the visited one whose pointers, and then whose features, positives and (past
+# WEIGHT_PREFETCH_BYTES of weights, about a last-level cache: below it prefetching only costs) weight
+# rows are prefetched; measured on a 1.3M leaf parent and on small blocks (docs/decisions.md)
+PREFETCH_FAR = 16
+PREFETCH_NEAR = 8
+WEIGHT_PREFETCH_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -100,32 +108,6 @@ def _shuffle(a, state):
 
 
 @numba.njit(cache=True, nogil=True)
-def _gather_rows(order, src, dst):
-    """Row ``order[i]`` of every per-row array in ``src`` into row i of ``dst``: (features' CSR
-    pointers, ids, values; squared norms; costs; strong flags; positives' CSR pointers, children,
-    targets, dual variables; the hard negatives' dual variables)."""
-    indptr, indices, data, sqnorm, cost, strong, pos_ptr, pos_child, pos_t, alpha_pos, alpha_neg = src
-    indptr2, indices2, data2, sqnorm2, cost2, strong2, pos_ptr2, pos_child2, pos_t2, alpha_pos2, alpha_neg2 = dst
-    indptr2[0] = 0
-    pos_ptr2[0] = 0
-    for i in range(order.size):
-        r = order[i]
-        at, lo, hi = indptr2[i], indptr[r], indptr[r + 1]
-        indices2[at:at + hi - lo] = indices[lo:hi]
-        data2[at:at + hi - lo] = data[lo:hi]
-        indptr2[i + 1] = at + hi - lo
-        at, lo, hi = pos_ptr2[i], pos_ptr[r], pos_ptr[r + 1]
-        pos_child2[at:at + hi - lo] = pos_child[lo:hi]
-        pos_t2[at:at + hi - lo] = pos_t[lo:hi]
-        alpha_pos2[at:at + hi - lo] = alpha_pos[lo:hi]
-        pos_ptr2[i + 1] = at + hi - lo
-        sqnorm2[i] = sqnorm[r]
-        cost2[i] = cost[r]
-        strong2[i] = strong[r]
-        alpha_neg2[i] = alpha_neg[r]
-
-
-@numba.njit(cache=True, nogil=True)
 def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x_indices, x_data, inst_weight,
                     loc, feats, C, positive_cost, min_parent_target, eps, max_iter, seed):
     """The classifiers of nodes ``k_lo:k_hi`` (one parent's children) on the parent's ``rows``,
@@ -180,24 +162,38 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
     pg_min = np.empty(n_k, dtype=np.float64)
     done = np.zeros(n_k, dtype=np.bool_)
     n_done = 0
-    # each pass visits the rows in a fresh random order, and in memory order: the rows' data are
-    # gathered into that order first (a short loop whose misses overlap), so the descent reads them in
-    # sequence; blocks of nearby rows in random order instead converged far slower (docs/decisions.md)
+    # each pass visits the rows in a fresh random order (the first in memory order: the rows were laid
+    # out at random); a row's arrays, and at scale its weight rows, are prefetched a few rows ahead
     order = np.arange(m)
-    spare = (np.empty_like(l_indptr), np.empty_like(l_indices), np.empty_like(l_data), np.empty_like(l_sqnorm),
-             np.empty_like(cost), np.empty_like(strong), np.empty_like(pos_ptr), np.empty_like(pos_child),
-             np.empty_like(pos_t), np.empty_like(alpha_pos), np.empty_like(alpha_neg))
+    prefetch_weights = n_f * n_k * 4 > WEIGHT_PREFETCH_BYTES
     for it in range(max_iter):
         pg_max[:] = 0.0  # entries at rest count as 0 (LIBLINEAR's projected gradient)
         pg_min[:] = 0.0
         if it > 0:
             state = _shuffle(order, state)
-            rows_now = (l_indptr, l_indices, l_data, l_sqnorm, cost, strong, pos_ptr, pos_child, pos_t, alpha_pos,
-                        alpha_neg)
-            _gather_rows(order, rows_now, spare)
-            (l_indptr, l_indices, l_data, l_sqnorm, cost, strong, pos_ptr, pos_child, pos_t, alpha_pos,
-             alpha_neg), spare = spare, rows_now
-        for a in range(m):
+        for i in range(m):
+            if i + PREFETCH_FAR < m:  # two stages: a later row's pointers, then what they point to
+                r = order[i + PREFETCH_FAR]
+                prefetch(l_indptr, r)
+                prefetch(pos_ptr, r)
+                prefetch(l_sqnorm, r)
+                prefetch(cost, r)
+                prefetch(strong, r)
+                for k in range(0, n_k, 16):
+                    prefetch(alpha_neg, r * n_k + k)
+            if i + PREFETCH_NEAR < m:
+                r = order[i + PREFETCH_NEAR]
+                prefetch(l_indices, l_indptr[r])
+                prefetch(l_data, l_indptr[r])
+                prefetch(pos_child, pos_ptr[r])
+                prefetch(pos_t, pos_ptr[r])
+                prefetch(alpha_pos, pos_ptr[r])
+                if prefetch_weights:
+                    for pp in range(l_indptr[r], l_indptr[r + 1]):
+                        first = np.int64(l_indices[pp]) * n_k
+                        for k in range(0, n_k, 16):
+                            prefetch(W, first + k)
+            a = order[i]
             lo, hi = l_indptr[a], l_indptr[a + 1]
             sq, cw = l_sqnorm[a], cost[a]
             if not strong[a]:  # a weak row trains only the children it is a positive of, one by one
