@@ -33,12 +33,12 @@ import scipy.sparse as sp
 from ..sparse_ops import grown
 from .prefetch import prefetch
 
-# rows ahead of the visited one whose pointers, and then whose features, positives and (past
-# WEIGHT_PREFETCH_BYTES of weights, about a last-level cache: below it prefetching only costs) weight
-# rows are prefetched; measured on a 1.3M leaf parent and on small blocks (docs/decisions.md)
+# prefetch distances in rows, and the weight-block size (about a last-level cache) below which
+# prefetching weight rows only costs time (docs/decisions.md)
 PREFETCH_FAR = 16
 PREFETCH_NEAR = 8
 WEIGHT_PREFETCH_BYTES = 32 << 20
+FLOATS_PER_LINE = 16  # float32 values in a 64-byte cache line: one prefetch each
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
     # each pass visits the rows in a fresh random order (the first in memory order: the rows were laid
     # out at random); a row's arrays, and at scale its weight rows, are prefetched a few rows ahead
     order = np.arange(m)
-    prefetch_weights = n_f * n_k * 4 > WEIGHT_PREFETCH_BYTES
+    prefetch_weights = W.nbytes > WEIGHT_PREFETCH_BYTES
     for it in range(max_iter):
         pg_max[:] = 0.0  # entries at rest count as 0 (LIBLINEAR's projected gradient)
         pg_min[:] = 0.0
@@ -179,7 +179,7 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
                 prefetch(l_sqnorm, r)
                 prefetch(cost, r)
                 prefetch(strong, r)
-                for k in range(0, n_k, 16):
+                for k in range(0, n_k, FLOATS_PER_LINE):
                     prefetch(alpha_neg, r * n_k + k)
             if i + PREFETCH_NEAR < m:
                 r = order[i + PREFETCH_NEAR]
@@ -191,7 +191,7 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
                 if prefetch_weights:
                     for pp in range(l_indptr[r], l_indptr[r + 1]):
                         first = np.int64(l_indices[pp]) * n_k
-                        for k in range(0, n_k, 16):
+                        for k in range(0, n_k, FLOATS_PER_LINE):
                             prefetch(W, first + k)
             a = order[i]
             lo, hi = l_indptr[a], l_indptr[a + 1]
