@@ -75,7 +75,7 @@ def test_demo_runs_on_a_small_dataset(tiny_dir, tmp_path, capsys, model):
 
 
 @pytest.mark.parametrize("model,augment,own_files", [
-    ("linear", "gandalf", {"features.json", "tree_order.npy", "weights_level0.npz"}),
+    ("linear", "gandalf", {"features.json", "tree_order.npy", "weights_level0"}),
     ("linear", "labelmix", {"features.json"}),
     pytest.param("astec", "labelmix", {"features.json", "clusters.npy", "weights.pt"}, marks=pytest.mark.neural),
     pytest.param("inceptionxml", "identity", {"words.json", "clusters.npy", "weights.pt"}, marks=pytest.mark.neural),

@@ -244,6 +244,51 @@ def test_beam_search_matches_brute_force():
     assert rng is not None
 
 
+def test_search_in_rows_equals_search_in_chunks():
+    """Past ``chunk_entries`` the levels are searched in their own CSR rows: the same positions and
+    scores, bit for bit, as the chunk layout (which the brute force above checks)."""
+    D = 40
+    levels = [sp.random(4, D, density=0.5, random_state=11, format="csr", dtype=np.float32) * 2
+              - sp.random(4, D, density=0.3, random_state=12, dtype=np.float32),
+              sp.random(12, D, density=0.5, random_state=13, format="csr", dtype=np.float32),
+              sp.random(30, D, density=0.4, random_state=14, format="csr", dtype=np.float32)]
+    children = [np.array([0, 3, 6, 9, 12]), np.array([0, 2, 5, 7, 10, 12, 15, 17, 20, 22, 25, 27, 30])]
+    chunks = TreeWeights(levels, children)
+    rows = TreeWeights(levels, children, chunk_entries=0)
+    assert chunks.chunked and not rows.chunked
+    Q = sp.random(60, D, density=0.2, random_state=15, format="csr", dtype=np.float32)
+    Q = sp.vstack([Q, sp.csr_matrix((1, D), dtype=np.float32)], format="csr")  # and an empty query
+    for beam, k in ((1, 3), (2, 5), (3, 30)):
+        a, b = chunks.search(Q, beam, k), rows.search(Q, beam, k)
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+def test_a_level_spilled_to_files_equals_the_level_in_memory(tmp_path):
+    """With a directory and a budget smaller than any unit's weights, each thread's finished
+    units go to files and the level is assembled there: the same matrix, mapped read-only, and
+    the threads' temporary files gone."""
+    rng = np.random.default_rng(4)
+    n, d = 300, 60
+    X = sp.random(n, d, density=0.1, random_state=8, format="csr", dtype=np.float32)
+    T = sp.csr_matrix((rng.random((n, 24)) < 0.1).astype(np.float32))
+    parent = np.repeat(np.arange(6), 4)
+    active = sp.csr_matrix(np.stack([T[:, 4 * p:4 * p + 4].toarray().max(axis=1) for p in range(6)], axis=1))
+    for threads in (1, 2):
+        held = train_level(X, T, active, parent, np.ones(n), SolverConfig(), seed=2, threads=threads)
+        folder = tmp_path / f"t{threads}"
+        folder.mkdir()
+        spilled = train_level(X, T, active, parent, np.ones(n), SolverConfig(), seed=2, threads=threads,
+                              spill_dir=folder, spill_bytes=1)
+        assert held.nnz > 0 and (held != spilled).nnz == 0 and np.array_equal(held.indices, spilled.indices)
+        assert not spilled.data.flags.writeable
+        assert sorted(p.name for p in folder.iterdir()) == ["data.npy", "indices.npy", "indptr.npy"]
+        # a budget no unit passes keeps the level in memory and writes nothing
+        other = tmp_path / f"m{threads}"
+        other.mkdir()
+        kept = train_level(X, T, active, parent, np.ones(n), SolverConfig(), seed=2, threads=threads, spill_dir=other)
+        assert (kept != held).nnz == 0 and kept.data.flags.writeable and not any(other.iterdir())
+
+
 def test_beam_search_with_weightless_parents_and_empty_queries():
     """A parent whose children have no weights scores them all exp(-1) (margin 0); a query with
     no features does the same everywhere, so ties keep the tree order."""

@@ -53,6 +53,12 @@ def test_node_targets_take_the_largest_target_of_a_nodes_labels():
     Ys = sp.csr_matrix(np.array([[0.2, 0.7, 0, 0], [0, 0, 0.4, 0], [1, 0, 0, 0.3]], dtype=np.float32))
     T = node_targets(Ys, np.array([0, 0, 1, 1]), 2).toarray()
     np.testing.assert_allclose(T, [[0.7, 0], [0, 0.4], [1, 0.3]])
+    # a stored zero is no target; labels listed out of node order merge all the same
+    Z = sp.csr_matrix((np.array([0.0, 0.5, 0.9, 0.1], dtype=np.float32), np.array([3, 1, 2, 0]), np.array([0, 2, 4])),
+                      shape=(2, 4))
+    T = node_targets(Z, np.array([0, 0, 1, 1]), 2)
+    assert T.nnz == 3 and T.has_sorted_indices
+    np.testing.assert_allclose(T.toarray(), [[0.5, 0], [0.1, 0.9]])
 
 
 def test_predictions_equal_a_dense_recomputation_of_the_tree():
@@ -98,9 +104,9 @@ def test_extra_weight_reaches_the_solver_as_instance_weights(monkeypatch):
     seen = []
     real = linear.train_level
 
-    def spy(X, T, active, parent_of, weights, config, seed=0, threads=1):
+    def spy(X, T, active, parent_of, weights, config, **options):
         seen.append(np.asarray(weights).copy())
-        return real(X, T, active, parent_of, weights, config, seed, threads)
+        return real(X, T, active, parent_of, weights, config, **options)
 
     monkeypatch.setattr(linear, "train_level", spy)
     mask = np.array([False] * 5 + [True] * 2)
@@ -120,9 +126,45 @@ def test_same_seed_same_weights_on_one_or_two_threads(tmp_path):
     b = XRLinear(small(threads=2)).fit(TEXTS * 30, sp.vstack([Y] * 30), LABELS, progress=False)
     a.save(tmp_path / "a")
     b.save(tmp_path / "b")
-    for f in sorted((tmp_path / "a").iterdir()):
+    files = sorted(f.relative_to(tmp_path / "a") for f in (tmp_path / "a").rglob("*") if f.is_file())
+    assert files == sorted(f.relative_to(tmp_path / "b") for f in (tmp_path / "b").rglob("*") if f.is_file())
+    for f in files:
         if f.name != "model.json":  # the record holds timings and the thread count
-            assert f.read_bytes() == (tmp_path / "b" / f.name).read_bytes(), f.name
+            assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+
+
+def test_levels_written_to_disk_give_the_same_model_and_predictions(tmp_path, monkeypatch):
+    """A model whose levels outgrow memory (here: every level, from a one-byte budget) is trained,
+    saved and loaded from files, with the same weights and predictions as one held in memory."""
+    from gandalf_xmc.engine import linear_solver
+
+    texts, targets = TEXTS * 30, sp.vstack([Y] * 30)
+    held = XRLinear(small(threads=2)).fit(texts, targets, LABELS, progress=False)
+    monkeypatch.setattr(linear_solver, "SPILL_BYTES", 1)
+    spilled = XRLinear(small(threads=2)).fit(texts, targets, LABELS, checkpoint_dir=tmp_path / "ckpt", progress=False)
+    assert all(f is not None for f in spilled._level_files)  # each level went to files
+    assert not spilled.weights.levels[-1].data.flags.writeable  # and is read mapped from them
+    for a, b in zip(held.weights.levels, spilled.weights.levels):
+        assert (a != b).nnz == 0 and np.array_equal(a.indptr, b.indptr)
+    held.save(tmp_path / "held")
+    spilled.save(tmp_path / "spilled")
+    for f in (tmp_path / "held").rglob("*.npy"):
+        assert f.read_bytes() == (tmp_path / "spilled" / f.relative_to(tmp_path / "held")).read_bytes(), f
+    reloaded = XRLinear.load(tmp_path / "spilled")
+    queries = ["alpha delta", "zeta omega"]
+    for model in (spilled, reloaded):
+        got = model.predict(queries, k=3)
+        want = held.predict(queries, k=3)
+        assert np.array_equal(got.indices, want.indices) and np.array_equal(got.data, want.data)
+    # training's files went once the model was saved; a model never saved takes them with it
+    assert not list((tmp_path / "ckpt").iterdir())
+    unsaved = XRLinear(small(threads=2)).fit(texts, targets, LABELS, checkpoint_dir=tmp_path / "ckpt", progress=False)
+    assert [p.name for p in (tmp_path / "ckpt").iterdir()] == [unsaved._scratch.name]
+    del unsaved
+    import gc
+
+    gc.collect()
+    assert not list((tmp_path / "ckpt").iterdir())
 
 
 def test_save_load_predicts_the_same_without_pickles_or_torch(tmp_path):

@@ -98,6 +98,61 @@ def _search(q_indptr, q_indices, q_data, chunk_offsets, chunk_child_lo, chunk_ch
     return out_pos, out_score
 
 
+@numba.njit(cache=True, nogil=True)
+def _row_margin(q_idx, q_val, indptr, indices, data, node):
+    """``w_node . q`` by looking up the query's ascending features in the node's CSR row."""
+    lo, hi = indptr[node], indptr[node + 1]
+    z = 0.0
+    for t in range(q_idx.size):
+        if lo >= hi:
+            break
+        f = q_idx[t]
+        a, b = lo, hi
+        while a < b:
+            mid = (a + b) >> 1
+            if indices[mid] < f:
+                a = mid + 1
+            else:
+                b = mid
+        if a < hi and indices[a] == f:
+            z += data[a] * np.float64(q_val[t])
+            a += 1
+        lo = a
+    return z
+
+
+@numba.njit(cache=True, parallel=True)
+def _rows_level(q_indptr, q_indices, q_data, parents, parent_scores, child_ptr, indptr, indices, data, keep):
+    """One level of the search on a level's CSR rows: each query's kept ``parents`` (-1: none)
+    expand to their children, scored and cut to the ``keep`` best (the chunk kernel's order)."""
+    n = q_indptr.size - 1
+    out_nodes = np.full((n, keep), -1, dtype=np.int64)
+    out_scores = np.zeros((n, keep))
+    for i in numba.prange(n):
+        q_idx, q_val = q_indices[q_indptr[i]:q_indptr[i + 1]], q_data[q_indptr[i]:q_indptr[i + 1]]
+        total = 0
+        for r in range(parents.shape[1]):
+            p = parents[i, r]
+            if p >= 0:
+                total += child_ptr[p + 1] - child_ptr[p]
+        cand = np.empty(total, dtype=np.int64)
+        scores = np.empty(total)
+        at = 0
+        for r in range(parents.shape[1]):
+            p = parents[i, r]
+            if p < 0:
+                continue
+            for c in range(child_ptr[p], child_ptr[p + 1]):
+                cand[at] = c
+                scores[at] = parent_scores[i, r] * _level_score(_row_margin(q_idx, q_val, indptr, indices, data, c))
+                at += 1
+        best = np.argsort(-scores, kind="mergesort")[:keep]
+        for r in range(best.size):
+            out_nodes[i, r] = cand[best[r]]
+            out_scores[i, r] = scores[best[r]]
+    return out_nodes, out_scores
+
+
 @numba.njit(cache=True)
 def _chunk_layout(col_ptr, col_rows, col_data, chunk_of_row, row_lo, n_chunks):
     """Entries of a CSC matrix (rows ascending in each column) regrouped chunk by chunk, keeping
@@ -137,19 +192,31 @@ def _chunk_layout(col_ptr, col_rows, col_data, chunk_of_row, row_lo, n_chunks):
     return chunk_feat_lo, feat[:n_feat].copy(), feat_start[:n_feat + 1].copy(), child, value
 
 
+# Entries above which the weights are searched in their CSR rows (mapped from disk at scale)
+# instead of being laid out again in chunks: the chunk layout costs 20 bytes an entry in memory
+CHUNK_LAYOUT_ENTRIES = 100_000_000
+
+
 class TreeWeights:
     """The classifiers of every level (level 0 = top nodes, last = the labels, in tree order) and
-    each non-final level's child offsets, laid out in chunks (one a parent) for the search kernel."""
+    each non-final level's child offsets, laid out in chunks (one a parent) for the search kernel;
+    beyond ``chunk_entries`` weights in all, searched in the levels' own CSR rows instead (each
+    node's features looked up by bisection; the same results, without a second copy)."""
 
-    def __init__(self, levels: list[sp.csr_matrix], children: list[np.ndarray]):
+    def __init__(self, levels: list[sp.csr_matrix], children: list[np.ndarray],
+                 chunk_entries: int = CHUNK_LAYOUT_ENTRIES):
         if len(children) != len(levels) - 1:
             raise ValueError("one children array per level but the last")
-        self.levels = [sp.csr_matrix(W, dtype=np.float32) for W in levels]
-        for W in self.levels:
-            W.sort_indices()
+        self.levels = [_float32_csr(W) for W in levels]
         # chunk (t, p): level t's children of parent p (the root's at level 0), rows [lo, hi) of level t
-        bounds = [np.array([0, self.levels[0].shape[0]], dtype=np.int64)] + \
+        self.bounds = [np.array([0, self.levels[0].shape[0]], dtype=np.int64)] + \
             [np.asarray(c, dtype=np.int64) for c in children]
+        self.chunked = sum(W.nnz for W in self.levels) <= chunk_entries
+        if self.chunked:
+            self._lay_out_chunks()
+
+    def _lay_out_chunks(self) -> None:
+        bounds = self.bounds
         self.chunk_offsets = np.cumsum([0] + [b.size - 1 for b in bounds]).astype(np.int64)
         self.chunk_child_lo = np.concatenate([b[:-1] for b in bounds]).astype(np.int64)
         self.chunk_child_hi = np.concatenate([b[1:] for b in bounds]).astype(np.int64)
@@ -185,6 +252,24 @@ class TreeWeights:
         Q.sort_indices()
         k = int(min(k, self.n_positions))
         with threads_for(Q.shape[0]):
-            return _search(Q.indptr.astype(np.int64), Q.indices.astype(np.int32), Q.data, self.chunk_offsets,
-                           self.chunk_child_lo, self.chunk_child_hi, self.chunk_feat_lo, self.feat, self.feat_start,
-                           self.child, self.value, int(beam), k)
+            q = (Q.indptr.astype(np.int64), Q.indices.astype(np.int32), Q.data)
+            if self.chunked:
+                return _search(*q, self.chunk_offsets, self.chunk_child_lo, self.chunk_child_hi, self.chunk_feat_lo,
+                               self.feat, self.feat_start, self.child, self.value, int(beam), k)
+            parents = np.zeros((Q.shape[0], 1), dtype=np.int64)  # the root
+            scores = np.ones((Q.shape[0], 1))
+            for t, (W, child_ptr) in enumerate(zip(self.levels, self.bounds)):
+                keep = k if t == len(self.levels) - 1 else int(beam)
+                parents, scores = _rows_level(*q, parents, scores, child_ptr, W.indptr, W.indices, W.data, keep)
+            return parents, scores.astype(np.float32)
+
+
+def _float32_csr(W: sp.spmatrix) -> sp.csr_matrix:
+    """``W`` as float32 CSR with sorted indices, without copying one that already is (a level
+    mapped from disk stays mapped)."""
+    if not (sp.isspmatrix_csr(W) and W.dtype == np.float32):
+        W = sp.csr_matrix(W, dtype=np.float32)
+    if not W.has_sorted_indices:
+        W = W.copy()
+        W.sort_indices()
+    return W

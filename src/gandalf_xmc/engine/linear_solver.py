@@ -25,12 +25,14 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import numba
 import numpy as np
 import scipy.sparse as sp
 
 from ..sparse_ops import grown
+from .level_store import UnitBlocks, assemble_level
 from .prefetch import prefetch
 
 # prefetch distances in rows, and the weight-block size (about a last-level cache) below which
@@ -39,6 +41,8 @@ PREFETCH_FAR = 16
 PREFETCH_NEAR = 8
 WEIGHT_PREFETCH_BYTES = 32 << 20
 FLOATS_PER_LINE = 16  # float32 values in a 64-byte cache line: one prefetch each
+# a thread's finished weights held in memory at most, when the caller gives a directory for more
+SPILL_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -288,19 +292,19 @@ def _positive_step(q, a, k, d, t, sq, cw, positive_cost, alpha_pos, alpha_neg, p
 
 @numba.njit(cache=True, nogil=True)
 def _train_units(unit_parent, unit_lo, unit_hi, act_ptr, act_idx, act_val, min_parent_target, t_ptr, t_idx, t_val,
-                 x_indptr, x_indices, x_data, inst_weight, n_features, n_nodes, C, positive_cost, eps, max_iter,
-                 threshold, seed):
+                 x_indptr, x_indices, x_data, inst_weight, loc, feats, counts, C, positive_cost, eps, max_iter,
+                 threshold, seed, max_out):
     """Classifiers of the work units (unit u: parent ``unit_parent[u]``'s children
-    ``unit_lo[u]:unit_hi[u]``), each unit's kept weights as consecutive CSR rows: returns (weights
-    of each node, each unit's first position in the two arrays, feature ids, weights)."""
-    loc = np.full(n_features, -1, dtype=np.int64)
-    feats = np.empty(n_features, dtype=np.int64)
-    counts = np.zeros(n_nodes, dtype=np.int64)
+    ``unit_lo[u]:unit_hi[u]``), each unit's kept weights as consecutive CSR rows, stopping after
+    the unit whose weights pass ``max_out`` in all: fills ``counts`` (weights of each node) and
+    returns (units done, each unit's first position in the two arrays, feature ids, weights)."""
     starts = np.zeros(unit_parent.size, dtype=np.int64)
     out_feat = np.empty(1024, dtype=np.int32)
     out_val = np.empty(1024, dtype=np.float32)
     n_out = 0
     for u in range(unit_parent.size):
+        if n_out > max_out:
+            return u, starts[:u], out_feat[:n_out], out_val[:n_out]
         p, k_lo, k_hi = unit_parent[u], unit_lo[u], unit_hi[u]
         a_lo, a_hi = act_ptr[p], act_ptr[p + 1]
         starts[u] = n_out
@@ -329,7 +333,7 @@ def _train_units(unit_parent, unit_lo, unit_hi, act_ptr, act_idx, act_val, min_p
                     out_val[n_out + at[k]] = v
                     at[k] += 1
         n_out += at[n_k - 1]
-    return counts, starts, out_feat[:n_out], out_val[:n_out]
+    return unit_parent.size, starts, out_feat[:n_out], out_val[:n_out]
 
 
 # A level with fewer parents than this splits each parent's children into groups (this many units
@@ -354,15 +358,16 @@ def _work_units(child_ptr: np.ndarray) -> np.ndarray:
 
 def _csc_lists(M: sp.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Column pointers, row ids (int32 where they fit: targets are the largest input at scale) and float32 values."""
-    C = sp.csc_matrix(M, dtype=np.float32)
-    C.sort_indices()
+    C = M if sp.isspmatrix_csc(M) and M.dtype == np.float32 else sp.csc_matrix(M, dtype=np.float32)  # no copy of a CSC
+    if not C.has_sorted_indices:
+        C = C.sorted_indices()
     rows = C.indices.astype(np.int32 if M.shape[0] < 2**31 else np.int64, copy=False)
     return C.indptr.astype(np.int64), rows, C.data
 
 
 def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix, parent_of: np.ndarray,
-                instance_weights: np.ndarray, config: SolverConfig, seed: int = 0, threads: int = 1
-                ) -> sp.csr_matrix:
+                instance_weights: np.ndarray, config: SolverConfig, seed: int = 0, threads: int = 1,
+                spill_dir: Path | None = None, spill_bytes: int | None = None) -> sp.csr_matrix:
     """The classifiers of one level as a ``K x D`` CSR matrix (row k = node k's weights).
 
     Args:
@@ -373,7 +378,12 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
             ``config.min_parent_target`` (and the children it is a positive of wherever it is stored).
         parent_of: the parent (column of ``active``) of each of the K nodes.
         instance_weights: ``N`` loss weights.
+        spill_dir: an existing empty directory: once a thread's finished weights pass
+            ``spill_bytes`` they go to files there, and the level comes back mapped from
+            ``spill_dir/{indptr,indices,data}.npy`` (:mod:`.level_store`); None: all in memory.
+        spill_bytes: that budget (default ``SPILL_BYTES``).
     """
+    spill_bytes = SPILL_BYTES if spill_bytes is None else spill_bytes
     X = sp.csr_matrix(X, dtype=np.float32)
     X.sort_indices()
     n_nodes = targets.shape[1]
@@ -393,28 +403,33 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
     cost = np.diff(act_ptr)[units[:, 0]].astype(np.float64) * (units[:, 2] - units[:, 1]) + 1.0
     order = np.argsort(-cost, kind="stable")
     lanes = [order[i::threads] for i in range(threads)] if threads > 1 else [order]
-    lanes = [units[np.sort(lane)] for lane in lanes if lane.size]
+    # one lane's units largest first, the next one's smallest first: the largest working sets (a
+    # parent's rows x children of dual variables, features x children of weights) meet small ones
+    lanes = [units[lane if i % 2 == 0 else lane[::-1]] for i, lane in enumerate(lanes) if lane.size]
+    # a unit's weights count against spill_bytes at 8 bytes an entry
+    max_out = spill_bytes // 8 if spill_dir is not None else np.iinfo(np.int64).max
 
-    def work(lane):
-        parent, lo, hi = (np.ascontiguousarray(lane[:, i]) for i in range(3))
-        return _train_units(parent, lo, hi, act_ptr, act_idx, act_val, config.min_parent_target, t_ptr, t_idx, t_val,
-                            xi, xx, xd, weights, X.shape[1], n_nodes, config.C, config.positive_cost, config.eps,
-                            config.max_iter, config.threshold, seed)
+    def work(i, lane):
+        parent, lo, hi = (np.ascontiguousarray(lane[:, j]) for j in range(3))
+        loc = np.full(X.shape[1], -1, dtype=np.int64)
+        feats = np.empty(X.shape[1], dtype=np.int64)
+        counts = np.zeros(n_nodes, dtype=np.int64)
+        blocks = UnitBlocks(spill_dir, i, spill_bytes)
+        u = 0
+        while u < parent.size:
+            done, starts, feat, val = _train_units(
+                parent[u:], lo[u:], hi[u:], act_ptr, act_idx, act_val, config.min_parent_target, t_ptr, t_idx, t_val,
+                xi, xx, xd, weights, loc, feats, counts, config.C, config.positive_cost, config.eps, config.max_iter,
+                config.threshold, seed, max_out)
+            blocks.add(lo[u:u + done], hi[u:u + done], starts, feat, val)
+            u += done
+        return counts, blocks
 
     if len(lanes) <= 1:
-        parts = [work(lane) for lane in lanes]
+        parts = [work(i, lane) for i, lane in enumerate(lanes)]
     else:
         with ThreadPoolExecutor(len(lanes)) as pool:
-            parts = list(pool.map(work, lanes))
+            parts = list(pool.map(work, range(len(lanes)), lanes))
+    counts = sum(part[0] for part in parts) if parts else np.zeros(n_nodes, dtype=np.int64)
     # every node is in one unit and a unit's nodes are consecutive: its weights are one block of W
-    indptr = np.zeros(n_nodes + 1, dtype=np.int64)
-    if parts:
-        np.cumsum(sum(part[0] for part in parts), out=indptr[1:])
-    indices = np.empty(indptr[-1], dtype=np.int32)
-    data = np.empty(indptr[-1], dtype=np.float32)
-    for lane, (_, starts, feat, val) in zip(lanes, parts):
-        for (_, lo, hi), start in zip(lane.tolist(), starts.tolist()):
-            at, n = indptr[lo], indptr[hi] - indptr[lo]
-            indices[at:at + n] = feat[start:start + n]
-            data[at:at + n] = val[start:start + n]
-    return sp.csr_matrix((data, indices, indptr), shape=(n_nodes, X.shape[1]))
+    return assemble_level([part[1] for part in parts], counts, X.shape[1], spill_dir)

@@ -16,16 +16,21 @@ Training and prediction use numpy, scipy and numba (the word TF-IDF is written o
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import time
+import weakref
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 
 from ..engine.beam_search import TreeWeights
 from ..engine.label_tree import LabelTree, build_tree, label_vectors
+from ..engine.level_store import is_spilled, read_level, write_level
 from ..engine.linear_solver import SolverConfig, train_level
 from ..engine.records import ExtraPoints, TrainResult, Validation, validation_metrics
 from ..errors import ConfigError, DataFormatError
@@ -63,18 +68,40 @@ def config_for(name: str, seed: int | None = None, threads: int | None = None, e
 
 
 def node_targets(Y: sp.csr_matrix, node_of_label: np.ndarray, n_nodes: int) -> sp.csr_matrix:
-    """``N x K`` targets of tree nodes: a node's target is the largest target among its labels."""
+    """``N x K`` targets of tree nodes: a node's target is the largest target among its labels
+    (built row by row: memory is the result, where sorting all entries at once cost five times it)."""
     Y = sp.csr_matrix(Y, dtype=np.float32)
-    rows = np.repeat(np.arange(Y.shape[0], dtype=np.int64), np.diff(Y.indptr))
-    keys = rows * n_nodes + node_of_label[Y.indices]
-    order = np.lexsort((-Y.data, keys))  # per key, the largest value first
-    keys, vals = keys[order], Y.data[order]
-    first = np.ones(keys.size, dtype=bool)
-    first[1:] = keys[1:] != keys[:-1]
-    keys, vals = keys[first], vals[first]
-    T = sp.csr_matrix((vals, (keys // n_nodes, keys % n_nodes)), shape=(Y.shape[0], n_nodes), dtype=np.float32)
+    indptr, indices, data = _node_rows(Y.indptr.astype(np.int64), Y.indices, Y.data,
+                                       np.asarray(node_of_label, dtype=np.int32))
+    T = sp.csr_matrix((data, indices, indptr), shape=(Y.shape[0], n_nodes))
+    T.has_sorted_indices = True
     T.eliminate_zeros()
     return T
+
+
+@numba.njit(cache=True)
+def _node_rows(indptr, indices, data, node_of_label):
+    n, size = indptr.size - 1, indices.size
+    out_ptr = np.zeros(n + 1, dtype=np.int64)
+    out_idx = np.empty(size, dtype=np.int32)
+    out_val = np.empty(size, dtype=np.float32)
+    at = 0
+    for r in range(n):
+        lo = indptr[r]
+        nodes = node_of_label[indices[lo:indptr[r + 1]]]
+        previous = -1
+        for j in np.argsort(nodes, kind="mergesort"):  # a row's nodes ascending; a node's labels merged
+            if nodes[j] != previous:
+                out_idx[at] = nodes[j]
+                out_val[at] = data[lo + j]
+                previous = nodes[j]
+                at += 1
+            elif data[lo + j] > out_val[at - 1]:
+                out_val[at - 1] = data[lo + j]
+        out_ptr[r + 1] = at
+    if at == size:  # the labels' own level: nothing merged, no copy
+        return out_ptr, out_idx, out_val
+    return out_ptr, out_idx[:at].copy(), out_val[:at].copy()
 
 
 class XRLinear(LabelledModel):
@@ -89,6 +116,8 @@ class XRLinear(LabelledModel):
         self.weights: TreeWeights | None = None
         self.n_labels = 0
         self.result: TrainResult | None = None
+        self._level_files: list[Path | None] = []  # where each level's arrays are files (None: in memory)
+        self._scratch: Path | None = None  # training's directory for levels that outgrew memory
 
     def _with_bias(self, X: sp.csr_matrix) -> sp.csr_matrix:
         """``[X, bias]``: the bias is the last feature, appended to every row (built directly: a
@@ -121,8 +150,9 @@ class XRLinear(LabelledModel):
         (the training record's only epoch); ``extra`` marks the augmentation points and their loss
         weight (every extra point is used: the tree model has no epochs to draw shares for);
         ``mixer`` (LabelMix, synonym replacement, MixUp) is drawn once and its points added.
-        ``checkpoint_dir`` and ``resume`` are accepted for the common signature; training takes
-        seconds to minutes and restarts from the beginning.
+        ``resume`` is accepted for the common signature: training takes seconds to minutes and
+        restarts from the beginning. Levels too large for memory are written under
+        ``checkpoint_dir`` (else the system's temporary directory) and removed with the model.
         """
         from ..augment.conventional import append_mixed
         from ..augment.transforms import append_text_draw
@@ -134,7 +164,8 @@ class XRLinear(LabelledModel):
             raise ConfigError("--extra-share applies to models trained in epochs; the linear model uses every point")
         cfg = self.config
         started = time.perf_counter()
-        say = (lambda m: print(f"[{time.perf_counter() - started:6.1f} s] {m}", flush=True)) if progress else (lambda m: None)
+        say = (lambda m: print(f"[{time.perf_counter() - started:6.1f} s{_resident()}] {m}", flush=True)) if progress \
+            else (lambda m: None)
         Y = sp.csr_matrix(Y, dtype=np.float32)
         weights = np.ones(Y.shape[0], dtype=np.float64) if example_weights is None else \
             np.asarray(example_weights, dtype=np.float64)
@@ -162,7 +193,11 @@ class XRLinear(LabelledModel):
         say(f"label tree: {' -> '.join(str(b.size - 1) for b in self.tree.bounds)} nodes -> {self.n_labels:,} labels")
         Xb = self._with_bias(X)
         del X
-        levels = self._train_levels(Xb, Y, weights, say)
+        if self._scratch is not None:  # an earlier fit's levels
+            shutil.rmtree(self._scratch, ignore_errors=True)
+        self._scratch = _new_scratch(checkpoint_dir)
+        weakref.finalize(self, shutil.rmtree, self._scratch, True)
+        levels = self._train_levels(Xb, Y, weights, say, self._scratch)
         self.weights = TreeWeights(levels, [self.tree.children(t) for t in range(len(self.tree.bounds))])
         seconds = time.perf_counter() - started
         record = {"epoch": 0, "seconds": seconds, "examples": int(Xb.shape[0]),
@@ -177,20 +212,23 @@ class XRLinear(LabelledModel):
             + (f"; valid P@1 {record['P@1']:.2f}, PSP@5 {record['PSP@5']:.2f}" if "P@1" in record else ""))
         return self
 
-    def _train_levels(self, Xb: sp.csr_matrix, Y: sp.csr_matrix, weights: np.ndarray, say) -> list[sp.csr_matrix]:
+    def _train_levels(self, Xb: sp.csr_matrix, Y: sp.csr_matrix, weights: np.ndarray, say,
+                      scratch: Path) -> list[sp.csr_matrix]:
         cfg, tree = self.config, self.tree
         threads = cfg.threads or _numba_threads()
         position = np.empty(self.n_labels, dtype=np.int64)
         position[tree.order] = np.arange(self.n_labels)
         n_levels = len(tree.bounds) + 1  # cluster levels, then the labels
         levels = []
+        self._level_files = []
         parent_targets = None
         for t in range(n_levels):
             if t < n_levels - 1:
                 node_of_label, n_nodes = tree.node_of_label(t), tree.bounds[t].size - 1
             else:
                 node_of_label, n_nodes = position, self.n_labels
-            T = node_targets(Y, node_of_label, n_nodes)
+            # the solver reads targets and parents' targets by node: held as CSC only
+            T = node_targets(Y, node_of_label, n_nodes).tocsc()
             if t == 0:
                 active = sp.csr_matrix(np.ones((Xb.shape[0], 1), dtype=np.float32))
                 parent_of = np.zeros(n_nodes, dtype=np.int64)
@@ -198,8 +236,11 @@ class XRLinear(LabelledModel):
                 active = parent_targets
                 parent_of = np.repeat(np.arange(parent_targets.shape[1]), np.diff(tree.children(t - 1)))
             seed = int(np.random.SeedSequence([cfg.seed, t]).generate_state(1)[0] % (2**31 - 1 - n_nodes))
-            W = train_level(Xb, T, active, parent_of, weights, cfg.solver, seed=seed, threads=threads)
+            spill = scratch / f"level{t}"
+            spill.mkdir()
+            W = train_level(Xb, T, active, parent_of, weights, cfg.solver, seed=seed, threads=threads, spill_dir=spill)
             levels.append(W)
+            self._level_files.append(spill if is_spilled(spill) else None)
             say(f"level {t + 1}/{n_levels}: {n_nodes:,} classifiers, {W.nnz:,} weights")
             parent_targets = T
         return levels
@@ -237,9 +278,16 @@ class XRLinear(LabelledModel):
         self.save_labels(d)
         np.save(d / "tree_order.npy", self.tree.order)
         np.savez(d / "tree_bounds.npz", *self.tree.bounds)
+        sources = self._level_files if len(self._level_files) == len(self.weights.levels) else []
         for t, W in enumerate(self.weights.levels):
-            sp.save_npz(d / f"weights_level{t}.npz", W, compressed=False)
+            write_level(W, d / f"weights_level{t}", sources[t] if sources else None)
         (d / "model.json").write_text(json.dumps(spec, indent=1, default=float) + "\n")
+        if self._scratch is not None:  # from now on the levels are read from the saved files
+            n_columns = self.featurizer.n_features + 1
+            self.weights.levels = [_read_weights(d, t, n_columns) for t in range(len(self.weights.levels))]
+            self._level_files = [d / f"weights_level{t}" for t in range(len(self.weights.levels))]
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     @classmethod
     def load(cls, directory: str | Path) -> XRLinear:
@@ -253,7 +301,9 @@ class XRLinear(LabelledModel):
         with np.load(d / "tree_bounds.npz") as bounds_file:
             bounds = [bounds_file[f"arr_{i}"] for i in range(len(bounds_file.files))]
         model.tree = LabelTree(order, bounds)
-        levels = [sp.load_npz(d / f"weights_level{t}.npz").tocsr() for t in range(int(spec["n_levels"]))]
+        levels = [_read_weights(d, t, model.featurizer.n_features + 1) for t in range(int(spec["n_levels"]))]
+        model._level_files = [d / f"weights_level{t}" if (d / f"weights_level{t}").is_dir() else None
+                              for t in range(len(levels))]
         if levels[-1].shape[0] != model.n_labels or order.size != model.n_labels:
             raise DataFormatError(d, None, "the tree and the weights disagree on the number of labels")
         model.weights = TreeWeights(levels, [model.tree.children(t) for t in range(len(bounds))])
@@ -261,9 +311,37 @@ class XRLinear(LabelledModel):
         return model
 
 
-def _numba_threads() -> int:
-    import numba
+def _read_weights(d: Path, level: int, n_columns: int) -> sp.csr_matrix:
+    """A saved level, mapped from its ``.npy`` files (models saved before them: one ``.npz``)."""
+    if (d / f"weights_level{level}").is_dir():
+        return read_level(d / f"weights_level{level}", n_columns)
+    return sp.load_npz(d / f"weights_level{level}.npz").tocsr()
 
+
+def _resident() -> str:
+    """The process's resident memory now, for progress lines (Linux; empty elsewhere)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return ""
+    import os
+
+    return f", {pages * os.sysconf('SC_PAGE_SIZE') / 1e9:4.1f} GB"
+
+
+def _new_scratch(checkpoint_dir: str | Path | None) -> Path:
+    """A fresh directory for levels that outgrow memory: under ``checkpoint_dir`` (beside the
+    output, so saving links the files instead of copying them; an interrupted run's leftovers
+    there are removed), else in the system's temporary directory."""
+    if checkpoint_dir is None:
+        return Path(tempfile.mkdtemp(prefix="linear-levels-"))
+    Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
+    for stale in Path(checkpoint_dir).glob("linear-levels-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix="linear-levels-", dir=checkpoint_dir))
+
+
+def _numba_threads() -> int:
     return numba.get_num_threads()
 
 

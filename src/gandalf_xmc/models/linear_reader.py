@@ -25,9 +25,17 @@ def can_read(spec: dict) -> bool:
 
 
 class _CSR:
-    """A scipy ``.npz`` CSR matrix's arrays, loaded without scipy (and without pickles)."""
+    """A saved level's CSR arrays, mapped from its ``.npy`` files (or read from the ``.npz`` of
+    models saved before them), without scipy and without pickles."""
 
-    def __init__(self, path: Path):
+    def __init__(self, d: Path, level: int):
+        folder = d / f"weights_level{level}"
+        if folder.is_dir():
+            self.indptr, self.indices, self.data = (np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+                                                    for name in ("indptr", "indices", "data"))
+            self.shape = (self.indptr.size - 1, None)
+            return
+        path = d / f"weights_level{level}.npz"
         with np.load(path, allow_pickle=False) as f:
             fmt = f["format"].item()
             if (fmt.decode() if isinstance(fmt, bytes) else str(fmt)) != "csr":
@@ -57,7 +65,7 @@ class LinearReader(LabelledModel):
         self.order = np.load(d / "tree_order.npy", allow_pickle=False)
         with np.load(d / "tree_bounds.npz", allow_pickle=False) as b:
             self.bounds = [b[f"arr_{i}"] for i in range(len(b.files))]
-        self.levels = [_CSR(d / f"weights_level{t}.npz") for t in range(int(spec["n_levels"]))]
+        self.levels = [_CSR(d, t) for t in range(int(spec["n_levels"]))]
         below = [*self.bounds[1:], np.arange(self.n_labels + 1)]
         self.children = [np.searchsorted(nxt, b) for b, nxt in zip(self.bounds, below)]
         self.load_labels(d, self.n_labels)

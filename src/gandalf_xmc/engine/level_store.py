@@ -1,0 +1,144 @@
+"""A tree level's weights as they come out of the solver: held in memory while small, written to
+files once they pass a size, and read back mapped from disk.
+
+At a million labels the kept weights of the lower levels are billions of entries (8 bytes each as
+CSR), more than the machine's memory beside the training data; nothing in training reads a
+finished level again, so a level that outgrows ``spill_bytes`` leaves memory for files as its
+work units finish, and the level is returned as a CSR matrix over read-only mapped ``.npy`` files
+(prediction touches only the rows its beam visits).
+
+Memory: one lane's in-memory blocks stay below ``spill_bytes``; assembling a spilled level reads
+one work unit's block at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+LEVEL_FILES = ("indptr", "indices", "data")
+
+
+class UnitBlocks:
+    """The kept weights of one lane's work units, in the order they finish: unit ``(lo, hi)``'s
+    nodes' weights are consecutive CSR rows ``(feature ids, values)``. Held in memory until they
+    pass ``spill_bytes`` and ``directory`` is given, then appended to ``directory/lane{lane}.*``."""
+
+    def __init__(self, directory: Path | None, lane: int, spill_bytes: int):
+        self.directory, self.spill_bytes = directory, spill_bytes
+        self.paths = None if directory is None else (directory / f"lane{lane}.feat", directory / f"lane{lane}.val")
+        self.units: list[tuple[int, int, int, int]] = []  # (lo, hi, part, first entry in that part); part -1: the files
+        self.parts: list[tuple[np.ndarray, np.ndarray]] = []
+        self.in_memory = 0  # bytes of self.parts
+        self.on_disk = 0  # entries written to the files
+        self.spilled = False
+
+    def add(self, lo: np.ndarray, hi: np.ndarray, starts: np.ndarray, feat: np.ndarray, val: np.ndarray) -> None:
+        """Units ``lo[i]:hi[i]`` whose entries start at ``starts[i]`` in ``feat`` / ``val``."""
+        part = len(self.parts)
+        self.parts.append((feat, val))
+        self.units.extend((int(a), int(b), part, int(s)) for a, b, s in zip(lo.tolist(), hi.tolist(), starts.tolist()))
+        self.in_memory += feat.nbytes + val.nbytes
+        if self.paths is not None and self.in_memory > self.spill_bytes:
+            self._spill()
+
+    def _spill(self) -> None:
+        offsets = []
+        with open(self.paths[0], "ab") as feat_file, open(self.paths[1], "ab") as val_file:
+            for feat, val in self.parts:
+                offsets.append(self.on_disk)
+                feat.tofile(feat_file)
+                val.tofile(val_file)
+                self.on_disk += feat.size
+        self.units = [(lo, hi, -1, s if part < 0 else offsets[part] + s) for lo, hi, part, s in self.units]
+        self.parts = []
+        self.in_memory = 0
+        self.spilled = True
+
+    def read(self, part: int, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """``n`` entries of a unit from ``start`` in its part (-1: the files)."""
+        if part >= 0:
+            feat, val = self.parts[part]
+            return feat[start:start + n], val[start:start + n]
+        return (np.fromfile(self.paths[0], dtype=np.int32, count=n, offset=4 * start),
+                np.fromfile(self.paths[1], dtype=np.float32, count=n, offset=4 * start))
+
+    def remove_files(self) -> None:
+        if self.paths is not None:
+            for path in self.paths:
+                path.unlink(missing_ok=True)
+
+
+def assemble_level(lanes: list[UnitBlocks], counts: np.ndarray, n_columns: int,
+                   directory: Path | None) -> sp.csr_matrix:
+    """The level's ``K x n_columns`` CSR from its lanes' unit blocks (``counts``: weights of each
+    node): in memory if no lane spilled, else written to ``directory/{indptr,indices,data}.npy``
+    and returned mapped read-only."""
+    indptr = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    spilled = directory is not None and any(lane.spilled for lane in lanes)
+    if not spilled:
+        indices = np.empty(indptr[-1], dtype=np.int32)
+        data = np.empty(indptr[-1], dtype=np.float32)
+        for lane in lanes:
+            for lo, hi, part, start in lane.units:
+                at, n = indptr[lo], indptr[hi] - indptr[lo]
+                indices[at:at + n], data[at:at + n] = lane.read(part, start, n)
+        return _csr(data, indices, indptr, n_columns)
+    paths = {name: directory / f"{name}.npy" for name in LEVEL_FILES}
+    np.save(paths["indptr"], indptr)
+    # the files' headers and sizes from numpy, then the units' blocks written where they belong
+    # (plain writes: pages of a writable mapping would count as the process's memory until flushed)
+    offsets = {}
+    for name, dtype in (("indices", np.int32), ("data", np.float32)):
+        header = np.lib.format.open_memmap(paths[name], mode="w+", dtype=dtype, shape=(int(indptr[-1]),))
+        offsets[name] = header.offset
+        del header
+    with open(paths["indices"], "r+b") as indices_file, open(paths["data"], "r+b") as data_file:
+        for lane in lanes:
+            for lo, hi, part, start in lane.units:
+                at, n = int(indptr[lo]), int(indptr[hi] - indptr[lo])
+                feat, val = lane.read(part, start, n)
+                os.pwrite(indices_file.fileno(), np.ascontiguousarray(feat).tobytes(), offsets["indices"] + 4 * at)
+                os.pwrite(data_file.fileno(), np.ascontiguousarray(val).tobytes(), offsets["data"] + 4 * at)
+            lane.remove_files()
+    return read_level(directory, n_columns)
+
+
+def _csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_columns: int) -> sp.csr_matrix:
+    W = sp.csr_matrix((data, indices, indptr), shape=(indptr.size - 1, n_columns), copy=False)
+    W.has_sorted_indices = True  # each row's features ascend by construction; scipy would re-check them
+    return W
+
+
+def read_level(directory: Path, n_columns: int) -> sp.csr_matrix:
+    """A level written by :func:`assemble_level` or :func:`write_level`, mapped read-only."""
+    arrays = {name: np.load(directory / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in LEVEL_FILES}
+    return _csr(arrays["data"], arrays["indices"], np.asarray(arrays["indptr"]), n_columns)
+
+
+def write_level(W: sp.csr_matrix, directory: Path, source: Path | None = None) -> None:
+    """``W``'s arrays as ``directory/{indptr,indices,data}.npy``; ``source``: a directory where
+    :func:`assemble_level` already wrote them (hard-linked, or copied across file systems)."""
+    if source is not None and directory.exists() and source.resolve() == directory.resolve():
+        return  # saved where it was read from
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in LEVEL_FILES:
+        path = directory / f"{name}.npy"
+        path.unlink(missing_ok=True)
+        if source is not None and (source / path.name).exists():
+            try:
+                os.link(source / path.name, path)
+            except OSError:
+                shutil.copyfile(source / path.name, path)
+        else:
+            np.save(path, np.asarray(getattr(W, name), dtype=np.int64 if name == "indptr" else None))
+
+
+def is_spilled(directory: Path | None) -> bool:
+    """Whether :func:`assemble_level` wrote its level to ``directory``."""
+    return directory is not None and all((directory / f"{name}.npy").exists() for name in LEVEL_FILES)
