@@ -156,15 +156,18 @@ def test_levels_written_to_disk_give_the_same_model_and_predictions(tmp_path, mo
         got = model.predict(queries, k=3)
         want = held.predict(queries, k=3)
         assert np.array_equal(got.indices, want.indices) and np.array_equal(got.data, want.data)
-    # training's files went once the model was saved; a model never saved takes them with it
-    assert not list((tmp_path / "ckpt").iterdir())
+    # training's files went once the model was saved, with the checkpoint directory made for them
+    assert not (tmp_path / "ckpt").exists()
+    # a model never saved takes them with it; a checkpoint directory that was there stays
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "other").write_text("kept")
     unsaved = XRLinear(small(threads=2)).fit(texts, targets, LABELS, checkpoint_dir=tmp_path / "ckpt", progress=False)
-    assert [p.name for p in (tmp_path / "ckpt").iterdir()] == [unsaved._scratch.name]
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == sorted(["other", unsaved._scratch[0].name])
     del unsaved
     import gc
 
     gc.collect()
-    assert not list((tmp_path / "ckpt").iterdir())
+    assert [p.name for p in (tmp_path / "ckpt").iterdir()] == ["other"]
 
 
 def test_save_load_predicts_the_same_without_pickles_or_torch(tmp_path):

@@ -29,7 +29,7 @@ class UnitBlocks:
     pass ``spill_bytes`` and ``directory`` is given, then appended to ``directory/lane{lane}.*``."""
 
     def __init__(self, directory: Path | None, lane: int, spill_bytes: int):
-        self.directory, self.spill_bytes = directory, spill_bytes
+        self.spill_bytes = spill_bytes
         self.paths = None if directory is None else (directory / f"lane{lane}.feat", directory / f"lane{lane}.val")
         self.units: list[tuple[int, int, int, int]] = []  # (lo, hi, part, first entry in that part); part -1: the files
         self.parts: list[tuple[np.ndarray, np.ndarray]] = []

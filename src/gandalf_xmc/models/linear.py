@@ -117,7 +117,8 @@ class XRLinear(LabelledModel):
         self.n_labels = 0
         self.result: TrainResult | None = None
         self._level_files: list[Path | None] = []  # where each level's arrays are files (None: in memory)
-        self._scratch: Path | None = None  # training's directory for levels that outgrew memory
+        # training's directory for levels that outgrow memory, and whether its parent was made for it
+        self._scratch: tuple[Path, bool] | None = None
 
     def _with_bias(self, X: sp.csr_matrix) -> sp.csr_matrix:
         """``[X, bias]``: the bias is the last feature, appended to every row (built directly: a
@@ -194,10 +195,10 @@ class XRLinear(LabelledModel):
         Xb = self._with_bias(X)
         del X
         if self._scratch is not None:  # an earlier fit's levels
-            shutil.rmtree(self._scratch, ignore_errors=True)
+            _remove_scratch(*self._scratch)
         self._scratch = _new_scratch(checkpoint_dir)
-        weakref.finalize(self, shutil.rmtree, self._scratch, True)
-        levels = self._train_levels(Xb, Y, weights, say, self._scratch)
+        weakref.finalize(self, _remove_scratch, *self._scratch)
+        levels = self._train_levels(Xb, Y, weights, say, self._scratch[0])
         self.weights = TreeWeights(levels, [self.tree.children(t) for t in range(len(self.tree.bounds))])
         seconds = time.perf_counter() - started
         record = {"epoch": 0, "seconds": seconds, "examples": int(Xb.shape[0]),
@@ -286,7 +287,7 @@ class XRLinear(LabelledModel):
             n_columns = self.featurizer.n_features + 1
             self.weights.levels = [_read_weights(d, t, n_columns) for t in range(len(self.weights.levels))]
             self._level_files = [d / f"weights_level{t}" for t in range(len(self.weights.levels))]
-            shutil.rmtree(self._scratch, ignore_errors=True)
+            _remove_scratch(*self._scratch)
             self._scratch = None
 
     @classmethod
@@ -329,16 +330,29 @@ def _resident() -> str:
     return f", {pages * os.sysconf('SC_PAGE_SIZE') / 1e9:4.1f} GB"
 
 
-def _new_scratch(checkpoint_dir: str | Path | None) -> Path:
-    """A fresh directory for levels that outgrow memory: under ``checkpoint_dir`` (beside the
-    output, so saving links the files instead of copying them; an interrupted run's leftovers
-    there are removed), else in the system's temporary directory."""
+def _new_scratch(checkpoint_dir: str | Path | None) -> tuple[Path, bool]:
+    """A fresh directory for levels that outgrow memory, and whether its parent was made for it:
+    under ``checkpoint_dir`` (beside the output, so saving links the files instead of copying
+    them; an interrupted run's leftovers there are removed), else in the system's temporary
+    directory."""
     if checkpoint_dir is None:
-        return Path(tempfile.mkdtemp(prefix="linear-levels-"))
-    Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
-    for stale in Path(checkpoint_dir).glob("linear-levels-*"):
+        return Path(tempfile.mkdtemp(prefix="linear-levels-")), False
+    parent = Path(checkpoint_dir)
+    made = not parent.exists()
+    parent.mkdir(parents=True, exist_ok=True)
+    for stale in parent.glob("linear-levels-*"):
         shutil.rmtree(stale, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix="linear-levels-", dir=checkpoint_dir))
+    return Path(tempfile.mkdtemp(prefix="linear-levels-", dir=parent)), made
+
+
+def _remove_scratch(scratch: Path, made_parent: bool) -> None:
+    """Remove a training directory, and the checkpoint directory made for it if left empty."""
+    shutil.rmtree(scratch, ignore_errors=True)
+    if made_parent:
+        try:
+            scratch.parent.rmdir()
+        except OSError:  # not empty (or gone): someone else's now
+            pass
 
 
 def _numba_threads() -> int:
