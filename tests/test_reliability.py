@@ -285,7 +285,11 @@ def test_a_byte_order_mark_is_not_part_of_the_first_label(tmp_path, capsys):
     (lambda d: (d / "model.json").write_text("[1]"), "model.json: not a readable model description (TypeError: list "
                                                      "indices must be integers or slices, not str)"),
     (lambda d: (d / "features_idf.npy").unlink(), "the model directory is incomplete: features_idf.npy is missing"),
-    (lambda d: (d / "weights_level0.npz").write_bytes((d / "weights_level0.npz").read_bytes()[:50]), None),
+    (lambda d: (d / "weights_level0" / "data.npy").write_bytes((d / "weights_level0" / "data.npy").read_bytes()[:50]),
+     None),
+    (lambda d: np.save(d / "weights_level1" / "indptr.npy", np.load(d / "weights_level1" / "indptr.npy")[::-1]), None),
+    (lambda d: np.save(d / "weights_level0" / "indices.npy", np.load(d / "weights_level0" / "indices.npy") + 10**6),
+     None),
     (lambda d: write_json_lines(d / "labels.json.gz", [{"uid": "L0", "title": "x"}]),
      "labels.json.gz: has 1 labels but the model has 4"),
 ])

@@ -16,9 +16,12 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 LEVEL_FILES = ("indptr", "indices", "data")
 
@@ -110,15 +113,35 @@ def assemble_level(lanes: list[UnitBlocks], counts: np.ndarray, n_columns: int,
 
 
 def _csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_columns: int) -> sp.csr_matrix:
+    import scipy.sparse as sp  # here: the cold-start reader imports this module for check_level alone
+
     W = sp.csr_matrix((data, indices, indptr), shape=(indptr.size - 1, n_columns), copy=False)
     W.has_sorted_indices = True  # each row's features ascend by construction; scipy would re-check them
     return W
 
 
+def check_level(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_columns: int, name: str,
+                check_entries: int = 100_000_000) -> None:
+    """Raise ValueError unless a saved level's row pointers are consistent with its arrays and,
+    for levels of at most ``check_entries`` weights (the ones the search copies into its chunk
+    layout, where a feature id indexes memory), every feature id is below ``n_columns``; larger
+    levels are searched by comparing feature ids only, so their ids are not read (numpy only:
+    the cold-start reader calls it too)."""
+    if (indptr.ndim != 1 or indptr.size == 0 or indptr[0] != 0 or np.any(np.diff(indptr) < 0)
+            or indptr[-1] != indices.size or indices.size != data.size or indices.dtype != np.int32
+            or data.dtype != np.float32):
+        raise ValueError(f"{name}: inconsistent weight arrays")
+    if 0 < indices.size <= check_entries and (indices.min() < 0 or indices.max() >= n_columns):
+        raise ValueError(f"{name}: a feature id out of range")
+
+
 def read_level(directory: Path, n_columns: int) -> sp.csr_matrix:
-    """A level written by :func:`assemble_level` or :func:`write_level`, mapped read-only."""
+    """A level written by :func:`assemble_level` or :func:`write_level`, mapped read-only and
+    checked by :func:`check_level`."""
     arrays = {name: np.load(directory / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in LEVEL_FILES}
-    return _csr(arrays["data"], arrays["indices"], np.asarray(arrays["indptr"]), n_columns)
+    indptr, indices, data = np.asarray(arrays["indptr"]), arrays["indices"], arrays["data"]
+    check_level(indptr, indices, data, n_columns, directory.name)
+    return _csr(data, indices, indptr, n_columns)
 
 
 def write_level(W: sp.csr_matrix, directory: Path, source: Path | None = None) -> None:

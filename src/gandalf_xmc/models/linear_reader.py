@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engine.level_store import check_level
 from ..text import tfidf_row
 from .base import LabelledModel
 
@@ -28,12 +29,14 @@ class _CSR:
     """A saved level's CSR arrays, mapped from its ``.npy`` files (or read from the ``.npz`` of
     models saved before them), without scipy and without pickles."""
 
-    def __init__(self, d: Path, level: int):
+    def __init__(self, d: Path, level: int, n_columns: int):
         folder = d / f"weights_level{level}"
         if folder.is_dir():
             self.indptr, self.indices, self.data = (np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
                                                     for name in ("indptr", "indices", "data"))
-            self.shape = (self.indptr.size - 1, None)
+            self.indptr = np.asarray(self.indptr)
+            check_level(self.indptr, self.indices, self.data, n_columns, folder.name)
+            self.shape = (self.indptr.size - 1, n_columns)
             return
         path = d / f"weights_level{level}.npz"
         with np.load(path, allow_pickle=False) as f:
@@ -65,7 +68,7 @@ class LinearReader(LabelledModel):
         self.order = np.load(d / "tree_order.npy", allow_pickle=False)
         with np.load(d / "tree_bounds.npz", allow_pickle=False) as b:
             self.bounds = [b[f"arr_{i}"] for i in range(len(b.files))]
-        self.levels = [_CSR(d, t) for t in range(int(spec["n_levels"]))]
+        self.levels = [_CSR(d, t, self.n_features + 1) for t in range(int(spec["n_levels"]))]
         below = [*self.bounds[1:], np.arange(self.n_labels + 1)]
         self.children = [np.searchsorted(nxt, b) for b, nxt in zip(self.bounds, below)]
         self.load_labels(d, self.n_labels)
