@@ -21,6 +21,18 @@ import scipy.sparse as sp
 from ..sparse_ops import threads_for
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _first_at_least(ascending, lo, hi, f):
+    """The first position in ``ascending[lo:hi]`` whose value is >= ``f`` (``hi`` if none)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if ascending[mid] < f:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 @numba.njit(cache=True, nogil=True)
 def _chunk_margins(q_idx, q_val, feat, feat_start, child, value, f_lo, f_hi, z):
     """``z[c] += w_c . q`` for the children of one chunk, whose features ``feat[f_lo:f_hi]``
@@ -30,13 +42,7 @@ def _chunk_margins(q_idx, q_val, feat, feat_start, child, value, f_lo, f_hi, z):
         if lo >= f_hi:
             break
         f = q_idx[t]
-        a, b = lo, f_hi  # the first position whose feature is >= f
-        while a < b:
-            mid = (a + b) >> 1
-            if feat[mid] < f:
-                a = mid + 1
-            else:
-                b = mid
+        a = _first_at_least(feat, lo, f_hi, f)
         if a < f_hi and feat[a] == f:
             v = np.float64(q_val[t])
             for e in range(feat_start[a], feat_start[a + 1]):
@@ -107,13 +113,7 @@ def _row_margin(q_idx, q_val, indptr, indices, data, node):
         if lo >= hi:
             break
         f = q_idx[t]
-        a, b = lo, hi
-        while a < b:
-            mid = (a + b) >> 1
-            if indices[mid] < f:
-                a = mid + 1
-            else:
-                b = mid
+        a = _first_at_least(indices, lo, hi, f)
         if a < hi and indices[a] == f:
             z += data[a] * np.float64(q_val[t])
             a += 1
