@@ -283,10 +283,12 @@ class XRLinear(LabelledModel):
         for t, W in enumerate(self.weights.levels):
             write_level(W, d / f"weights_level{t}", sources[t] if sources else None)
         (d / "model.json").write_text(json.dumps(spec, indent=1, default=float) + "\n")
-        if self._scratch is not None:  # from now on the levels are read from the saved files
+        if self._scratch is not None:  # levels mapped from training's files are mapped from the saved ones instead
             n_columns = self.featurizer.n_features + 1
-            self.weights.levels = [_read_weights(d, t, n_columns) for t in range(len(self.weights.levels))]
-            self._level_files = [d / f"weights_level{t}" for t in range(len(self.weights.levels))]
+            spilled = [t for t, source in enumerate(sources) if source is not None]
+            for t in spilled:
+                self.weights.levels[t] = read_level(d / f"weights_level{t}", n_columns)
+                self._level_files[t] = d / f"weights_level{t}"
             _remove_scratch(*self._scratch)
             self._scratch = None
 
