@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +27,7 @@ from gandalf_xmc.data.suite import SUITE, build, is_available
 from gandalf_xmc.engine.records import ExtraPoints
 from gandalf_xmc.metrics import evaluate, inverse_propensity
 from gandalf_xmc.models.registry import build_model, model_config
+from gandalf_xmc.settings import apply_settings, parse_settings
 from gandalf_xmc.workflow.auto import AUTO_CANDIDATES
 from gandalf_xmc.workflow.validation import PROTOCOLS, carve_validation
 
@@ -36,29 +37,6 @@ METRICS = ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5")
 
 def valid_fraction(n: int) -> float:
     return float(np.clip(1000 / max(n, 1), 0.05, 0.2))
-
-
-def with_settings(config, settings: dict):
-    """``config`` with dotted ``settings`` applied (values parsed as JSON where they parse)."""
-    for key, value in settings.items():
-        head, _, rest = key.partition(".")
-        if not is_dataclass(config) or head not in {f.name for f in fields(config)}:
-            raise SystemExit(f"unknown setting {key!r}")
-        current = getattr(config, head)
-        config = replace(config, **{head: with_settings(current, {rest: value}) if rest else value})
-    return config
-
-
-def parse_settings(pairs: list[str]) -> dict:
-    out = {}
-    for pair in pairs:
-        key, _, text = pair.partition("=")
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            value = text
-        out[key] = tuple(value) if isinstance(value, list) else value
-    return out
 
 
 def augment_config(name: str, seed: int) -> AugmentConfig:
@@ -82,7 +60,7 @@ def run_one(dataset: str, model: str, augment: str, seed: int, split: str, setti
         train = training_set(rest, augment_config(augment, seed))
         fitted = TfidfKNN().fit(train.texts, train.Y)
     else:
-        config = with_settings(model_config(model, seed=seed, threads=threads), settings)
+        config = apply_settings(model_config(model, seed=seed, threads=threads), settings)
         aug = augment_config(augment, seed)
         built = build_training_set(rest, aug)
         train, mask = built.split, built.extra

@@ -315,6 +315,10 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
           valid_protocol: ValidProtocol = typer.Option("random", help="Which points are held out: " + " | ".join(
               f"{name}: {what}" for name, what in PROTOCOLS.items()) + "."),
           seed: int = SEED_OPTION,
+          settings: Optional[list[str]] = typer.Option(
+              None, "--set", metavar="NAME=VALUE", help="Change one of the model's settings by its (dotted) name, e.g. "
+              "--set solver.max_iter=10 or --set beam=20 (repeatable; the names are the fields of the model's settings "
+              "class, e.g. LinearConfig; values are JSON)."),
           resume: bool = typer.Option(False, help="Continue from OUT/checkpoints."),
           encoder_precision: Precision = typer.Option("auto", help="dual-encoder's MiniLM: auto (bfloat16 where the CPU "
                                                       "has it natively, else float32) | float32 | bfloat16 | int8."),
@@ -326,6 +330,7 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
     from .augment import preset
     from .errors import ConfigError
     from .models.registry import model_config
+    from .settings import apply_settings, parse_settings
     from .workflow.auto import AutoConfig
     from .workflow.pipeline import train_model
 
@@ -333,6 +338,7 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
         raise ConfigError(f"--extra-weight must be a finite number, got {extra_weight}")
     ds = _load(data, splits=("trn",), derive_filters=derive_filters)
     config = model_config(model.value, seed=seed, epochs=epochs)
+    config = apply_settings(config, parse_settings(settings or []))
     if encoder_precision.value != "auto":
         if model.value != "dual-encoder":
             raise ConfigError("--encoder-precision applies to the dual-encoder only")

@@ -31,6 +31,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+from ..settings import check_ranges
 from ..sparse_ops import grown
 from .level_store import UnitBlocks, assemble_level
 from .prefetch import prefetch
@@ -61,6 +62,10 @@ class SolverConfig:
     threshold: float = 0.1
     min_parent_target: float = 0.5
     positive_cost: float = 2.0
+
+    def __post_init__(self) -> None:
+        check_ranges(self, positive=("C", "eps", "max_iter", "positive_cost"), non_negative=("threshold",),
+                     at_most_one=("min_parent_target",))
 
 
 @numba.njit(cache=True, nogil=True)

@@ -10,7 +10,12 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import ConfigError
 from ..metrics import evaluate
+from ..settings import check_ranges
+
+# what validation scores, so what training may select its best epoch by
+VALIDATION_METRICS = ("P@1", "P@5", "PSP@1", "PSP@5")
 
 
 @dataclass
@@ -29,6 +34,13 @@ class TrainConfig:
     patience: int = 3
     select_metric: str = "P@1"
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_ranges(self, positive=("epochs", "batch_size", "lr", "dense_lr", "train_clusters", "predict_clusters",
+                                     "patience"),
+                     non_negative=("weight_decay", "meta_loss_weight", "correction_l2"))
+        if self.select_metric not in VALIDATION_METRICS:
+            raise ConfigError(f"select_metric must be one of {', '.join(VALIDATION_METRICS)}, got {self.select_metric!r}")
 
 
 @dataclass
@@ -102,4 +114,4 @@ class Validation:
 def validation_metrics(predictions: sp.csr_matrix, valid: Validation) -> dict[str, float]:
     """P@1/5 and PSP@1/5 of ``predictions`` on ``valid``."""
     scores = evaluate(predictions, valid.Y, valid.inv_propensity, ks=(1, 3, 5), filter_pairs=valid.filter_pairs)
-    return {m: scores[m] for m in ("P@1", "P@5", "PSP@1", "PSP@5")}
+    return {m: scores[m] for m in VALIDATION_METRICS}

@@ -16,6 +16,7 @@ from ..engine.clusters import balanced_clusters, cluster_members, label_represen
 from ..engine.records import ExtraPoints, TrainConfig, TrainResult, Validation
 from ..errors import ConfigError
 from ..features import TextFeaturizer
+from ..settings import check_ranges
 from .astec import BagOfEmbeddings
 from .base import LabelledModel
 from .dual_encoder import FrozenEmbeddings
@@ -67,6 +68,13 @@ class ModelConfig:
     # at construction, so that a saved model keeps it), float32, bfloat16 or int8
     encoder_precision: str = sentence.AUTO
     train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        check_ranges(self, positive=("dim", "max_cluster_size", "cluster_dim", "max_features"), below_one=("dropout",),
+                     non_negative=("init_scale",))
+        if self.encoder_precision not in (sentence.AUTO, *sentence.PRECISIONS):
+            raise ConfigError(f"encoder_precision must be one of {', '.join((sentence.AUTO, *sentence.PRECISIONS))}, "
+                              f"got {self.encoder_precision!r}")
 
 
 def config_for(name: str, seed: int | None = None, threads: int | None = None, epochs: int | None = None) -> ModelConfig:

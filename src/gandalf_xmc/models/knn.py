@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from ..engine.records import TrainResult, Validation, validation_metrics
 from ..errors import ConfigError
 from ..features import TextFeaturizer
+from ..settings import check_ranges
 from ..sparse_ops import top_k_per_row
 from .base import LabelledModel
 
@@ -33,6 +34,9 @@ class KNNConfig:
     ngram_max: int = 2
     batch_size: int = 2048
     seed: int = 0  # nothing is random; kept so that every model's settings have a seed
+
+    def __post_init__(self) -> None:
+        check_ranges(self, positive=("n_neighbours", "ngram_max", "batch_size"), non_negative=("power",))
 
 
 def config_for(name: str, seed: int | None = None, threads: int | None = None, epochs: int | None = None) -> KNNConfig:

@@ -35,6 +35,7 @@ from ..engine.linear_solver import SolverConfig, train_level
 from ..engine.records import ExtraPoints, TrainResult, Validation, validation_metrics
 from ..errors import ConfigError, DataFormatError
 from ..features import TextFeaturizer
+from ..settings import check_ranges
 from .base import LabelledModel
 
 
@@ -55,6 +56,19 @@ class LinearConfig:
     tree_iterations: int = 8
     seed: int = 0
     threads: int | None = None  # None: numba's thread count
+
+    def __post_init__(self) -> None:
+        check_ranges(self, positive=("beam", "leaf_size", "ngram_max", "min_df"),
+                     non_negative=("label_text_weight", "bias", "tree_iterations"))
+        if self.branching < 2 or self.branching & (self.branching - 1):
+            raise ConfigError(f"branching must be a power of two (2, 4, 8, ...), got {self.branching!r}")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"threads must be at least 1 (or null: numba's count), got {self.threads!r}")
+        if self.char_ngrams is not None and not (
+                len(self.char_ngrams) == 2 and all(isinstance(n, int) and n >= 1 for n in self.char_ngrams)
+                and self.char_ngrams[0] <= self.char_ngrams[1]):
+            raise ConfigError(f"char_ngrams must be null or [shortest, longest], 1 <= shortest <= longest, "
+                              f"got {list(self.char_ngrams)!r}")
 
     @classmethod
     def from_dict(cls, d: dict) -> LinearConfig:
