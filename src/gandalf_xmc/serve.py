@@ -12,6 +12,8 @@ thread, so the event loop keeps accepting connections.
 from __future__ import annotations
 
 import json
+import sys
+import time
 from pathlib import Path
 
 from .predictor import Predictor, load_predictor
@@ -87,5 +89,10 @@ def run_server(model_dir: str | Path, host: str = "127.0.0.1", port: int = 8000,
     import uvicorn
 
     predictor = load_predictor(model_dir)
-    predictor.predict_labels(["warm up"], 1)  # compile and page in before the first request
+    started = time.perf_counter()
+    read = predictor.model.page_in()  # a large model's weights are files: read them in before the first request
+    if time.perf_counter() - started > 1.0:
+        print(f"read {read / 2**30:.1f} GiB of weights into memory in {time.perf_counter() - started:.1f} s",
+              file=sys.stderr, flush=True)
+    predictor.predict_labels(["warm up"], 1)  # and compile
     uvicorn.run(create_app(predictor, max_batch, max_k), host=host, port=port, log_level="info", access_log=False)

@@ -185,3 +185,20 @@ def test_save_load_predicts_the_same_without_pickles_or_torch(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
     assert json.loads((tmp_path / "m" / "model.json").read_text())["kind"] == "linear"
+
+
+def test_page_in_reads_the_mapped_levels_and_changes_nothing(tmp_path):
+    model = XRLinear(small()).fit(TEXTS * 5, sp.vstack([Y] * 5), LABELS, progress=False)
+    assert model.page_in() == 0  # fresh from training: every level is in memory
+    model.save(tmp_path / "m")
+    again = load_trained(tmp_path / "m")
+    # every saved level's feature ids and weights are read mapped (read-only); its row pointers may
+    # be a copy, where scipy narrows them to the ids' integer type
+    arrays = [a for W in again.weights.levels for a in (W.indptr, W.indices, W.data)]
+    assert not any(W.indices.flags.writeable or W.data.flags.writeable for W in again.weights.levels)
+    want = sum(a.nbytes for a in arrays if not a.flags.writeable)
+    queries = ["alpha zeta", "gamma", "omega delta"]
+    before = again.predict(queries, k=3)
+    assert again.page_in() == want
+    after = again.predict(queries, k=3)
+    assert (before != after).nnz == 0 and np.array_equal(before.indices, after.indices)

@@ -13,6 +13,7 @@ one work unit's block at a time.
 
 from __future__ import annotations
 
+import mmap
 import os
 import shutil
 from pathlib import Path
@@ -142,6 +143,24 @@ def read_level(directory: Path, n_columns: int) -> sp.csr_matrix:
     indptr, indices, data = np.asarray(arrays["indptr"]), arrays["indices"], arrays["data"]
     check_level(indptr, indices, data, n_columns, directory.name)
     return _csr(data, indices, indptr, n_columns)
+
+
+def page_in(W: sp.csr_matrix) -> int:
+    """Read a mapped level's files into the page cache now, so that the first queries do not each
+    wait on the disk for the pages their rows lie on (a server's warm-up); returns the bytes read
+    (0 for a level held in memory)."""
+    total = 0
+    for array in (W.indptr, W.indices, W.data):
+        mapped = array
+        while mapped is not None and not isinstance(mapped, np.memmap):
+            mapped = getattr(mapped, "base", None)
+        if mapped is None or getattr(mapped, "_mmap", None) is None:
+            continue
+        mapped._mmap.madvise(mmap.MADV_WILLNEED)  # the kernel reads ahead in large requests
+        flat = np.asarray(mapped).reshape(-1).view(np.uint8)
+        int(flat[::mmap.PAGESIZE].sum())  # one byte a page: returns once every page is in
+        total += flat.size
+    return total
 
 
 def write_level(W: sp.csr_matrix, directory: Path, source: Path | None = None) -> None:

@@ -66,6 +66,11 @@ class LabelledModel:
             out.append([{"id": self.label_uids[j], "text": self.label_texts[j], "score": round(s, 6)} for s, j in ranked])
         return out
 
+    def page_in(self) -> int:
+        """Bring weights read mapped from disk into memory before serving; returns the bytes read
+        (models that hold their weights in memory read nothing)."""
+        return 0
+
     def save_labels(self, directory: str | Path) -> None:
         from ..data.formats import write_lf_json
 

@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from ..engine.beam_search import TreeWeights
 from ..engine.label_tree import LabelTree, build_tree, label_vectors
-from ..engine.level_store import is_spilled, read_level, write_level
+from ..engine.level_store import is_spilled, page_in, read_level, write_level
 from ..engine.linear_solver import SolverConfig, train_level
 from ..engine.records import ExtraPoints, TrainResult, Validation, validation_metrics
 from ..errors import ConfigError, DataFormatError
@@ -305,6 +305,12 @@ class XRLinear(LabelledModel):
                 self._level_files[t] = d / f"weights_level{t}"
             _remove_scratch(*self._scratch)
             self._scratch = None
+
+    def page_in(self) -> int:
+        """Read every level mapped from disk into the page cache (see :func:`.level_store.page_in`)."""
+        if self.weights is None:
+            raise RuntimeError("fit or load the model first")
+        return sum(page_in(W) for W in self.weights.levels)
 
     @classmethod
     def load(cls, directory: str | Path) -> XRLinear:
