@@ -48,7 +48,11 @@ def test_nested_settings_apply_to_a_copy():
     ({"branching": 12}, "branching must be a power of two"),
     ({"branching": 1}, "branching must be a power of two"),
     ({"leaf_size": 0}, "leaf_size must be a number > 0"),
-    ({"threads": 0}, "threads must be at least 1"),
+    ({"threads": 0}, "threads must be a whole number of at least 1"),
+    ({"threads": "two"}, "threads must be a whole number of at least 1"),
+    ({"threads": 1.5}, "threads must be a whole number of at least 1"),
+    ({"char_ngrams": 5}, "char_ngrams must be null or [shortest, longest]"),
+    ({"char_ngrams": "3-5"}, "char_ngrams must be null or [shortest, longest]"),
     ({"char_ngrams": (5, 3)}, "char_ngrams must be null or [shortest, longest]"),
     ({"char_ngrams": (3,)}, "char_ngrams must be null or [shortest, longest]"),
 ])
@@ -88,3 +92,17 @@ def test_train_rejects_a_bad_setting_before_anything_is_written(tiny_dir, tmp_pa
                            capsys)
     assert_clean_failure(code, err, "no setting 'beam' here", "n_neighbours")
     assert not out.exists()
+
+
+def test_neural_settings_check_their_ranges():
+    pytest.importorskip("torch")
+    from gandalf_xmc.models.classifier import ModelConfig
+
+    for changes, message in [({"family": "knn"}, "family must be one of astec"),
+                             ({"dropout": 1.0}, "dropout must be a number in [0, 1)"),
+                             ({"encoder_precision": "fp8"}, "encoder_precision must be one of auto"),
+                             ({"train.patience": 0}, "patience must be a number > 0")]:
+        with pytest.raises(ConfigError) as info:
+            apply_settings(ModelConfig(), changes)
+        assert message in str(info.value)
+    assert apply_settings(ModelConfig(), {"train.lr": 1}).train.lr == 1.0

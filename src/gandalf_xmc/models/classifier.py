@@ -72,6 +72,8 @@ class ModelConfig:
     def __post_init__(self) -> None:
         check_ranges(self, positive=("dim", "max_cluster_size", "cluster_dim", "max_features"), below_one=("dropout",),
                      non_negative=("init_scale",))
+        if self.family not in FAMILIES:
+            raise ConfigError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
         if self.encoder_precision not in (sentence.AUTO, *sentence.PRECISIONS):
             raise ConfigError(f"encoder_precision must be one of {', '.join((sentence.AUTO, *sentence.PRECISIONS))}, "
                               f"got {self.encoder_precision!r}")

@@ -60,19 +60,24 @@ class LinearConfig:
     def __post_init__(self) -> None:
         check_ranges(self, positive=("beam", "leaf_size", "ngram_max", "min_df"),
                      non_negative=("label_text_weight", "bias", "tree_iterations"))
-        if self.branching < 2 or self.branching & (self.branching - 1):
+        if not _whole(self.branching) or self.branching < 2 or self.branching & (self.branching - 1):
             raise ConfigError(f"branching must be a power of two (2, 4, 8, ...), got {self.branching!r}")
-        if self.threads is not None and self.threads < 1:
-            raise ConfigError(f"threads must be at least 1 (or null: numba's count), got {self.threads!r}")
+        if self.threads is not None and not (_whole(self.threads) and self.threads >= 1):
+            raise ConfigError(f"threads must be a whole number of at least 1 (or null: numba's count), "
+                              f"got {self.threads!r}")
         if self.char_ngrams is not None and not (
-                len(self.char_ngrams) == 2 and all(isinstance(n, int) and n >= 1 for n in self.char_ngrams)
-                and self.char_ngrams[0] <= self.char_ngrams[1]):
+                isinstance(self.char_ngrams, (tuple, list)) and len(self.char_ngrams) == 2
+                and all(_whole(n) and n >= 1 for n in self.char_ngrams) and self.char_ngrams[0] <= self.char_ngrams[1]):
             raise ConfigError(f"char_ngrams must be null or [shortest, longest], 1 <= shortest <= longest, "
-                              f"got {list(self.char_ngrams)!r}")
+                              f"got {self.char_ngrams!r}")
 
     @classmethod
     def from_dict(cls, d: dict) -> LinearConfig:
         return cls(**{**d, "solver": SolverConfig(**d.get("solver", {}))})
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def config_for(name: str, seed: int | None = None, threads: int | None = None, epochs: int | None = None) -> LinearConfig:
