@@ -136,12 +136,18 @@ def check_level(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_col
         raise ValueError(f"{name}: a feature id out of range")
 
 
-def read_level(directory: Path, n_columns: int) -> sp.csr_matrix:
-    """A level written by :func:`assemble_level` or :func:`write_level`, mapped read-only and
-    checked by :func:`check_level`."""
+def map_level(directory: Path, n_columns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``(indptr, indices, data)`` arrays of a level written by :func:`assemble_level` or
+    :func:`write_level`, mapped read-only and checked by :func:`check_level` (numpy only)."""
     arrays = {name: np.load(directory / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in LEVEL_FILES}
     indptr, indices, data = np.asarray(arrays["indptr"]), arrays["indices"], arrays["data"]
     check_level(indptr, indices, data, n_columns, directory.name)
+    return indptr, indices, data
+
+
+def read_level(directory: Path, n_columns: int) -> sp.csr_matrix:
+    """:func:`map_level`'s arrays as a CSR matrix."""
+    indptr, indices, data = map_level(directory, n_columns)
     return _csr(data, indices, indptr, n_columns)
 
 

@@ -97,8 +97,6 @@ class NeuralXMC(LabelledModel):
 
     def __init__(self, config: ModelConfig | None = None):
         config = config or ModelConfig()
-        if config.family not in FAMILIES:
-            raise ValueError(f"unknown model family {config.family!r}; choose one of {', '.join(FAMILIES)}")
         self.family = FAMILIES[config.family]
         if self.family.fixed_dim is not None:
             config = replace(config, dim=self.family.fixed_dim)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engine.level_store import check_level
+from ..engine.level_store import map_level
 from ..text import tfidf_row
 from .base import LabelledModel
 
@@ -32,10 +32,7 @@ class _CSR:
     def __init__(self, d: Path, level: int, n_columns: int):
         folder = d / f"weights_level{level}"
         if folder.is_dir():
-            self.indptr, self.indices, self.data = (np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
-                                                    for name in ("indptr", "indices", "data"))
-            self.indptr = np.asarray(self.indptr)
-            check_level(self.indptr, self.indices, self.data, n_columns, folder.name)
+            self.indptr, self.indices, self.data = map_level(folder, n_columns)
             self.shape = (self.indptr.size - 1, n_columns)
             return
         path = d / f"weights_level{level}.npz"
