@@ -255,7 +255,7 @@ def test_search_in_rows_equals_search_in_chunks():
     children = [np.array([0, 3, 6, 9, 12]), np.array([0, 2, 5, 7, 10, 12, 15, 17, 20, 22, 25, 27, 30])]
     chunks = TreeWeights(levels, children)
     rows = TreeWeights(levels, children, chunk_entries=0)
-    assert chunks.chunked and not rows.chunked
+    assert all(c is not None for c in chunks.chunks) and all(c is None for c in rows.chunks)
     Q = sp.random(60, D, density=0.2, random_state=15, format="csr", dtype=np.float32)
     Q = sp.vstack([Q, sp.csr_matrix((1, D), dtype=np.float32)], format="csr")  # and an empty query
     for beam, k in ((1, 3), (2, 5), (3, 30)):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from gandalf_xmc.engine.level_chunks import has_chunks
 from gandalf_xmc.engine.linear_solver import SolverConfig
 from gandalf_xmc.engine.records import ExtraPoints
 from gandalf_xmc.errors import ConfigError
@@ -151,6 +152,10 @@ def test_levels_written_to_disk_give_the_same_model_and_predictions(tmp_path, mo
     for f in (tmp_path / "held").rglob("*.npy"):
         assert f.read_bytes() == (tmp_path / "spilled" / f.relative_to(tmp_path / "held")).read_bytes(), f
     reloaded = XRLinear.load(tmp_path / "spilled")
+    # the levels in files have their search layout in files, saved beside them and mapped
+    assert all(has_chunks(tmp_path / "spilled" / f"weights_level{t}") for t in range(len(held.weights.levels)))
+    assert not any(has_chunks(f) for f in (tmp_path / "held").glob("weights_level*"))
+    assert all(chunks.name.startswith("weights_level") for chunks in reloaded.weights.chunks + spilled.weights.chunks)
     queries = ["alpha delta", "zeta omega"]
     for model in (spilled, reloaded):
         got = model.predict(queries, k=3)
@@ -187,18 +192,25 @@ def test_save_load_predicts_the_same_without_pickles_or_torch(tmp_path):
     assert json.loads((tmp_path / "m" / "model.json").read_text())["kind"] == "linear"
 
 
-def test_page_in_reads_the_mapped_levels_and_changes_nothing(tmp_path):
-    model = XRLinear(small()).fit(TEXTS * 5, sp.vstack([Y] * 5), LABELS, progress=False)
-    assert model.page_in() == 0  # fresh from training: every level is in memory
+def test_page_in_reads_the_mapped_search_layout_and_changes_nothing(tmp_path, monkeypatch):
+    from gandalf_xmc.engine import linear_solver
+
+    small_model = XRLinear(small()).fit(TEXTS * 5, sp.vstack([Y] * 5), LABELS, progress=False)
+    small_model.save(tmp_path / "small")
+    assert small_model.page_in() == 0 and load_trained(tmp_path / "small").page_in() == 0  # searched in memory
+    monkeypatch.setattr(linear_solver, "SPILL_BYTES", 1)  # every level to files, its search layout too
+    model = XRLinear(small()).fit(TEXTS * 5, sp.vstack([Y] * 5), LABELS, checkpoint_dir=tmp_path / "c",
+                                  progress=False)
     model.save(tmp_path / "m")
     again = load_trained(tmp_path / "m")
-    # every saved level's feature ids and weights are read mapped (read-only); its row pointers may
-    # be a copy, where scipy narrows them to the ids' integer type
-    arrays = [a for W in again.weights.levels for a in (W.indptr, W.indices, W.data)]
-    assert not any(W.indices.flags.writeable or W.data.flags.writeable for W in again.weights.levels)
+    # the layouts' per-entry arrays are read mapped (read-only); their per-parent pointers are copies
+    arrays = [a for chunks in again.weights.chunks for a in chunks.arrays]
     want = sum(a.nbytes for a in arrays if not a.flags.writeable)
+    entry_files = [f for name in ("feat", "feat_end", "child", "value")
+                   for f in (tmp_path / "m").glob(f"weights_level*/chunk_{name}.npy")]
+    assert want > 0 and want == sum(f.stat().st_size - 128 for f in entry_files)  # each less its header
     queries = ["alpha zeta", "gamma", "omega delta"]
     before = again.predict(queries, k=3)
-    assert again.page_in() == want
+    assert again.page_in() == want and model.page_in() == want
     after = again.predict(queries, k=3)
     assert (before != after).nnz == 0 and np.array_equal(before.indices, after.indices)

@@ -13,12 +13,14 @@ chunked layout; a label point's model has long leaf rows, and scanning them cost
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numba
 import numpy as np
 import scipy.sparse as sp
 
 from ..sparse_ops import threads_for
+from .level_chunks import LevelChunks, has_chunks, lay_out, map_chunks
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -34,9 +36,12 @@ def _first_at_least(ascending, lo, hi, f):
 
 
 @numba.njit(cache=True, nogil=True)
-def _chunk_margins(q_idx, q_val, feat, feat_start, child, value, f_lo, f_hi, z):
-    """``z[c] += w_c . q`` for the children of one chunk, whose features ``feat[f_lo:f_hi]``
-    ascend; feature ``feat[a]``'s weights are ``(child, value)[feat_start[a]:feat_start[a + 1]]``."""
+def _chunk_margins(q_idx, q_val, feat_lo, entry_lo, feat, feat_end, child, value, p, z):
+    """``z[c] += w_c . q`` for the ``z.size`` children of parent ``p`` (:mod:`.level_chunks`'s
+    layout); False if an entry's bounds or child fall outside the chunk (a damaged file: the
+    arrays are mapped, too large to check when loading, and numba does not check indices)."""
+    f_lo, f_hi = feat_lo[p], feat_lo[p + 1]
+    base, base_hi = entry_lo[p], entry_lo[p + 1]
     lo = f_lo
     for t in range(q_idx.size):
         if lo >= f_hi:
@@ -44,11 +49,19 @@ def _chunk_margins(q_idx, q_val, feat, feat_start, child, value, f_lo, f_hi, z):
         f = q_idx[t]
         a = _first_at_least(feat, lo, f_hi, f)
         if a < f_hi and feat[a] == f:
+            start = base + (feat_end[a - 1] if a > f_lo else 0)
+            stop = base + feat_end[a]
+            if start < base or start > stop or stop > base_hi:
+                return False
             v = np.float64(q_val[t])
-            for e in range(feat_start[a], feat_start[a + 1]):
-                z[child[e]] += value[e] * v
+            for e in range(start, stop):
+                c = child[e]
+                if c >= z.size:
+                    return False
+                z[c] += value[e] * v
             a += 1
         lo = a
+    return True
 
 
 @numba.njit(cache=True, nogil=True)
@@ -58,50 +71,64 @@ def _level_score(z):
 
 
 @numba.njit(cache=True, nogil=True)
-def _one_query(q_idx, q_val, chunk_offsets, chunk_child_lo, chunk_child_hi, chunk_feat_lo, feat, feat_start, child,
-               value, beam, k, out_pos, out_score):
-    n_levels = chunk_offsets.size - 1
-    parents = np.zeros(1, dtype=np.int64)  # the root
-    parent_score = np.ones(1)
-    for t in range(n_levels):
-        total = 0
-        for r in range(parents.size):
-            c = chunk_offsets[t] + parents[r]
-            total += chunk_child_hi[c] - chunk_child_lo[c]
-        cand = np.empty(total, dtype=np.int64)
-        scores = np.empty(total)
-        at = 0
-        for r in range(parents.size):
-            c = chunk_offsets[t] + parents[r]
-            lo, n = chunk_child_lo[c], chunk_child_hi[c] - chunk_child_lo[c]
-            z = np.zeros(n)
-            _chunk_margins(q_idx, q_val, feat, feat_start, child, value, chunk_feat_lo[c], chunk_feat_lo[c + 1], z)
-            for j in range(n):
-                cand[at] = lo + j
-                scores[at] = parent_score[r] * _level_score(z[j])
-                at += 1
-        keep = k if t == n_levels - 1 else beam
-        best = np.argsort(-scores, kind="mergesort")[:keep]
-        if t == n_levels - 1:
-            for r in range(best.size):
-                out_pos[r] = cand[best[r]]
-                out_score[r] = scores[best[r]]
-            return
-        parents = cand[best]
-        parent_score = scores[best]
+def _expand_in_chunks(q_idx, q_val, parents, parent_scores, child_ptr, feat_lo, entry_lo, feat, feat_end, child,
+                      value, out_nodes, out_scores):
+    """One query's step down a level in its chunk layout: its kept ``parents`` (-1: none) expand
+    to their children, scored, and the best fill ``out_nodes`` / ``out_scores`` (ties: the tree's
+    order). False if an entry was damaged."""
+    total = 0
+    for r in range(parents.size):
+        p = parents[r]
+        if p >= 0:
+            total += child_ptr[p + 1] - child_ptr[p]
+    cand = np.empty(total, dtype=np.int64)
+    scores = np.empty(total)
+    at = 0
+    intact = True
+    for r in range(parents.size):
+        p = parents[r]
+        if p < 0:
+            continue
+        lo, hi = child_ptr[p], child_ptr[p + 1]
+        z = np.zeros(hi - lo)
+        intact &= _chunk_margins(q_idx, q_val, feat_lo, entry_lo, feat, feat_end, child, value, p, z)
+        for j in range(hi - lo):
+            cand[at] = lo + j
+            scores[at] = parent_scores[r] * _level_score(z[j])
+            at += 1
+    best = np.argsort(-scores, kind="mergesort")[:out_nodes.size]
+    for r in range(best.size):
+        out_nodes[r] = cand[best[r]]
+        out_scores[r] = scores[best[r]]
+    return intact
 
 
 @numba.njit(cache=True, parallel=True)
-def _search(q_indptr, q_indices, q_data, chunk_offsets, chunk_child_lo, chunk_child_hi, chunk_feat_lo, feat, feat_start,
-            child, value, beam, k):
+def _chunks_level(q_indptr, q_indices, q_data, parents, parent_scores, child_ptr, feat_lo, entry_lo, feat, feat_end,
+                  child, value, keep):
+    """One level of the search in a level's chunk layout for every query (rows of ``parents``):
+    the kept nodes, their path scores and the number of queries that met a damaged entry."""
     n = q_indptr.size - 1
-    out_pos = np.full((n, k), -1, dtype=np.int64)
-    out_score = np.zeros((n, k), dtype=np.float32)
+    out_nodes = np.full((n, keep), -1, dtype=np.int64)
+    out_scores = np.zeros((n, keep))
+    damaged = np.zeros(n, dtype=np.int64)
     for i in numba.prange(n):
         lo, hi = q_indptr[i], q_indptr[i + 1]
-        _one_query(q_indices[lo:hi], q_data[lo:hi], chunk_offsets, chunk_child_lo, chunk_child_hi, chunk_feat_lo, feat,
-                   feat_start, child, value, beam, k, out_pos[i], out_score[i])
-    return out_pos, out_score
+        if not _expand_in_chunks(q_indices[lo:hi], q_data[lo:hi], parents[i], parent_scores[i], child_ptr, feat_lo,
+                                 entry_lo, feat, feat_end, child, value, out_nodes[i], out_scores[i]):
+            damaged[i] = 1
+    return out_nodes, out_scores, damaged.sum()
+
+
+@numba.njit(cache=True, nogil=True)
+def _chunks_level_one(q_idx, q_val, parents, parent_scores, child_ptr, feat_lo, entry_lo, feat, feat_end, child, value,
+                      keep):
+    """:func:`_chunks_level` for a single query, without the thread pool's launch."""
+    out_nodes = np.full((1, keep), -1, dtype=np.int64)
+    out_scores = np.zeros((1, keep))
+    intact = _expand_in_chunks(q_idx, q_val, parents[0], parent_scores[0], child_ptr, feat_lo, entry_lo, feat, feat_end,
+                               child, value, out_nodes[0], out_scores[0])
+    return out_nodes, out_scores, 0 if intact else 1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -153,92 +180,30 @@ def _rows_level(q_indptr, q_indices, q_data, parents, parent_scores, child_ptr, 
     return out_nodes, out_scores
 
 
-@numba.njit(cache=True)
-def _chunk_layout(col_ptr, col_rows, col_data, chunk_of_row, row_lo, n_chunks):
-    """Entries of a CSC matrix (rows ascending in each column) regrouped chunk by chunk, keeping
-    the (feature, row) order within a chunk (a counting sort by chunk): returns (chunk start in the
-    feature list, features, start of each feature's entries, entry's row within its chunk, value)."""
-    nnz = col_rows.size
-    chunk_start = np.zeros(n_chunks + 1, dtype=np.int64)
-    for e in range(nnz):
-        chunk_start[chunk_of_row[col_rows[e]] + 1] += 1
-    for c in range(n_chunks):
-        chunk_start[c + 1] += chunk_start[c]
-    at = chunk_start[:-1].copy()
-    entry_feat = np.empty(nnz, dtype=np.int32)
-    child = np.empty(nnz, dtype=np.int32)
-    value = np.empty(nnz, dtype=np.float32)
-    for f in range(col_ptr.size - 1):
-        for e in range(col_ptr[f], col_ptr[f + 1]):
-            r = col_rows[e]
-            c = chunk_of_row[r]
-            p = at[c]
-            at[c] += 1
-            entry_feat[p] = f
-            child[p] = r - row_lo[c]
-            value[p] = col_data[e]
-    chunk_feat_lo = np.zeros(n_chunks + 1, dtype=np.int64)
-    feat = np.empty(nnz, dtype=np.int32)
-    feat_start = np.empty(nnz + 1, dtype=np.int64)
-    n_feat = 0
-    for c in range(n_chunks):
-        for p in range(chunk_start[c], chunk_start[c + 1]):
-            if p == chunk_start[c] or entry_feat[p] != entry_feat[p - 1]:
-                feat[n_feat] = entry_feat[p]
-                feat_start[n_feat] = p
-                n_feat += 1
-        chunk_feat_lo[c + 1] = n_feat
-    feat_start[n_feat] = nnz
-    return chunk_feat_lo, feat[:n_feat].copy(), feat_start[:n_feat + 1].copy(), child, value
-
-
-# Entries above which the weights are searched in their CSR rows (mapped from disk at scale)
-# instead of being laid out again in chunks: the chunk layout costs 20 bytes an entry in memory
+# Weights of a level above which it is searched in its CSR rows when it has no layout in files:
+# laying it out in memory costs about 13 bytes a weight
 CHUNK_LAYOUT_ENTRIES = 100_000_000
 
 
 class TreeWeights:
-    """The classifiers of every level (level 0 = top nodes, last = the labels, in tree order) and
-    each non-final level's child offsets, laid out in chunks (one a parent) for the search kernel;
-    beyond ``chunk_entries`` weights in all, searched in the levels' own CSR rows instead (each
-    node's features looked up by bisection; the same results, without a second copy)."""
+    """The classifiers of every level (level 0 = top nodes, last = the labels, in tree order), each
+    non-final level's child offsets, and each level's layout for the search (:mod:`.level_chunks`):
+    mapped from the level's directory where one was written (``chunk_dirs``), else laid out in
+    memory; a level of more than ``chunk_entries`` weights without one is searched in its CSR rows
+    (each node's features looked up by bisection: the same results, slower)."""
 
     def __init__(self, levels: list[sp.csr_matrix], children: list[np.ndarray],
-                 chunk_entries: int = CHUNK_LAYOUT_ENTRIES):
+                 chunk_entries: int = CHUNK_LAYOUT_ENTRIES, chunk_dirs: list[Path | None] | None = None):
         if len(children) != len(levels) - 1:
             raise ValueError("one children array per level but the last")
         self.levels = [_float32_csr(W) for W in levels]
-        # chunk (t, p): level t's children of parent p (the root's at level 0), rows [lo, hi) of level t
+        # level t's parent p has the rows [lo, hi) of level t as children (level 0: the root's)
         self.bounds = [np.array([0, self.levels[0].shape[0]], dtype=np.int64)] + \
             [np.asarray(c, dtype=np.int64) for c in children]
-        self.chunked = sum(W.nnz for W in self.levels) <= chunk_entries
-        if self.chunked:
-            self._lay_out_chunks()
-
-    def _lay_out_chunks(self) -> None:
-        bounds = self.bounds
-        self.chunk_offsets = np.cumsum([0] + [b.size - 1 for b in bounds]).astype(np.int64)
-        self.chunk_child_lo = np.concatenate([b[:-1] for b in bounds]).astype(np.int64)
-        self.chunk_child_hi = np.concatenate([b[1:] for b in bounds]).astype(np.int64)
-        feat_lo, feats, starts, childs, values = [], [], [], [], []
-        n_feat, n_entries = 0, 0
-        for W, b in zip(self.levels, bounds):
-            Wc = W.tocsc()  # entries by feature, rows ascending within one
-            chunk_of_row = np.repeat(np.arange(b.size - 1), np.diff(b))
-            lo, f, s, c, v = _chunk_layout(Wc.indptr.astype(np.int64), Wc.indices, Wc.data, chunk_of_row, b[:-1],
-                                           b.size - 1)
-            feat_lo.append(lo[:-1] + n_feat)
-            feats.append(f)
-            starts.append(s[:-1] + n_entries)
-            childs.append(c)
-            values.append(v)
-            n_feat += f.size
-            n_entries += c.size
-        self.chunk_feat_lo = np.concatenate(feat_lo + [np.array([n_feat], dtype=np.int64)])
-        self.feat = np.concatenate(feats)
-        self.feat_start = np.concatenate(starts + [np.array([n_entries], dtype=np.int64)])
-        self.child = np.concatenate(childs)
-        self.value = np.concatenate(values)
+        dirs = chunk_dirs or [None] * len(self.levels)
+        self.chunks: list[LevelChunks | None] = [
+            map_chunks(d, b) if has_chunks(d) else lay_out(W, b) if W.nnz <= chunk_entries else None
+            for W, b, d in zip(self.levels, self.bounds, dirs)]
 
     @property
     def n_positions(self) -> int:
@@ -253,15 +218,26 @@ class TreeWeights:
         k = int(min(k, self.n_positions))
         with threads_for(Q.shape[0]):
             q = (Q.indptr.astype(np.int64), Q.indices.astype(np.int32), Q.data)
-            if self.chunked:
-                return _search(*q, self.chunk_offsets, self.chunk_child_lo, self.chunk_child_hi, self.chunk_feat_lo,
-                               self.feat, self.feat_start, self.child, self.value, int(beam), k)
             parents = np.zeros((Q.shape[0], 1), dtype=np.int64)  # the root
             scores = np.ones((Q.shape[0], 1))
-            for t, (W, child_ptr) in enumerate(zip(self.levels, self.bounds)):
+            for t, (W, child_ptr, chunks) in enumerate(zip(self.levels, self.bounds, self.chunks)):
                 keep = k if t == len(self.levels) - 1 else int(beam)
-                parents, scores = _rows_level(*q, parents, scores, child_ptr, W.indptr, W.indices, W.data, keep)
+                if chunks is None:
+                    parents, scores = _rows_level(*q, parents, scores, child_ptr, W.indptr, W.indices, W.data, keep)
+                    continue
+                if Q.shape[0] == 1:  # a single query (a server's request)
+                    parents, scores, damaged = _chunks_level_one(q[1], q[2], parents, scores, child_ptr,
+                                                                 *chunks.arrays, keep)
+                else:
+                    parents, scores, damaged = _chunks_level(*q, parents, scores, child_ptr, *chunks.arrays, keep)
+                if damaged:
+                    raise ValueError(f"{chunks.name}: the search layout is damaged (an entry out of its bounds)")
             return parents, scores.astype(np.float32)
+
+    def mapped_arrays(self) -> list[np.ndarray]:
+        """The arrays the search reads that may be mapped from files (for a server's warm-up)."""
+        return [a for W, chunks in zip(self.levels, self.chunks)
+                for a in (chunks.arrays if chunks is not None else (W.indptr, W.indices, W.data))]
 
 
 def _float32_csr(W: sp.spmatrix) -> sp.csr_matrix:

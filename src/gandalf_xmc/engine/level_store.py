@@ -151,17 +151,12 @@ def read_level(directory: Path, n_columns: int) -> sp.csr_matrix:
     return _csr(data, indices, indptr, n_columns)
 
 
-def page_in(W: sp.csr_matrix) -> int:
-    """Read a mapped level's files into the page cache now, so that the first queries do not each
-    wait on the disk for the pages their rows lie on (a server's warm-up); returns the bytes read
-    (0 for a level held in memory)."""
+def page_in(arrays: list[np.ndarray]) -> int:
+    """Read the mapped ones of ``arrays`` into the page cache now, so that the first queries do not
+    each wait on the disk for the pages their weights lie on (a server's warm-up); returns the
+    bytes read (arrays held in memory count 0)."""
     total = 0
-    for array in (W.indptr, W.indices, W.data):
-        mapped = array
-        while mapped is not None and not isinstance(mapped, np.memmap):
-            mapped = getattr(mapped, "base", None)
-        if mapped is None or getattr(mapped, "_mmap", None) is None:
-            continue
+    for mapped in _mappings(arrays):
         mapped._mmap.madvise(mmap.MADV_WILLNEED)  # the kernel reads ahead in large requests
         flat = np.asarray(mapped).reshape(-1).view(np.uint8)
         int(flat[::mmap.PAGESIZE].sum())  # one byte a page: returns once every page is in
@@ -169,22 +164,45 @@ def page_in(W: sp.csr_matrix) -> int:
     return total
 
 
+def release_pages(arrays) -> None:
+    """Drop the mapped ones of ``arrays`` from this process's page tables (the page cache keeps
+    them): a pass over a level larger than memory, reading each page once, would otherwise count
+    every page it read as the process's resident memory."""
+    for mapped in _mappings(arrays):
+        mapped._mmap.madvise(mmap.MADV_DONTNEED)
+
+
+def _mappings(arrays) -> list[np.memmap]:
+    """The read-only file mappings behind ``arrays`` (none for arrays held in memory)."""
+    found = []
+    for array in arrays:
+        mapped = array
+        while mapped is not None and not isinstance(mapped, np.memmap):
+            mapped = getattr(mapped, "base", None)
+        if mapped is not None and getattr(mapped, "_mmap", None) is not None:
+            found.append(mapped)
+    return found
+
+
 def write_level(W: sp.csr_matrix, directory: Path, source: Path | None = None) -> None:
     """``W``'s arrays as ``directory/{indptr,indices,data}.npy``; ``source``: a directory where
-    :func:`assemble_level` already wrote them (hard-linked, or copied across file systems)."""
+    :func:`assemble_level` already wrote them, with whatever else was written there for the
+    level (its search layout): every ``.npy`` file of it is hard-linked (or copied across file
+    systems). Files of an earlier model in ``directory`` are removed first."""
     if source is not None and directory.exists() and source.resolve() == directory.resolve():
         return  # saved where it was read from
     directory.mkdir(parents=True, exist_ok=True)
-    for name in LEVEL_FILES:
-        path = directory / f"{name}.npy"
-        path.unlink(missing_ok=True)
-        if source is not None and (source / path.name).exists():
+    for stale in directory.glob("*.npy"):
+        stale.unlink()
+    if source is not None and is_spilled(source):
+        for path in sorted(source.glob("*.npy")):
             try:
-                os.link(source / path.name, path)
+                os.link(path, directory / path.name)
             except OSError:
-                shutil.copyfile(source / path.name, path)
-        else:
-            np.save(path, np.asarray(getattr(W, name), dtype=np.int64 if name == "indptr" else None))
+                shutil.copyfile(path, directory / path.name)
+        return
+    for name in LEVEL_FILES:
+        np.save(directory / f"{name}.npy", np.asarray(getattr(W, name), dtype=np.int64 if name == "indptr" else None))
 
 
 def is_spilled(directory: Path | None) -> bool:

@@ -30,6 +30,7 @@ import scipy.sparse as sp
 
 from ..engine.beam_search import TreeWeights
 from ..engine.label_tree import LabelTree, build_tree, label_vectors
+from ..engine.level_chunks import map_chunks, write_chunks
 from ..engine.level_store import is_spilled, page_in, read_level, write_level
 from ..engine.linear_solver import SolverConfig, train_level
 from ..engine.records import ExtraPoints, TrainResult, Validation, validation_metrics
@@ -218,7 +219,8 @@ class XRLinear(LabelledModel):
         self._scratch = _new_scratch(checkpoint_dir)
         weakref.finalize(self, _remove_scratch, *self._scratch)
         levels = self._train_levels(Xb, Y, weights, say, self._scratch[0])
-        self.weights = TreeWeights(levels, [self.tree.children(t) for t in range(len(self.tree.bounds))])
+        self.weights = TreeWeights(levels, [self.tree.children(t) for t in range(len(self.tree.bounds))],
+                                   chunk_dirs=self._level_files)
         seconds = time.perf_counter() - started
         record = {"epoch": 0, "seconds": seconds, "examples": int(Xb.shape[0]),
                   "examples_per_second": Xb.shape[0] / max(seconds, 1e-9), "weights": int(sum(W.nnz for W in levels))}
@@ -261,6 +263,8 @@ class XRLinear(LabelledModel):
             W = train_level(Xb, T, active, parent_of, weights, cfg.solver, seed=seed, threads=threads, spill_dir=spill)
             levels.append(W)
             self._level_files.append(spill if is_spilled(spill) else None)
+            if is_spilled(spill):  # a level in files gets its search layout in files too
+                write_chunks(W, np.array([0, n_nodes]) if t == 0 else tree.children(t - 1), spill, threads)
             say(f"level {t + 1}/{n_levels}: {n_nodes:,} classifiers, {W.nnz:,} weights")
             parent_targets = T
         return levels
@@ -306,16 +310,18 @@ class XRLinear(LabelledModel):
             n_columns = self.featurizer.n_features + 1
             spilled = [t for t, source in enumerate(sources) if source is not None]
             for t in spilled:
-                self.weights.levels[t] = read_level(d / f"weights_level{t}", n_columns)
                 self._level_files[t] = d / f"weights_level{t}"
+                self.weights.levels[t] = read_level(self._level_files[t], n_columns)
+                self.weights.chunks[t] = map_chunks(self._level_files[t], self.weights.bounds[t])
             _remove_scratch(*self._scratch)
             self._scratch = None
 
     def page_in(self) -> int:
-        """Read every level mapped from disk into the page cache (see :func:`.level_store.page_in`)."""
+        """Read the weights the search maps from disk into the page cache (see
+        :func:`.level_store.page_in`)."""
         if self.weights is None:
             raise RuntimeError("fit or load the model first")
-        return sum(page_in(W) for W in self.weights.levels)
+        return page_in(self.weights.mapped_arrays())
 
     @classmethod
     def load(cls, directory: str | Path) -> XRLinear:
@@ -334,7 +340,8 @@ class XRLinear(LabelledModel):
                               for t in range(len(levels))]
         if levels[-1].shape[0] != model.n_labels or order.size != model.n_labels:
             raise DataFormatError(d, None, "the tree and the weights disagree on the number of labels")
-        model.weights = TreeWeights(levels, [model.tree.children(t) for t in range(len(bounds))])
+        model.weights = TreeWeights(levels, [model.tree.children(t) for t in range(len(bounds))],
+                                    chunk_dirs=model._level_files)
         model.load_labels(d, model.n_labels)
         return model
 

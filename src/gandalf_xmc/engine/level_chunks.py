@@ -1,0 +1,313 @@
+"""A tree level's weights laid out for the beam search: parent by parent, then feature by feature.
+
+The search scores all the children of a kept parent at once: for each of the query's few features
+it finds that feature among the children's weights and adds its weights to their margins. So a
+level is held chunk by chunk, a chunk being one parent's children with their rows transposed: the
+chunk's distinct features ascend, and each feature lists its entries (child within the parent,
+weight). A query feature costs one bisection in its chunk's feature list, whatever the length of
+the children's rows (PECOS's chunked layout). At a million labels a row-by-row search read about
+1,600 rows of about 700 weights for each query (docs/benchmarks.md).
+
+Arrays of one level (``P`` parents; the root is the top level's one parent):
+
+- ``feat_lo`` (int64, ``P + 1``): chunk p's features are ``feat[feat_lo[p]:feat_lo[p + 1]]``;
+- ``entry_lo`` (int64, ``P + 1``): its entries are ``[entry_lo[p], entry_lo[p + 1])``;
+- ``feat`` (int32): feature ids, ascending within a chunk;
+- ``feat_end`` (int32): where a feature's entries end, counted from its chunk's first entry (they
+  start where the chunk's previous feature's end, the first feature's at 0);
+- ``child`` (uint8, uint16 or uint32: the smallest that holds the level's largest family): the
+  entry's child, counted from its parent's first;
+- ``value`` (float32): the weight.
+
+Bytes: 8 a (parent, feature) pair and 5 to 8 a weight. On the synthetic 1.3M-label model that is
+about the size of the level's CSR (8 a weight), which stays the model's interchange format.
+
+Levels trained to files get their layout as files too (:func:`write_chunks`, streamed a group of
+parents at a time: memory is bounded by ``group_entries``, not by the level), mapped read-only by
+:func:`map_chunks`; smaller levels are laid out in memory (:func:`lay_out`). A mapped layout's
+per-entry arrays are too large to check when loading, so the search kernel checks every index it
+follows (:mod:`.beam_search`): a damaged file is an error, never a read or write outside an array.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+
+from .level_store import release_pages
+
+CHUNK_FILES = ("feat_lo", "entry_lo", "feat", "feat_end", "child", "value")
+_DTYPES = {"feat_lo": np.int64, "entry_lo": np.int64, "feat": np.int32, "feat_end": np.int32, "value": np.float32}
+_CHILD_DTYPES = (np.uint8, np.uint16, np.uint32)
+# weights transposed at once when writing a level's layout to files (about 30 bytes each in flight)
+GROUP_ENTRIES = 1 << 24
+
+
+@dataclass(frozen=True)
+class LevelChunks:
+    """One level's weights by parent and feature (see the module's docstring); ``name`` says
+    where they come from in error messages."""
+
+    feat_lo: np.ndarray
+    entry_lo: np.ndarray
+    feat: np.ndarray
+    feat_end: np.ndarray
+    child: np.ndarray
+    value: np.ndarray
+    name: str = "in memory"
+
+    @property
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        return tuple(getattr(self, name) for name in CHUNK_FILES)
+
+
+def child_dtype(child_ptr: np.ndarray) -> np.dtype:
+    """The smallest unsigned type that numbers the children of the largest family."""
+    largest = int(np.diff(child_ptr).max(initial=0))
+    for dtype in _CHILD_DTYPES:
+        if largest <= np.iinfo(dtype).max + 1:
+            return np.dtype(dtype)
+    raise ValueError(f"a parent with {largest:,} children")
+
+
+@numba.njit(cache=True, nogil=True)
+def _lay_out_rows(row_ptr, indices, data, chunk_ptr, chunk_of_row, col_ptr, col_row, col_value, at, feat_lo,
+                  entry_lo, feat, feat_end, child, value):
+    """The layout of a group of consecutive chunks (parents) from its rows: ``row_ptr`` (from 0),
+    ``indices`` and ``data`` are the rows' CSR arrays, chunk c's rows are ``chunk_ptr[c]:chunk_ptr[c + 1]``
+    (``chunk_of_row`` the same, row by row).
+    The rows are first transposed by a counting sort on feature (rows ascend within a feature),
+    then the entries counting-sorted by chunk, keeping (feature, row) order within a chunk.
+    ``col_ptr`` (features + 1, zeros), ``col_row``, ``col_value`` and ``at`` (chunks) are work
+    buffers; the outputs are written from their start (pointers from the group's start).
+    Returns the number of (chunk, feature) pairs."""
+    n_rows, n_chunks, nnz = row_ptr.size - 1, chunk_ptr.size - 1, indices.size
+    n_columns = col_ptr.size - 1
+    for e in range(nnz):
+        col_ptr[indices[e] + 1] += 1
+    for f in range(n_columns):
+        col_ptr[f + 1] += col_ptr[f]
+    for r in range(n_rows):
+        for e in range(row_ptr[r], row_ptr[r + 1]):
+            f = indices[e]
+            p = col_ptr[f]
+            col_ptr[f] = p + 1
+            col_row[p] = r
+            col_value[p] = data[e]
+    for f in range(n_columns, 0, -1):  # the placing moved each start to the next one's: back
+        col_ptr[f] = col_ptr[f - 1]
+    col_ptr[0] = 0
+    for c in range(n_chunks + 1):
+        entry_lo[c] = row_ptr[chunk_ptr[c]]
+    for c in range(n_chunks):
+        at[c] = entry_lo[c]
+    for f in range(n_columns):
+        for p in range(col_ptr[f], col_ptr[f + 1]):
+            r = col_row[p]
+            chunk = chunk_of_row[r]
+            q = at[chunk]
+            at[chunk] = q + 1
+            feat[q] = f  # the entry's feature for now: compressed to distinct ones below
+            child[q] = r - chunk_ptr[chunk]
+            value[q] = col_value[p]
+        col_ptr[f] = 0  # zeros again for the next group
+    col_ptr[n_columns] = 0
+    n_feat = 0
+    for c in range(n_chunks):
+        feat_lo[c] = n_feat
+        for q in range(entry_lo[c], entry_lo[c + 1]):
+            if q == entry_lo[c] or feat[q] != feat[q - 1]:
+                feat[n_feat] = feat[q]  # n_feat <= q: this reads the entry before it is overwritten
+                n_feat += 1
+            feat_end[n_feat - 1] = q + 1 - entry_lo[c]
+    feat_lo[n_chunks] = n_feat
+    return n_feat
+
+
+class _GroupBuffers:
+    """Work and output arrays for groups of up to ``size`` weights, allocated once."""
+
+    def __init__(self, size: int, n_columns: int, n_chunks: int, dtype: np.dtype):
+        self.col_ptr = np.zeros(n_columns + 1, dtype=np.int64)
+        self.col_row = np.empty(size, dtype=np.int32)
+        self.col_value = np.empty(size, dtype=np.float32)
+        self.at = np.empty(n_chunks, dtype=np.int64)
+        self.feat_lo = np.empty(n_chunks + 1, dtype=np.int64)
+        self.entry_lo = np.empty(n_chunks + 1, dtype=np.int64)
+        self.feat = np.empty(size, dtype=np.int32)
+        self.feat_end = np.empty(size, dtype=np.int32)
+        self.child = np.empty(size, dtype=dtype)
+        self.value = np.empty(size, dtype=np.float32)
+
+    def lay_out(self, W: sp.csr_matrix, child_ptr: np.ndarray, p: int, q: int):
+        """Parents ``p:q``'s layout: (feat_lo, entry_lo) from the group's start, then (feat,
+        feat_end, child, value), views of the buffers valid until the next call."""
+        indptr = np.asarray(W.indptr)
+        r_lo, r_hi = int(child_ptr[p]), int(child_ptr[q])
+        a, b = int(indptr[r_lo]), int(indptr[r_hi])
+        n_chunks = q - p
+        chunk_ptr = (child_ptr[p:q + 1] - r_lo).astype(np.int64)
+        n_feat = _lay_out_rows(
+            (indptr[r_lo:r_hi + 1] - a).astype(np.int64), W.indices[a:b], W.data[a:b], chunk_ptr,
+            np.repeat(np.arange(n_chunks, dtype=np.int64), np.diff(chunk_ptr)), self.col_ptr, self.col_row,
+            self.col_value, self.at, self.feat_lo, self.entry_lo, self.feat, self.feat_end, self.child, self.value)
+        n = b - a
+        return (self.feat_lo[:n_chunks + 1], self.entry_lo[:n_chunks + 1],
+                self.feat[:n_feat], self.feat_end[:n_feat], self.child[:n], self.value[:n])
+
+
+def _groups(W: sp.csr_matrix, child_ptr: np.ndarray, group_entries: int) -> list[tuple[int, int]]:
+    """Consecutive runs of parents ``(first, last + 1)`` whose weights total at most
+    ``group_entries`` (or one parent that alone has more)."""
+    starts = np.asarray(W.indptr)[child_ptr]  # each parent's first entry, and the level's end
+    groups, p, n_parents = [], 0, child_ptr.size - 1
+    while p < n_parents:
+        q = int(np.searchsorted(starts, starts[p] + group_entries, side="right")) - 1
+        q = min(max(q, p + 1), n_parents)
+        groups.append((p, q))
+        p = q
+    return groups
+
+
+def _largest(W: sp.csr_matrix, child_ptr: np.ndarray, groups: list[tuple[int, int]]) -> tuple[int, int]:
+    """The most weights and the most parents of any group."""
+    starts = np.asarray(W.indptr)[child_ptr]
+    return (max((int(starts[q] - starts[p]) for p, q in groups), default=0),
+            max((q - p for p, q in groups), default=0))
+
+
+def _checked_level(W: sp.csr_matrix, child_ptr: np.ndarray) -> np.ndarray:
+    child_ptr = np.asarray(child_ptr, dtype=np.int64)
+    if child_ptr.size < 2 or child_ptr[0] != 0 or child_ptr[-1] != W.shape[0] or np.any(np.diff(child_ptr) < 0):
+        raise ValueError("the parents' child offsets do not cover the level's rows")
+    indptr = np.asarray(W.indptr)
+    if child_ptr.size > 1 and np.max(indptr[child_ptr[1:]] - indptr[child_ptr[:-1]]) > np.iinfo(np.int32).max:
+        raise ValueError("a parent's children have more weights than a chunk can count (2**31)")
+    return child_ptr
+
+
+def lay_out(W: sp.csr_matrix, child_ptr: np.ndarray) -> LevelChunks:
+    """``W``'s layout in memory; parent p's children are rows ``child_ptr[p]:child_ptr[p + 1]``."""
+    child_ptr = _checked_level(W, child_ptr)
+    buffers = _GroupBuffers(W.nnz, W.shape[1], child_ptr.size - 1, child_dtype(child_ptr))
+    feat_lo, entry_lo, feat, feat_end, child, value = buffers.lay_out(W, child_ptr, 0, child_ptr.size - 1)
+    return LevelChunks(feat_lo.copy(), entry_lo.copy(), feat.copy(), feat_end.copy(), child, value)
+
+
+class _NpyStream:
+    """A one-dimensional ``.npy`` file written piece by piece under a temporary name, its header
+    (which holds the length) written last, and renamed when complete: a file under the final name
+    is whole."""
+
+    HEADER_BYTES = 128  # numpy's 1.0 header of any one-dimensional array, padded to 64 bytes
+
+    def __init__(self, path: Path, dtype):
+        self.path, self.part = path, path.with_name(path.name + ".part")
+        self.dtype = np.dtype(dtype)
+        self.count = 0
+        self.file = open(self.part, "wb")
+        self.file.write(bytes(self.HEADER_BYTES))
+
+    def append(self, array: np.ndarray) -> None:
+        np.ascontiguousarray(array, dtype=self.dtype).tofile(self.file)
+        self.count += array.size
+
+    def close(self) -> None:
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(self.dtype),
+                                                      "fortran_order": False, "shape": (self.count,)})
+        if len(header.getvalue()) != self.HEADER_BYTES:
+            raise RuntimeError(f"an unexpected .npy header of {len(header.getvalue())} bytes")
+        self.file.seek(0)
+        self.file.write(header.getvalue())
+        self.file.close()
+        os.replace(self.part, self.path)
+
+    def abandon(self) -> None:
+        self.file.close()
+        self.part.unlink(missing_ok=True)
+
+
+def write_chunks(W: sp.csr_matrix, child_ptr: np.ndarray, directory: Path, threads: int = 1,
+                 group_entries: int = GROUP_ENTRIES) -> None:
+    """``W``'s layout as ``directory/chunk_{name}.npy``, built ``group_entries`` weights at a time
+    on each of ``threads`` threads (``W`` may be mapped from files larger than memory; memory is
+    about 30 bytes a weight of ``threads`` groups, whatever the level's size)."""
+    child_ptr = _checked_level(W, child_ptr)
+    dtype = child_dtype(child_ptr)
+    n_parents = child_ptr.size - 1
+    feat_lo = np.zeros(n_parents + 1, dtype=np.int64)
+    entry_lo = np.zeros(n_parents + 1, dtype=np.int64)
+    groups = _groups(W, child_ptr, group_entries)
+    most_weights, most_parents = _largest(W, child_ptr, groups)
+    lanes = max(1, min(int(threads), len(groups)))
+    buffers = [_GroupBuffers(most_weights, W.shape[1], most_parents, dtype) for _ in range(lanes)]
+    streams = {name: _NpyStream(directory / f"chunk_{name}.npy", _DTYPES.get(name, dtype))
+               for name in ("feat", "feat_end", "child", "value")}
+    try:
+        with ThreadPoolExecutor(lanes) as pool:
+            for first in range(0, len(groups), lanes):  # one group a thread, written in order
+                batch = groups[first:first + lanes]
+                laid_out = [pool.submit(buffers[j].lay_out, W, child_ptr, p, q) for j, (p, q) in enumerate(batch)]
+                for (p, q), future in zip(batch, laid_out):
+                    g_feat_lo, g_entry_lo, feat, feat_end, child, value = future.result()
+                    feat_lo[p + 1:q + 1] = g_feat_lo[1:] + feat_lo[p]
+                    entry_lo[p + 1:q + 1] = g_entry_lo[1:] + entry_lo[p]
+                    for name, array in (("feat", feat), ("feat_end", feat_end), ("child", child), ("value", value)):
+                        streams[name].append(array)
+                release_pages((W.indices, W.data))  # the groups' mapped pages: not this process's memory
+        for stream in streams.values():
+            stream.close()
+    except BaseException:
+        for stream in streams.values():
+            stream.abandon()
+        raise
+    # the pointers last: a directory with every file holds a whole layout
+    for name, array in (("entry_lo", entry_lo), ("feat_lo", feat_lo)):
+        part = directory / f"chunk_{name}.npy.part"
+        with open(part, "wb") as f:
+            np.save(f, array)
+        os.replace(part, directory / f"chunk_{name}.npy")
+
+
+def has_chunks(directory: Path | None) -> bool:
+    """Whether :func:`write_chunks` finished a layout in ``directory``."""
+    return directory is not None and all((directory / f"chunk_{name}.npy").exists() for name in CHUNK_FILES)
+
+
+def map_chunks(directory: Path, child_ptr: np.ndarray) -> LevelChunks:
+    """The layout :func:`write_chunks` wrote to ``directory``, mapped read-only. Raises
+    ValueError when the files disagree with each other or with the tree (``child_ptr``): the
+    checks here read the per-parent pointers only; the search checks every entry it follows."""
+    arrays = {name: np.load(directory / f"chunk_{name}.npy", mmap_mode="r", allow_pickle=False)
+              for name in CHUNK_FILES}
+    problem = _layout_problem(arrays, np.asarray(child_ptr, dtype=np.int64))
+    if problem:
+        raise ValueError(f"{directory.name}: {problem}")
+    pointers = {name: np.array(arrays[name]) for name in ("feat_lo", "entry_lo")}  # small: held in memory
+    return LevelChunks(**{name: pointers.get(name, arrays[name]) for name in CHUNK_FILES}, name=directory.name)
+
+
+def _layout_problem(arrays: dict, child_ptr: np.ndarray) -> str | None:
+    for name, dtype in _DTYPES.items():
+        if arrays[name].ndim != 1 or arrays[name].dtype != dtype:
+            return f"chunk_{name}.npy is not a one-dimensional {np.dtype(dtype).name} array"
+    child = arrays["child"]
+    if child.ndim != 1 or child.dtype not in [np.dtype(d) for d in _CHILD_DTYPES]:
+        return "chunk_child.npy is not a one-dimensional unsigned integer array"
+    n_parents = child_ptr.size - 1
+    for name, size in (("feat_lo", arrays["feat"].size), ("entry_lo", child.size)):
+        pointer = np.asarray(arrays[name])
+        if (pointer.size != n_parents + 1 or pointer[0] != 0 or pointer[-1] != size
+                or np.any(np.diff(pointer) < 0)):
+            return f"chunk_{name}.npy does not match the tree and the other arrays"
+    if arrays["feat_end"].size != arrays["feat"].size or arrays["value"].size != child.size:
+        return "the layout's arrays differ in length"
+    return None

@@ -1,0 +1,130 @@
+"""The search layout of a level (parent by parent, feature by feature): built in memory or
+streamed to files in groups, read back mapped, and refused or reported when damaged."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gandalf_xmc.engine.beam_search import TreeWeights
+from gandalf_xmc.engine.level_chunks import CHUNK_FILES, has_chunks, lay_out, map_chunks, write_chunks
+from gandalf_xmc.engine.level_store import read_level, write_level
+
+
+def _level(seed: int, rows: int, d: int, density: float) -> sp.csr_matrix:
+    rng = np.random.default_rng(seed)
+    dense = np.where(rng.random((rows, d)) < density, rng.normal(size=(rows, d)), 0.0).astype(np.float32)
+    return sp.csr_matrix(dense)
+
+
+def _from_layout(chunks, child_ptr: np.ndarray, d: int) -> np.ndarray:
+    """The dense level rebuilt entry by entry from a layout, reading it as documented."""
+    out = np.zeros((child_ptr[-1], d), dtype=np.float32)
+    for p in range(child_ptr.size - 1):
+        prev_end = 0
+        features = chunks.feat[chunks.feat_lo[p]:chunks.feat_lo[p + 1]]
+        assert np.all(np.diff(features) > 0)  # distinct and ascending within a chunk
+        for a in range(chunks.feat_lo[p], chunks.feat_lo[p + 1]):
+            for e in range(chunks.entry_lo[p] + prev_end, chunks.entry_lo[p] + chunks.feat_end[a]):
+                out[child_ptr[p] + chunks.child[e], chunks.feat[a]] = chunks.value[e]
+            prev_end = chunks.feat_end[a]
+        assert chunks.entry_lo[p] + prev_end == chunks.entry_lo[p + 1]
+    return out
+
+
+CHILD_PTR = np.array([0, 3, 3, 10, 11, 30, 34])  # a parent without children, one with 19
+
+
+def test_layout_holds_every_weight_once_in_memory_and_in_files(tmp_path):
+    W = _level(1, 34, 50, 0.3)
+    held = lay_out(W, CHILD_PTR)
+    np.testing.assert_array_equal(_from_layout(held, CHILD_PTR, 50), W.toarray())
+    assert held.child.dtype == np.uint8 and held.value.size == W.nnz
+    # groups of at most 40 weights: several parents a group, and parents alone past it
+    for group, threads in ((40, 1), (1, 1), (10**9, 1), (40, 2), (1, 3)):
+        folder = tmp_path / f"{group}-{threads}"
+        folder.mkdir()
+        write_chunks(W, CHILD_PTR, folder, threads=threads, group_entries=group)
+        assert has_chunks(folder) and not list(folder.glob("*.part"))
+        mapped = map_chunks(folder, CHILD_PTR)
+        for a, b in zip(held.arrays, mapped.arrays):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        assert not mapped.value.flags.writeable
+    # from a level that is itself mapped from files, as training's levels beyond memory are
+    write_level(W, tmp_path / "csr")
+    source = read_level(tmp_path / "csr", W.shape[1])
+    assert not source.data.flags.writeable
+    write_chunks(source, CHILD_PTR, tmp_path / "csr", group_entries=40)
+    for a, b in zip(held.arrays, map_chunks(tmp_path / "csr", CHILD_PTR).arrays):
+        assert np.array_equal(a, b)
+
+
+def test_search_in_mapped_files_equals_search_in_memory(tmp_path):
+    D = 60
+    levels = [_level(2, 6, D, 0.5), _level(3, 34, D, 0.3), _level(4, 200, D, 0.2)]
+    children = [CHILD_PTR, np.linspace(0, 200, 35).astype(np.int64)]  # level 1's 34 nodes' children
+    dirs = []
+    for t, W in enumerate(levels):
+        folder = tmp_path / f"level{t}"
+        folder.mkdir()
+        write_chunks(W, np.array([0, W.shape[0]]) if t == 0 else children[t - 1], folder, group_entries=25)
+        dirs.append(folder)
+    memory = TreeWeights(levels, children)
+    files = TreeWeights(levels, children, chunk_dirs=dirs)
+    assert all(c.name.startswith("level") for c in files.chunks)
+    Q = sp.vstack([_level(5, 40, D, 0.15), sp.csr_matrix((1, D), dtype=np.float32)], format="csr")
+    for beam, k in ((1, 4), (3, 10)):
+        a, b = memory.search(Q, beam, k), files.search(Q, beam, k)
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+        for i in range(Q.shape[0]):  # one query at a time takes the single-query kernel: the same rows
+            one = files.search(Q[i], beam, k)
+            assert np.array_equal(one[0][0], a[0][i]) and np.array_equal(one[1][0], a[1][i])
+    assert len(files.mapped_arrays()) == 6 * len(levels)
+
+
+def _damage(folder, name, change):
+    path = folder / f"chunk_{name}.npy"
+    array = np.load(path)
+    change(array)
+    path.unlink()  # a fresh file: the mapped one stays as it was
+    np.save(path, array)
+
+
+@pytest.mark.parametrize("name, change", [
+    ("child", lambda a: a.__setitem__(slice(None), 250)),  # children past the family
+    ("feat_end", lambda a: a.__setitem__(slice(None), 10**6)),  # entries past the chunk's
+])
+def test_a_damaged_entry_is_an_error_not_a_stray_access(tmp_path, name, change):
+    W = _level(6, 34, 50, 0.4)
+    top = sp.csr_matrix(np.ones((6, 50), dtype=np.float32))
+    for t, level in enumerate((top, W)):
+        (tmp_path / str(t)).mkdir()
+        write_chunks(level, np.array([0, 6]) if t == 0 else CHILD_PTR, tmp_path / str(t))
+    _damage(tmp_path / "1", name, change)
+    weights = TreeWeights([top, W], [CHILD_PTR], chunk_dirs=[tmp_path / "0", tmp_path / "1"])
+    for n_queries in (3, 1):  # the batch kernel and the single-query one
+        with pytest.raises(ValueError, match="damaged"):
+            weights.search(sp.csr_matrix(np.ones((n_queries, 50), dtype=np.float32)), beam=6, k=5)
+
+
+@pytest.mark.parametrize("name, change", [
+    ("feat_lo", lambda a: a.__setitem__(-1, a[-1] + 1)),
+    ("entry_lo", lambda a: a.__setitem__(2, a[-1] + 5)),
+])
+def test_pointers_that_disagree_are_refused_when_mapping(tmp_path, name, change):
+    W = _level(7, 34, 50, 0.4)
+    write_chunks(W, CHILD_PTR, tmp_path)
+    _damage(tmp_path, name, change)
+    with pytest.raises(ValueError, match=f"chunk_{name}"):
+        map_chunks(tmp_path, CHILD_PTR)
+    with pytest.raises(ValueError, match="does not match the tree"):
+        map_chunks(tmp_path, np.array([0, 34]))  # another tree
+
+
+def test_an_unfinished_layout_is_not_read(tmp_path):
+    W = _level(8, 34, 50, 0.4)
+    write_chunks(W, CHILD_PTR, tmp_path)
+    (tmp_path / "chunk_feat_lo.npy").unlink()  # written last: the others may be whole
+    assert not has_chunks(tmp_path)
+    assert set(CHUNK_FILES) - {"feat_lo"} == {p.name[6:-4] for p in tmp_path.glob("chunk_*.npy")}
