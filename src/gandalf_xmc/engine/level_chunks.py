@@ -135,7 +135,7 @@ class _GroupBuffers:
     """Work and output arrays for groups of up to ``size`` weights, allocated once."""
 
     def __init__(self, size: int, n_columns: int, n_chunks: int, dtype: np.dtype):
-        self.col_ptr = np.zeros(n_columns + 1, dtype=np.int64)
+        self.col_ptr = np.zeros(n_columns + 1, dtype=np.int32)  # a group holds fewer than 2**31 weights
         self.col_row = np.empty(size, dtype=np.int32)
         self.col_value = np.empty(size, dtype=np.float32)
         self.at = np.empty(n_chunks, dtype=np.int64)
