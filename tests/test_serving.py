@@ -132,3 +132,62 @@ def test_server_answers_over_http(saved_model):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture
+def damaged_layout_model(tiny_dir, tmp_path, monkeypatch):
+    """A model whose levels went to files (a one-byte budget), with the leaf level's search layout
+    then damaged: every entry names a child its parent does not have."""
+    import numpy as np
+
+    from gandalf_xmc.engine import linear_solver
+
+    monkeypatch.setattr(linear_solver, "SPILL_BYTES", 1)
+    ds = load_dataset(tiny_dir)
+    model = XRLinear(LinearConfig(branching=2, leaf_size=2, threads=1))
+    model.set_labels(ds.label_texts, ds.label_uids)
+    model.fit(ds.train.texts, ds.train.Y, ds.label_texts, checkpoint_dir=tmp_path / "c", progress=False)
+    model.save(tmp_path / "m")
+    leaves = tmp_path / "m" / f"weights_level{len(model.weights.levels) - 1}"
+    child = np.load(leaves / "chunk_child.npy")
+    child[:] = 250
+    (leaves / "chunk_child.npy").unlink()
+    np.save(leaves / "chunk_child.npy", child)
+    return tmp_path / "m", leaves
+
+
+@pytest.mark.serve
+def test_a_damaged_search_layout_stops_the_server_before_it_listens(damaged_layout_model, capsys):
+    directory, leaves = damaged_layout_model
+    code, _, err = run_cli(["serve", str(directory), "--port", "0"], capsys)
+    assert code == 2 and err.strip() == f"error: {leaves}: the search layout is damaged (an entry out of its bounds)"
+
+
+@pytest.mark.serve
+def test_a_request_that_meets_a_damaged_layout_gets_a_500_with_the_reason(damaged_layout_model):
+    """Driven through the app itself (an ASGI call, no network), as a layout damaged after the
+    server's warm-up would be met."""
+    import asyncio
+
+    from gandalf_xmc.predictor import load_predictor
+    from gandalf_xmc.serve import create_app
+
+    directory, leaves = damaged_layout_model
+    app = create_app(load_predictor(directory), 8, 5)
+    body = json.dumps({"text": "fresh red apple", "k": 2}).encode()
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "http_version": "1.1", "method": "POST", "scheme": "http", "path": "/predict",
+             "raw_path": b"/predict", "root_path": "", "query_string": b"", "server": ("test", 80),
+             "client": ("test", 1), "headers": [(b"content-type", b"application/json"),
+                                                (b"content-length", str(len(body)).encode())]}
+    asyncio.run(app(scope, receive, send))
+    assert sent[0]["status"] == 500
+    assert json.loads(b"".join(m.get("body", b"") for m in sent[1:])) == {
+        "error": f"{leaves}: the search layout is damaged (an entry out of its bounds)"}

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from .errors import DataFormatError
 from .predictor import Predictor, load_predictor
 
 MAX_BODY_BYTES = 1 << 20
@@ -63,14 +64,20 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
         if "text" in payload:
             if not isinstance(payload["text"], str):
                 return error(400, '"text" must be a string')
-            ranked = await run_in_threadpool(predictor.predict_labels, [payload["text"]], k)
+            try:
+                ranked = await run_in_threadpool(predictor.predict_labels, [payload["text"]], k)
+            except DataFormatError as exc:  # a model file damaged where loading could not see
+                return error(500, str(exc))
             return JSONResponse({"labels": ranked[0]})
         texts = payload["texts"]
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             return error(400, '"texts" must be a list of strings')
         if len(texts) > max_batch:
             return error(413, f"at most {max_batch} texts a request, got {len(texts)}")
-        results = await run_in_threadpool(predictor.predict_labels, texts, k) if texts else []
+        try:
+            results = await run_in_threadpool(predictor.predict_labels, texts, k) if texts else []
+        except DataFormatError as exc:
+            return error(500, str(exc))
         return JSONResponse({"results": results})
 
     async def not_found(request: Request, exc) -> JSONResponse:

@@ -3,6 +3,8 @@ streamed to files in groups, read back mapped, and refused or reported when dama
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -10,6 +12,7 @@ import scipy.sparse as sp
 from gandalf_xmc.engine.beam_search import TreeWeights
 from gandalf_xmc.engine.level_chunks import CHUNK_FILES, has_chunks, lay_out, map_chunks, write_chunks
 from gandalf_xmc.engine.level_store import read_level, write_level
+from gandalf_xmc.errors import DataFormatError
 
 
 def _level(seed: int, rows: int, d: int, density: float) -> sp.csr_matrix:
@@ -72,7 +75,7 @@ def test_search_in_mapped_files_equals_search_in_memory(tmp_path):
         dirs.append(folder)
     memory = TreeWeights(levels, children)
     files = TreeWeights(levels, children, chunk_dirs=dirs)
-    assert all(c.name.startswith("level") for c in files.chunks)
+    assert [c.name for c in files.chunks] == [str(d) for d in dirs]
     Q = sp.vstack([_level(5, 40, D, 0.15), sp.csr_matrix((1, D), dtype=np.float32)], format="csr")
     for beam, k in ((1, 4), (3, 10)):
         a, b = memory.search(Q, beam, k), files.search(Q, beam, k)
@@ -104,7 +107,7 @@ def test_a_damaged_entry_is_an_error_not_a_stray_access(tmp_path, name, change):
     _damage(tmp_path / "1", name, change)
     weights = TreeWeights([top, W], [CHILD_PTR], chunk_dirs=[tmp_path / "0", tmp_path / "1"])
     for n_queries in (3, 1):  # the batch kernel and the single-query one
-        with pytest.raises(ValueError, match="damaged"):
+        with pytest.raises(DataFormatError, match=re.escape(f"{tmp_path / '1'}: the search layout is damaged")):
             weights.search(sp.csr_matrix(np.ones((n_queries, 50), dtype=np.float32)), beam=6, k=5)
 
 

@@ -155,7 +155,8 @@ def test_levels_written_to_disk_give_the_same_model_and_predictions(tmp_path, mo
     # the levels in files have their search layout in files, saved beside them and mapped
     assert all(has_chunks(tmp_path / "spilled" / f"weights_level{t}") for t in range(len(held.weights.levels)))
     assert not any(has_chunks(f) for f in (tmp_path / "held").glob("weights_level*"))
-    assert all(chunks.name.startswith("weights_level") for chunks in reloaded.weights.chunks + spilled.weights.chunks)
+    assert [c.name for c in reloaded.weights.chunks + spilled.weights.chunks] == 2 * [
+        str(tmp_path / "spilled" / f"weights_level{t}") for t in range(len(held.weights.levels))]
     queries = ["alpha delta", "zeta omega"]
     for model in (spilled, reloaded):
         got = model.predict(queries, k=3)

@@ -20,6 +20,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import DataFormatError
 from ..sparse_ops import threads_for
 from .level_chunks import LevelChunks, has_chunks, lay_out, map_chunks
 
@@ -232,7 +233,7 @@ class TreeWeights:
                 else:
                     parents, scores, damaged = _chunks_level(*q, parents, scores, child_ptr, *chunks.arrays, keep)
                 if damaged:
-                    raise ValueError(f"{chunks.name}: the search layout is damaged (an entry out of its bounds)")
+                    raise DataFormatError(chunks.name, None, "the search layout is damaged (an entry out of its bounds)")
             return parents, scores.astype(np.float32)
 
     def mapped_arrays(self) -> list[np.ndarray]:

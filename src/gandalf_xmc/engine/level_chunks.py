@@ -53,7 +53,7 @@ GROUP_ENTRIES = 1 << 24
 @dataclass(frozen=True)
 class LevelChunks:
     """One level's weights by parent and feature (see the module's docstring); ``name`` says
-    where they come from in error messages."""
+    where they come from in error messages (the directory of a mapped layout)."""
 
     feat_lo: np.ndarray
     entry_lo: np.ndarray
@@ -292,7 +292,7 @@ def map_chunks(directory: Path, child_ptr: np.ndarray) -> LevelChunks:
     if problem:
         raise ValueError(f"{directory.name}: {problem}")
     pointers = {name: np.array(arrays[name]) for name in ("feat_lo", "entry_lo")}  # small: held in memory
-    return LevelChunks(**{name: pointers.get(name, arrays[name]) for name in CHUNK_FILES}, name=directory.name)
+    return LevelChunks(**{name: pointers.get(name, arrays[name]) for name in CHUNK_FILES}, name=str(directory))
 
 
 def _layout_problem(arrays: dict, child_ptr: np.ndarray) -> str | None:
