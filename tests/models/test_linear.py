@@ -215,3 +215,22 @@ def test_page_in_reads_the_mapped_search_layout_and_changes_nothing(tmp_path, mo
     assert again.page_in() == want and model.page_in() == want
     after = again.predict(queries, k=3)
     assert (before != after).nnz == 0 and np.array_equal(before.indices, after.indices)
+
+
+def test_saving_over_a_model_leaves_none_of_its_layouts_behind(tmp_path, monkeypatch):
+    """A model saved where a larger one was (the CLI's --force) must not keep that one's search
+    layouts: a layout that matches the tree's shape would be searched instead of the new weights."""
+    from gandalf_xmc.engine import linear_solver
+
+    texts, targets = TEXTS * 30, sp.vstack([Y] * 30)
+    with monkeypatch.context() as patch:
+        patch.setattr(linear_solver, "SPILL_BYTES", 1)
+        XRLinear(small(seed=1)).fit(texts, targets, LABELS, checkpoint_dir=tmp_path / "c", progress=False) \
+            .save(tmp_path / "m")
+    assert any(has_chunks(f) for f in (tmp_path / "m").glob("weights_level*"))
+    held = XRLinear(small(seed=2)).fit(texts[::-1], targets[::-1], LABELS, progress=False)
+    held.save(tmp_path / "m")
+    assert not any(has_chunks(f) for f in (tmp_path / "m").glob("weights_level*"))
+    queries = ["alpha delta", "zeta omega", "gamma"]
+    got, want = XRLinear.load(tmp_path / "m").predict(queries, k=3), held.predict(queries, k=3)
+    assert np.array_equal(got.indices, want.indices) and np.array_equal(got.data, want.data)
