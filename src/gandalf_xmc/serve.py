@@ -64,20 +64,14 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
         if "text" in payload:
             if not isinstance(payload["text"], str):
                 return error(400, '"text" must be a string')
-            try:
-                ranked = await run_in_threadpool(predictor.predict_labels, [payload["text"]], k)
-            except DataFormatError as exc:  # a model file damaged where loading could not see
-                return error(500, str(exc))
+            ranked = await run_in_threadpool(predictor.predict_labels, [payload["text"]], k)
             return JSONResponse({"labels": ranked[0]})
         texts = payload["texts"]
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             return error(400, '"texts" must be a list of strings')
         if len(texts) > max_batch:
             return error(413, f"at most {max_batch} texts a request, got {len(texts)}")
-        try:
-            results = await run_in_threadpool(predictor.predict_labels, texts, k) if texts else []
-        except DataFormatError as exc:
-            return error(500, str(exc))
+        results = await run_in_threadpool(predictor.predict_labels, texts, k) if texts else []
         return JSONResponse({"results": results})
 
     async def not_found(request: Request, exc) -> JSONResponse:
@@ -86,8 +80,11 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
     async def not_allowed(request: Request, exc) -> JSONResponse:
         return error(405, f"{request.method} is not allowed here")
 
+    async def damaged(request: Request, exc: DataFormatError) -> JSONResponse:
+        return error(500, str(exc))  # a model file damaged where loading could not see
+
     return Starlette(routes=[Route("/health", health, methods=["GET"]), Route("/predict", predict, methods=["POST"])],
-                     exception_handlers={404: not_found, 405: not_allowed})
+                     exception_handlers={404: not_found, 405: not_allowed, DataFormatError: damaged})
 
 
 def run_server(model_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, max_batch: int = 1024,

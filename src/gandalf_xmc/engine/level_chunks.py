@@ -5,8 +5,7 @@ it finds that feature among the children's weights and adds its weights to their
 level is held chunk by chunk, a chunk being one parent's children with their rows transposed: the
 chunk's distinct features ascend, and each feature lists its entries (child within the parent,
 weight). A query feature costs one bisection in its chunk's feature list, whatever the length of
-the children's rows (PECOS's chunked layout). At a million labels a row-by-row search read about
-1,600 rows of about 700 weights for each query (docs/benchmarks.md).
+the children's rows (PECOS's chunked layout), where a row-by-row search reads every child's row.
 
 Arrays of one level (``P`` parents; the root is the top level's one parent):
 
@@ -19,8 +18,8 @@ Arrays of one level (``P`` parents; the root is the top level's one parent):
   entry's child, counted from its parent's first;
 - ``value`` (float32): the weight.
 
-Bytes: 8 a (parent, feature) pair and 5 to 8 a weight. On the synthetic 1.3M-label model that is
-about the size of the level's CSR (8 a weight), which stays the model's interchange format.
+Bytes: 8 a (parent, feature) pair and 5 to 8 a weight, about the CSR's 8 a weight; the CSR stays
+the model's interchange format (docs/decisions.md).
 
 Levels trained to files get their layout as files too (:func:`write_chunks`, streamed a group of
 parents at a time: memory is bounded by ``group_entries``, not by the level), mapped read-only by
@@ -163,9 +162,9 @@ class _GroupBuffers:
                 self.feat[:n_feat], self.feat_end[:n_feat], self.child[:n], self.value[:n])
 
 
-def _groups(W: sp.csr_matrix, child_ptr: np.ndarray, group_entries: int) -> list[tuple[int, int]]:
+def _groups(W: sp.csr_matrix, child_ptr: np.ndarray, group_entries: int) -> tuple[list[tuple[int, int]], int, int]:
     """Consecutive runs of parents ``(first, last + 1)`` whose weights total at most
-    ``group_entries`` (or one parent that alone has more)."""
+    ``group_entries`` (or one parent that alone has more), and the most weights and parents of any."""
     starts = np.asarray(W.indptr)[child_ptr]  # each parent's first entry, and the level's end
     groups, p, n_parents = [], 0, child_ptr.size - 1
     while p < n_parents:
@@ -173,13 +172,7 @@ def _groups(W: sp.csr_matrix, child_ptr: np.ndarray, group_entries: int) -> list
         q = min(max(q, p + 1), n_parents)
         groups.append((p, q))
         p = q
-    return groups
-
-
-def _largest(W: sp.csr_matrix, child_ptr: np.ndarray, groups: list[tuple[int, int]]) -> tuple[int, int]:
-    """The most weights and the most parents of any group."""
-    starts = np.asarray(W.indptr)[child_ptr]
-    return (max((int(starts[q] - starts[p]) for p, q in groups), default=0),
+    return (groups, max((int(starts[q] - starts[p]) for p, q in groups), default=0),
             max((q - p for p, q in groups), default=0))
 
 
@@ -188,7 +181,7 @@ def _checked_level(W: sp.csr_matrix, child_ptr: np.ndarray) -> np.ndarray:
     if child_ptr.size < 2 or child_ptr[0] != 0 or child_ptr[-1] != W.shape[0] or np.any(np.diff(child_ptr) < 0):
         raise ValueError("the parents' child offsets do not cover the level's rows")
     indptr = np.asarray(W.indptr)
-    if child_ptr.size > 1 and np.max(indptr[child_ptr[1:]] - indptr[child_ptr[:-1]]) > np.iinfo(np.int32).max:
+    if np.max(indptr[child_ptr[1:]] - indptr[child_ptr[:-1]]) > np.iinfo(np.int32).max:
         raise ValueError("a parent's children have more weights than a chunk can count (2**31)")
     return child_ptr
 
@@ -232,7 +225,7 @@ class _NpyStream:
 
     def abandon(self) -> None:
         self.file.close()
-        self.part.unlink(missing_ok=True)
+        self.part.unlink(missing_ok=True)  # gone already if the stream was closed whole
 
 
 def write_chunks(W: sp.csr_matrix, child_ptr: np.ndarray, directory: Path, threads: int = 1,
@@ -245,8 +238,7 @@ def write_chunks(W: sp.csr_matrix, child_ptr: np.ndarray, directory: Path, threa
     n_parents = child_ptr.size - 1
     feat_lo = np.zeros(n_parents + 1, dtype=np.int64)
     entry_lo = np.zeros(n_parents + 1, dtype=np.int64)
-    groups = _groups(W, child_ptr, group_entries)
-    most_weights, most_parents = _largest(W, child_ptr, groups)
+    groups, most_weights, most_parents = _groups(W, child_ptr, group_entries)
     lanes = max(1, min(int(threads), len(groups)))
     buffers = [_GroupBuffers(most_weights, W.shape[1], most_parents, dtype) for _ in range(lanes)]
     streams = {name: _NpyStream(directory / f"chunk_{name}.npy", _DTYPES.get(name, dtype))
@@ -263,18 +255,15 @@ def write_chunks(W: sp.csr_matrix, child_ptr: np.ndarray, directory: Path, threa
                     for name, array in (("feat", feat), ("feat_end", feat_end), ("child", child), ("value", value)):
                         streams[name].append(array)
                 release_pages((W.indices, W.data))  # the groups' mapped pages: not this process's memory
-        for stream in streams.values():
+        for name, array in (("entry_lo", entry_lo), ("feat_lo", feat_lo)):
+            streams[name] = _NpyStream(directory / f"chunk_{name}.npy", _DTYPES[name])
+            streams[name].append(array)
+        for stream in streams.values():  # the pointers last: a directory with every file holds a whole layout
             stream.close()
     except BaseException:
         for stream in streams.values():
             stream.abandon()
         raise
-    # the pointers last: a directory with every file holds a whole layout
-    for name, array in (("entry_lo", entry_lo), ("feat_lo", feat_lo)):
-        part = directory / f"chunk_{name}.npy.part"
-        with open(part, "wb") as f:
-            np.save(f, array)
-        os.replace(part, directory / f"chunk_{name}.npy")
 
 
 def has_chunks(directory: Path | None) -> bool:
