@@ -39,6 +39,30 @@ def test_hard_targets_match_liblinear():
     np.testing.assert_allclose(ours, svc.coef_[0], atol=2e-4)
 
 
+def test_features_of_one_row_equal_liblinear_with_hard_and_soft_targets():
+    # each row has a feature no other row uses (the solver keeps those out of its weight block and
+    # carries them in the row's dual variables). A soft target t is, in LIBLINEAR's terms, the row
+    # twice: a positive of weight Cp t and a negative of weight 1 - t (sample weights), whose
+    # optimum is the same; rows 0-29 hard, 30-59 soft.
+    rng = np.random.default_rng(7)
+    n = 60
+    shared = sp.random(n, 5, density=0.5, random_state=8, format="csr")
+    own = sp.diags(rng.uniform(0.5, 1.5, size=n), format="csr")
+    X = sp.hstack([shared, own, np.ones((n, 1))], format="csr")
+    t = np.where(np.arange(n) < 30, (rng.random(n) > 0.5).astype(float), rng.uniform(0.05, 0.95, size=n))
+    cp = 2.0
+    config = replace(TIGHT, positive_cost=cp)
+    ours = one_node(X, t, config=config)
+    pos, neg = t > 0, t < 1
+    X2 = sp.vstack([X[pos], X[neg]], format="csr")
+    y2 = np.r_[np.ones(pos.sum()), np.zeros(neg.sum())]
+    w2 = np.r_[cp * t[pos], 1 - t[neg]]
+    svc = LinearSVC(C=1.0, loss="squared_hinge", dual=True, fit_intercept=False, tol=1e-10, max_iter=1000000)
+    svc.fit(X2, y2, sample_weight=w2)
+    np.testing.assert_allclose(ours, svc.coef_[0], atol=2e-4)
+    assert np.all(ours[5:5 + n] != 0)  # every row's own feature kept its weight
+
+
 def test_a_soft_target_sets_the_margin_at_two_t_minus_one():
     # one point x = [1] with target t: the primal 0.5 w^2 + C (Cp t (1 - w)^2 + (1 - t) (1 + w)^2)
     # is minimised at w = 2 C (Cp t - (1 - t)) / (1 + 2 C (Cp t + 1 - t)), which is

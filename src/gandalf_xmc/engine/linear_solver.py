@@ -14,7 +14,9 @@ updates every child's dual variables from one pass over those rows (each child's
 LIBLINEAR's, in the shared order, without shrinking; a child stops when its projected gradient's
 spread is below ``eps``). At the top of a tree this turns millions of scattered reads of one
 child's weights into one cache line for all the children; at the leaves, hundreds of passes over
-the same rows into one.
+the same rows into one. A feature only one of the parent's rows uses gets no row of the block: its
+weights are that row's dual variables times its value (at the leaves of a large tree, 10-40% of
+the entries and most of the block's rows).
 
 Work is split over threads by parent (a lone parent's children in ``MIN_UNITS`` groups; numba
 releases the GIL); each unit's order is seeded by ``(seed, level, first child)``, so the result
@@ -132,7 +134,7 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
     place = np.empty(m, dtype=np.int64)  # place[a]: the local row of the parent's a-th (ascending) row
     place[perm] = np.arange(m)
     l_indptr, l_indices, l_data, l_sqnorm, fs = _local_rows(rows[perm], x_indptr, x_indices, x_data, loc, feats)
-    n_f = fs.size
+    slot, owner, owner_val, private_sq, n_shared = _split_private(l_indptr, l_indices, l_data, fs.size)
     # each local row's positives (child, soft target) as CSR; rows and each child's targets are ascending
     q_lo, q_hi = t_ptr[k_lo], t_ptr[k_hi]
     at_row = np.full(q_hi - q_lo, -1, dtype=np.int64)  # each target entry's local row (-1: not a row here)
@@ -163,8 +165,8 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
     # children reach hundreds of millions
     alpha_pos = np.zeros(pos_ptr[m], dtype=np.float32)  # one a positive entry
     alpha_neg = np.zeros((m, n_k), dtype=np.float32)  # one an entry (a weak row's hard negatives stay 0)
-    W = np.zeros((n_f, n_k), dtype=np.float32)
-    dots = np.zeros(n_k, dtype=np.float64)
+    W = np.zeros((n_shared, n_k), dtype=np.float32)  # rows of the features two or more rows use
+    dots = np.zeros(n_k, dtype=np.float32)
     steps = np.zeros(n_k, dtype=np.float32)
     negative = np.zeros(n_k, dtype=np.bool_)  # the row's hard negatives of running children
     pg_max = np.empty(n_k, dtype=np.float64)
@@ -210,7 +212,7 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
                     k = pos_child[q]
                     if done[k]:
                         continue
-                    d = 0.0
+                    d = private_sq[a] * (np.float64(alpha_pos[q]) - alpha_neg[a, k])
                     for pp in range(lo, hi):
                         d += W[l_indices[pp], k] * l_data[pp]
                     step = _positive_step(q, a, k, d, pos_t[q], sq, cw, positive_cost, alpha_pos, alpha_neg,
@@ -224,6 +226,12 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
                 f, v = l_indices[pp], l_data[pp]
                 for k in range(n_k):
                     dots[k] += W[f, k] * v
+            ps = np.float32(private_sq[a])
+            if ps > 0.0:  # the row's own features: their weights are its dual variables times x
+                for k in range(n_k):
+                    dots[k] -= ps * alpha_neg[a, k]
+                for q in range(pos_ptr[a], pos_ptr[a + 1]):
+                    dots[pos_child[q]] += ps * alpha_pos[q]
             for k in range(n_k):
                 negative[k] = not done[k]
             for q in range(pos_ptr[a], pos_ptr[a + 1]):
@@ -262,7 +270,61 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
                 n_done += 1
         if n_done == n_k:
             break
-    return W, fs
+    return W, fs, slot, owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child
+
+
+@numba.njit(cache=True, nogil=True)
+def _split_private(l_indptr, l_indices, l_data, n_f):
+    """Takes the features only one row of the parent uses out of the rows (in place): such a
+    feature's weight of a child is that row's signed dual variable times its value, so it needs no
+    row of the weight block and adds ``value**2`` times the dual variable to the row's score.
+    Returns (each local feature's row of the block, or -1 if private; a private feature's row and
+    value; each row's private squared norm; the number of shared features), the rows' entries
+    now only the shared ones, as block rows (``l_indptr`` rewritten)."""
+    uses = np.zeros(n_f, dtype=np.int32)
+    for pp in range(l_indptr[-1]):
+        uses[l_indices[pp]] += 1
+    slot = np.full(n_f, -1, dtype=np.int64)
+    n_shared = 0
+    for f in range(n_f):
+        if uses[f] > 1:
+            slot[f] = n_shared
+            n_shared += 1
+    m = l_indptr.size - 1
+    owner = np.full(n_f, -1, dtype=np.int64)
+    owner_val = np.zeros(n_f, dtype=np.float32)
+    private_sq = np.zeros(m, dtype=np.float64)
+    at = 0
+    for a in range(m):
+        lo, hi = l_indptr[a], l_indptr[a + 1]
+        l_indptr[a] = at
+        for pp in range(lo, hi):
+            f, v = l_indices[pp], l_data[pp]
+            if slot[f] >= 0:
+                l_indices[at] = slot[f]
+                l_data[at] = v
+                at += 1
+            else:
+                owner[f] = a
+                owner_val[f] = v
+                private_sq[a] += np.float64(v) * np.float64(v)
+    l_indptr[m] = at
+    return slot, owner, owner_val, private_sq, n_shared
+
+
+@numba.njit(cache=True, nogil=True)
+def _feature_weights(f, W, slot, owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child, out):
+    """Every child's weight of local feature ``f`` into ``out``: its block row, or for a private
+    feature its row's signed dual variables (positive minus negative entry) times its value."""
+    if slot[f] >= 0:
+        out[:] = W[slot[f]]
+        return
+    a, v = owner[f], np.float64(owner_val[f])
+    for k in range(out.size):
+        out[k] = np.float32(-np.float64(alpha_neg[a, k]) * v)
+    for q in range(pos_ptr[a], pos_ptr[a + 1]):
+        k = pos_child[q]
+        out[k] = np.float32((np.float64(alpha_pos[q]) - alpha_neg[a, k]) * v)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -315,14 +377,16 @@ def _train_units(unit_parent, unit_lo, unit_hi, act_ptr, act_idx, act_val, min_p
         starts[u] = n_out
         if a_hi == a_lo or k_hi == k_lo:
             continue
-        W, fs = _train_siblings(k_lo, k_hi, act_idx[a_lo:a_hi], act_val[a_lo:a_hi], t_ptr, t_idx, t_val, x_indptr,
-                                x_indices, x_data, inst_weight, loc, feats, C, positive_cost, min_parent_target, eps,
-                                max_iter, seed + k_lo)
+        W, fs, slot, owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child = _train_siblings(
+            k_lo, k_hi, act_idx[a_lo:a_hi], act_val[a_lo:a_hi], t_ptr, t_idx, t_val, x_indptr, x_indices, x_data,
+            inst_weight, loc, feats, C, positive_cost, min_parent_target, eps, max_iter, seed + k_lo)
         n_k = k_hi - k_lo
+        w_f = np.empty(n_k, dtype=np.float32)
         at = np.zeros(n_k + 1, dtype=np.int64)  # each child's first position, from a counting pass
         for i in range(fs.size):
+            _feature_weights(i, W, slot, owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child, w_f)
             for k in range(n_k):
-                if abs(W[i, k]) > threshold:
+                if abs(w_f[k]) > threshold:
                     at[k + 1] += 1
         for k in range(n_k):
             counts[k_lo + k] = at[k + 1]
@@ -330,9 +394,10 @@ def _train_units(unit_parent, unit_lo, unit_hi, act_ptr, act_idx, act_val, min_p
         if n_out + at[n_k] > out_feat.size:  # sized before the scan: growing inside it slows numba's loop (decisions)
             out_feat = grown(out_feat, n_out + at[n_k])
             out_val = grown(out_val, n_out + at[n_k])
-        for i in range(fs.size):  # W's rows in memory order: each child's features come out ascending
+        for i in range(fs.size):  # the local features in order: each child's features come out ascending
+            _feature_weights(i, W, slot, owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child, w_f)
             for k in range(n_k):
-                v = W[i, k]
+                v = w_f[k]
                 if abs(v) > threshold:
                     out_feat[n_out + at[k]] = fs[i]
                     out_val[n_out + at[k]] = v
