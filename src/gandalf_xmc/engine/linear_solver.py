@@ -188,6 +188,7 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
                 prefetch(l_indptr, r)
                 prefetch(pos_ptr, r)
                 prefetch(l_sqnorm, r)
+                prefetch(private_sq, r)
                 prefetch(cost, r)
                 prefetch(strong, r)
                 for k in range(0, n_k, FLOATS_PER_LINE):
@@ -313,13 +314,10 @@ def _split_private(l_indptr, l_indices, l_data, n_f):
 
 
 @numba.njit(cache=True, nogil=True)
-def _feature_weights(f, W, slot, owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child, out):
-    """Every child's weight of local feature ``f`` into ``out``: its block row, or for a private
-    feature its row's signed dual variables (positive minus negative entry) times its value."""
-    if slot[f] >= 0:
-        out[:] = W[slot[f]]
-        return
-    a, v = owner[f], np.float64(owner_val[f])
+def _private_weights(a, v, alpha_neg, alpha_pos, pos_ptr, pos_child, out):
+    """Every child's weight of a feature only row ``a`` uses, with value ``v``, into ``out``: the
+    row's signed dual variables (positive minus negative entry) times ``v``."""
+    v = np.float64(v)
     for k in range(out.size):
         out[k] = np.float32(-np.float64(alpha_neg[a, k]) * v)
     for q in range(pos_ptr[a], pos_ptr[a + 1]):
@@ -384,9 +382,13 @@ def _train_units(unit_parent, unit_lo, unit_hi, act_ptr, act_idx, act_val, min_p
         w_f = np.empty(n_k, dtype=np.float32)
         at = np.zeros(n_k + 1, dtype=np.int64)  # each child's first position, from a counting pass
         for i in range(fs.size):
-            _feature_weights(i, W, slot, owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child, w_f)
+            if slot[i] >= 0:
+                row = W[slot[i]]
+            else:
+                _private_weights(owner[i], owner_val[i], alpha_neg, alpha_pos, pos_ptr, pos_child, w_f)
+                row = w_f
             for k in range(n_k):
-                if abs(w_f[k]) > threshold:
+                if abs(row[k]) > threshold:
                     at[k + 1] += 1
         for k in range(n_k):
             counts[k_lo + k] = at[k + 1]
@@ -395,9 +397,13 @@ def _train_units(unit_parent, unit_lo, unit_hi, act_ptr, act_idx, act_val, min_p
             out_feat = grown(out_feat, n_out + at[n_k])
             out_val = grown(out_val, n_out + at[n_k])
         for i in range(fs.size):  # the local features in order: each child's features come out ascending
-            _feature_weights(i, W, slot, owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child, w_f)
+            if slot[i] >= 0:
+                row = W[slot[i]]
+            else:
+                _private_weights(owner[i], owner_val[i], alpha_neg, alpha_pos, pos_ptr, pos_child, w_f)
+                row = w_f
             for k in range(n_k):
-                v = w_f[k]
+                v = row[k]
                 if abs(v) > threshold:
                     out_feat[n_out + at[k]] = fs[i]
                     out_val[n_out + at[k]] = v
