@@ -144,12 +144,12 @@ def atomic_directory(out_dir: str | Path, force: bool = False, inputs: tuple = (
     """
     out_dir = check_output_directory(out_dir, force, inputs)
     with output_lock(out_dir):
-        staging = _make_staging(out_dir)
         try:
+            staging = _make_staging(out_dir)
             yield staging
             _swap_in(staging, out_dir)
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            _remove_staging(out_dir)
 
 
 def replace_directory(out_dir: str | Path, write, keep: tuple[str, ...] = ()) -> None:
@@ -158,12 +158,22 @@ def replace_directory(out_dir: str | Path, write, keep: tuple[str, ...] = ()) ->
     the old directory named in ``keep`` (a model's checkpoints) are carried over by renaming. The
     caller holds :func:`output_lock`."""
     out = Path(out_dir)
-    staging = _make_staging(out)
     try:
+        staging = _make_staging(out)
         write(staging)
         _swap_in(staging, out, keep)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        _remove_staging(out)
+
+
+def _remove_staging(out: Path) -> None:
+    """Every staging directory of ``out``: under the lock they are ours or stale, and removing them
+    all (not only the one a name was bound to) also covers an interrupt that lands between
+    ``mkdtemp`` making the directory and its name reaching the caller."""
+    if out.parent.is_dir():
+        for staging in out.parent.glob(f".{out.name}.*.tmp"):
+            if staging.is_dir():
+                shutil.rmtree(staging, ignore_errors=True)
 
 
 def _make_staging(out: Path) -> Path:
