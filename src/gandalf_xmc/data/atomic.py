@@ -179,9 +179,10 @@ def _remove_staging(out: Path) -> None:
 def _make_staging(out: Path) -> Path:
     """A fresh staging directory beside ``out``. The caller holds the lock, so a staging or old
     directory of ``out`` that is already there was left by a writer killed outright: removed."""
+    _remove_staging(out)
     if out.parent.is_dir():
-        for stale in out.parent.glob(f".{out.name}.*"):
-            if stale.is_dir() and stale.suffix in (".tmp", ".old"):
+        for stale in out.parent.glob(f".{out.name}.*.old"):
+            if stale.is_dir():
                 shutil.rmtree(stale, ignore_errors=True)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
