@@ -15,8 +15,7 @@ LIBLINEAR's, in the shared order, without shrinking; a child stops when its proj
 spread is below ``eps``). At the top of a tree this turns millions of scattered reads of one
 child's weights into one cache line for all the children; at the leaves, hundreds of passes over
 the same rows into one. A feature only one of the parent's rows uses gets no row of the block: its
-weights are that row's dual variables times its value (at the leaves of a large tree, 10-40% of
-the entries and most of the block's rows).
+weights are that row's dual variables times its value (most of a large leaf parent's block rows).
 
 Work is split over threads by parent (a lone parent's children in ``MIN_UNITS`` groups; numba
 releases the GIL); each unit's order is seeded by ``(seed, level, first child)``, so the result
