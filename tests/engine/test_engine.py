@@ -3,7 +3,9 @@ the label tree's balance and grouping, beam search against brute force."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -12,6 +14,7 @@ import scipy.sparse as sp
 from sklearn.svm import LinearSVC
 
 from gandalf_xmc.engine.beam_search import TreeWeights
+from gandalf_xmc.engine.huge_pages import advise_huge_pages, huge_empty, huge_full, huge_page_span
 from gandalf_xmc.engine.label_tree import build_tree, label_blocks, label_vectors
 from gandalf_xmc.engine.linear_solver import WEIGHT_PREFETCH_BYTES, SolverConfig, _work_units, train_level
 from gandalf_xmc.engine.prefetch import prefetch
@@ -62,6 +65,27 @@ def test_features_of_one_row_equal_liblinear_with_hard_and_soft_targets():
     np.testing.assert_allclose(ours, svc.coef_[0], atol=2e-4)
     assert np.all(ours[5:5 + n] != 0)  # every row's own feature kept its weight
 
+
+
+def test_pruning_keeps_exactly_the_weights_past_the_threshold_private_features_included():
+    # 40 children side by side over 300 rows, each row with three features no other row uses
+    # (their weights come from the rows' dual variables, filtered by each row's largest such
+    # value): pruning at 0.1 keeps exactly the weights of the unpruned run above 0.1 in size
+    rng = np.random.default_rng(12)
+    n, n_k = 300, 40
+    shared = sp.random(n, 30, density=0.15, random_state=13, format="csr")
+    own = sp.csr_matrix((rng.uniform(0.05, 2.0, size=3 * n), np.arange(3 * n), np.arange(0, 3 * n + 1, 3)),
+                        shape=(n, 3 * n))
+    X = sp.hstack([shared, own, np.ones((n, 1))], format="csr")
+    t = np.where(rng.random((n, n_k)) < 0.08, rng.choice([1.0, 0.4, 0.7], size=(n, n_k)), 0.0).astype(np.float32)
+    active = sp.csr_matrix(np.ones((n, 1), dtype=np.float32))
+    args = (X, sp.csr_matrix(t), active, np.zeros(n_k, dtype=np.int64), rng.uniform(0.5, 1.5, size=n))
+    full = train_level(*args, replace(SolverConfig(), threshold=0.0)).toarray()
+    pruned = train_level(*args, SolverConfig()).toarray()
+    kept = np.where(np.abs(full) > 0.1, full, 0.0)
+    private = np.abs(full[:, 30:30 + 3 * n])
+    assert (private > 0.1).sum() > 100 and ((private > 0) & (private <= 0.1)).sum() > 100  # both sides occur
+    np.testing.assert_array_equal(pruned, kept)
 
 def test_a_soft_target_sets_the_margin_at_two_t_minus_one():
     # one point x = [1] with target t: the primal 0.5 w^2 + C (Cp t (1 - w)^2 + (1 - t) (1 + w)^2)
@@ -396,3 +420,36 @@ def test_a_split_parent_gives_the_same_weights_on_any_thread_count():
     runs = [train_level(X, T, active, np.zeros(12, dtype=np.int64), np.ones(150), SolverConfig(), seed=3, threads=n)
             for n in (1, 2, 3)]
     assert all((runs[0] != r).nnz == 0 for r in runs[1:])
+
+
+def test_huge_page_span_is_the_whole_2mib_pages_inside_the_range():
+    mib = 1 << 20
+    assert huge_page_span(0, 4 * mib) == (0, 4 * mib)
+    assert huge_page_span(1, 4 * mib) == (2 * mib, 2 * mib)  # [1, 4 MiB + 1) holds one whole page
+    assert huge_page_span(4096, 2 * mib) == (2 * mib, 0)  # straddles a boundary: none fits
+    assert huge_page_span(6 * mib, 2 * mib - 1) == (6 * mib, 0)
+
+
+def _vm_flags_at(address: int) -> list[str]:
+    """The VmFlags of the mapping of this process that holds ``address`` (from /proc/self/smaps)."""
+    inside = False
+    for line in open("/proc/self/smaps"):
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= address < hi
+        elif inside and head == "VmFlags:":
+            return line.split()[1:]
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
+def test_huge_full_has_the_values_and_asks_the_kernel_for_huge_pages():
+    a = huge_full(3_000_000, 7.5, np.float32)  # 12 MB: several whole 2 MiB pages
+    assert a.dtype == np.float32 and a.shape == (3_000_000,) and np.all(a == 7.5)
+    b = huge_empty(1000, np.int64)  # too small for a huge page: an ordinary array
+    assert b.shape == (1000,) and b.dtype == np.int64 and advise_huge_pages(b) == 1
+    if not (sys.platform.startswith("linux") and Path("/sys/kernel/mm/transparent_hugepage").exists()):
+        pytest.skip("transparent huge pages are a Linux feature this kernel lacks")
+    start, length = huge_page_span(a.ctypes.data, a.nbytes)
+    # "hg": the mapping was advised MADV_HUGEPAGE (the kernel's "always" mode does not set it)
+    assert "hg" in _vm_flags_at(start) and "hg" in _vm_flags_at(start + length - 1)

@@ -17,6 +17,9 @@ child's weights into one cache line for all the children; at the leaves, hundred
 the same rows into one. A feature only one of the parent's rows uses gets no row of the block: its
 weights are that row's dual variables times its value (most of a large leaf parent's block rows).
 
+A big parent's arrays are read at random places every visit, so they sit on huge pages
+(:mod:`.huge_pages`), and its setup and output avoid random reads where a pass over memory does.
+
 Work is split over threads by parent (a lone parent's children in ``MIN_UNITS`` groups; numba
 releases the GIL); each unit's order is seeded by ``(seed, level, first child)``, so the result
 does not depend on the thread count.
@@ -34,6 +37,7 @@ import scipy.sparse as sp
 
 from ..settings import check_ranges
 from ..sparse_ops import grown
+from .huge_pages import huge_empty, huge_full
 from .level_store import UnitBlocks, assemble_level
 from .prefetch import prefetch
 
@@ -70,28 +74,39 @@ class SolverConfig:
 
 
 @numba.njit(cache=True, nogil=True)
-def _local_rows(rows, x_indptr, x_indices, x_data, loc, feats):
+def _local_rows(rows, x_indptr, x_indices, x_data, loc, seen):
     """The rows ``rows`` of X as a small CSR over local feature ids 0..F-1, given to the parent's
     features in ascending global order (so the children's weight block has a row per feature the
-    parent's instances use, not per feature of X). Returns (indptr, indices, data, squared norms,
-    global id of each local feature)."""
+    parent's instances use, not per feature of X). ``seen`` is a zeroed bitmap over X's features
+    (zeroed again on return): marking a bit is a cache hit where a table of ids would miss, and
+    scanning it yields the features in ascending order without a sort. ``loc`` is scratch (one
+    entry a feature of X; only the parent's entries are written, then read). Returns (indptr,
+    indices, data, squared norms, global id of each local feature)."""
     n_f = 0
     for r in rows:
         for pp in range(x_indptr[r], x_indptr[r + 1]):
             j = x_indices[pp]
-            if loc[j] < 0:
-                loc[j] = 0
-                feats[n_f] = j
+            bit = np.uint64(1) << np.uint64(j & 63)
+            if not seen[j >> 6] & bit:
+                seen[j >> 6] |= bit
                 n_f += 1
-    fs = np.sort(feats[:n_f])
-    for i in range(n_f):
-        loc[fs[i]] = i
-    indptr = np.zeros(rows.size + 1, dtype=np.int64)
+    fs = np.empty(n_f, dtype=np.int64)
+    i = 0
+    for w in range(seen.size):
+        word = seen[w]
+        if word:
+            seen[w] = 0
+            for b in range(64):
+                if word & (np.uint64(1) << np.uint64(b)):
+                    fs[i] = w * 64 + b
+                    loc[w * 64 + b] = i
+                    i += 1
+    indptr = huge_full(rows.size + 1, 0, np.int64)
     for a in range(rows.size):
         indptr[a + 1] = indptr[a] + x_indptr[rows[a] + 1] - x_indptr[rows[a]]
-    indices = np.empty(indptr[-1], dtype=np.int32)
-    data = np.empty(indptr[-1], dtype=np.float32)
-    sqnorm = np.zeros(rows.size, dtype=np.float64)
+    indices = huge_empty(indptr[-1], np.int32)
+    data = huge_empty(indptr[-1], np.float32)
+    sqnorm = huge_full(rows.size, 0.0, np.float64)
     for a in range(rows.size):
         r = rows[a]
         at = indptr[a]
@@ -100,8 +115,6 @@ def _local_rows(rows, x_indptr, x_indices, x_data, loc, feats):
             data[at] = x_data[pp]
             sqnorm[a] += np.float64(x_data[pp]) * np.float64(x_data[pp])
             at += 1
-    for i in range(n_f):
-        loc[fs[i]] = -1
     return indptr, indices, data, sqnorm, fs
 
 
@@ -119,7 +132,7 @@ def _shuffle(a, state):
 
 @numba.njit(cache=True, nogil=True)
 def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x_indices, x_data, inst_weight,
-                    loc, feats, C, positive_cost, min_parent_target, eps, max_iter, seed):
+                    loc, seen, row_at, C, positive_cost, min_parent_target, eps, max_iter, seed):
     """The classifiers of nodes ``k_lo:k_hi`` (one parent's children) on the parent's ``rows``,
     trained side by side: one shared coordinate order, so a row's features and the children's
     weights of a feature (one contiguous row of ``W``) are read once for all the children, and
@@ -132,22 +145,26 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
     state = _shuffle(perm, state)
     place = np.empty(m, dtype=np.int64)  # place[a]: the local row of the parent's a-th (ascending) row
     place[perm] = np.arange(m)
-    l_indptr, l_indices, l_data, l_sqnorm, fs = _local_rows(rows[perm], x_indptr, x_indices, x_data, loc, feats)
+    l_indptr, l_indices, l_data, l_sqnorm, fs = _local_rows(rows[perm], x_indptr, x_indices, x_data, loc, seen)
     slot, owner, owner_val, private_sq, n_shared = _split_private(l_indptr, l_indices, l_data, fs.size)
     # each local row's positives (child, soft target) as CSR; rows and each child's targets are ascending
     q_lo, q_hi = t_ptr[k_lo], t_ptr[k_hi]
+    for a in range(m):
+        row_at[rows[a]] = place[a]
     at_row = np.full(q_hi - q_lo, -1, dtype=np.int64)  # each target entry's local row (-1: not a row here)
-    pos_ptr = np.zeros(m + 1, dtype=np.int64)
+    pos_ptr = huge_full(m + 1, 0, np.int64)
     for q in range(q_lo, q_hi):
-        a = np.searchsorted(rows, t_idx[q])
-        if a < m and rows[a] == t_idx[q]:
-            at_row[q - q_lo] = place[a]
-            pos_ptr[place[a] + 1] += 1
+        a = row_at[t_idx[q]]
+        if a >= 0:
+            at_row[q - q_lo] = a
+            pos_ptr[a + 1] += 1
+    for a in range(m):
+        row_at[rows[a]] = -1
     for a in range(m):
         pos_ptr[a + 1] += pos_ptr[a]
     fill = pos_ptr[:-1].copy()
-    pos_child = np.empty(pos_ptr[m], dtype=np.int64)
-    pos_t = np.empty(pos_ptr[m], dtype=np.float32)
+    pos_child = huge_empty(pos_ptr[m], np.int64)
+    pos_t = huge_empty(pos_ptr[m], np.float32)
     for k in range(n_k):
         for q in range(t_ptr[k_lo + k], t_ptr[k_lo + k + 1]):
             a = at_row[q - q_lo]
@@ -155,16 +172,16 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
                 pos_child[fill[a]] = k
                 pos_t[fill[a]] = t_val[q]
                 fill[a] += 1
-    cost = np.empty(m, dtype=np.float64)
-    strong = np.empty(m, dtype=np.bool_)
+    cost = huge_empty(m, np.float64)
+    strong = huge_empty(m, np.bool_)
     for a in range(m):
         strong[place[a]] = parent_t[a] >= min_parent_target
         cost[place[a]] = C * inst_weight[rows[a]]
     # dual variables in float32, like the weights they build: at the leaves one parent's rows x
     # children reach hundreds of millions
-    alpha_pos = np.zeros(pos_ptr[m], dtype=np.float32)  # one a positive entry
-    alpha_neg = np.zeros((m, n_k), dtype=np.float32)  # one an entry (a weak row's hard negatives stay 0)
-    W = np.zeros((n_shared, n_k), dtype=np.float32)  # rows of the features two or more rows use
+    alpha_pos = huge_full(pos_ptr[m], 0.0, np.float32)  # one a positive entry
+    alpha_neg = huge_full(m * n_k, 0.0, np.float32).reshape((m, n_k))  # one an entry (a weak row's hard negatives stay 0)
+    W = huge_full(n_shared * n_k, 0.0, np.float32).reshape((n_shared, n_k))  # rows of the features two or more rows use
     dots = np.zeros(n_k, dtype=np.float32)
     steps = np.zeros(n_k, dtype=np.float32)
     negative = np.zeros(n_k, dtype=np.bool_)  # the row's hard negatives of running children
@@ -293,7 +310,7 @@ def _split_private(l_indptr, l_indices, l_data, n_f):
     m = l_indptr.size - 1
     owner = np.full(n_f, -1, dtype=np.int64)
     owner_val = np.zeros(n_f, dtype=np.float32)
-    private_sq = np.zeros(m, dtype=np.float64)
+    private_sq = huge_full(m, 0.0, np.float64)
     at = 0
     for a in range(m):
         lo, hi = l_indptr[a], l_indptr[a + 1]
@@ -313,15 +330,42 @@ def _split_private(l_indptr, l_indices, l_data, n_f):
 
 
 @numba.njit(cache=True, nogil=True)
-def _private_weights(a, v, alpha_neg, alpha_pos, pos_ptr, pos_child, out):
-    """Every child's weight of a feature only row ``a`` uses, with value ``v``, into ``out``: the
-    row's signed dual variables (positive minus negative entry) times ``v``."""
-    v = np.float64(v)
-    for k in range(out.size):
-        out[k] = np.float32(-np.float64(alpha_neg[a, k]) * v)
-    for q in range(pos_ptr[a], pos_ptr[a + 1]):
-        k = pos_child[q]
-        out[k] = np.float32((np.float64(alpha_pos[q]) - alpha_neg[a, k]) * v)
+def _private_lists(owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child, threshold):
+    """For every row owning private features, the children whose weight of such a feature can pass
+    ``threshold``: a private feature's weight of child k is the row's signed dual variable
+    (positive minus negative entry) times its value, so only children with a signed variable of
+    at least ``threshold`` over the row's largest private value can keep one (with a margin for
+    float32 rounding). Returns CSR over rows: (pointers, children, signed variables)."""
+    m, n_k = alpha_neg.shape
+    v_max = np.zeros(m, dtype=np.float64)
+    for f in range(owner.size):
+        if owner[f] >= 0:
+            v_max[owner[f]] = max(v_max[owner[f]], abs(np.float64(owner_val[f])))
+    signed = np.empty(n_k, dtype=np.float64)
+    ptr = np.zeros(m + 1, dtype=np.int64)
+    for step in range(2):  # count, then fill
+        if step == 1:
+            for a in range(m):
+                ptr[a + 1] += ptr[a]
+            child = np.empty(ptr[m], dtype=np.int64)
+            value = np.empty(ptr[m], dtype=np.float64)
+        for a in range(m):
+            if v_max[a] == 0.0:
+                continue
+            for k in range(n_k):
+                signed[k] = -np.float64(alpha_neg[a, k])
+            for q in range(pos_ptr[a], pos_ptr[a + 1]):
+                signed[pos_child[q]] = np.float64(alpha_pos[q]) - alpha_neg[a, pos_child[q]]
+            at = ptr[a]
+            for k in range(n_k):
+                if signed[k] != 0.0 and abs(signed[k]) * v_max[a] * (1.0 + 1e-6) > threshold:
+                    if step == 0:
+                        ptr[a + 1] += 1
+                    else:
+                        child[at] = k
+                        value[at] = signed[k]
+                        at += 1
+    return ptr, child, value
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -356,7 +400,7 @@ def _positive_step(q, a, k, d, t, sq, cw, positive_cost, alpha_pos, alpha_neg, p
 
 @numba.njit(cache=True, nogil=True)
 def _train_units(unit_parent, unit_lo, unit_hi, act_ptr, act_idx, act_val, min_parent_target, t_ptr, t_idx, t_val,
-                 x_indptr, x_indices, x_data, inst_weight, loc, feats, counts, C, positive_cost, eps, max_iter,
+                 x_indptr, x_indices, x_data, inst_weight, loc, seen, row_at, counts, C, positive_cost, eps, max_iter,
                  threshold, seed, max_out):
     """Classifiers of the work units (unit u: parent ``unit_parent[u]``'s children
     ``unit_lo[u]:unit_hi[u]``), each unit's kept weights as consecutive CSR rows, stopping after
@@ -376,19 +420,22 @@ def _train_units(unit_parent, unit_lo, unit_hi, act_ptr, act_idx, act_val, min_p
             continue
         W, fs, slot, owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child = _train_siblings(
             k_lo, k_hi, act_idx[a_lo:a_hi], act_val[a_lo:a_hi], t_ptr, t_idx, t_val, x_indptr, x_indices, x_data,
-            inst_weight, loc, feats, C, positive_cost, min_parent_target, eps, max_iter, seed + k_lo)
+            inst_weight, loc, seen, row_at, C, positive_cost, min_parent_target, eps, max_iter, seed + k_lo)
         n_k = k_hi - k_lo
-        w_f = np.empty(n_k, dtype=np.float32)
         at = np.zeros(n_k + 1, dtype=np.int64)  # each child's first position, from a counting pass
+        nz_ptr, nz_child, nz_signed = _private_lists(owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child,
+                                                     threshold)
         for i in range(fs.size):
             if slot[i] >= 0:
                 row = W[slot[i]]
+                for k in range(n_k):
+                    if abs(row[k]) > threshold:
+                        at[k + 1] += 1
             else:
-                _private_weights(owner[i], owner_val[i], alpha_neg, alpha_pos, pos_ptr, pos_child, w_f)
-                row = w_f
-            for k in range(n_k):
-                if abs(row[k]) > threshold:
-                    at[k + 1] += 1
+                v = np.float64(owner_val[i])
+                for e in range(nz_ptr[owner[i]], nz_ptr[owner[i] + 1]):
+                    if abs(np.float32(nz_signed[e] * v)) > threshold:
+                        at[nz_child[e] + 1] += 1
         for k in range(n_k):
             counts[k_lo + k] = at[k + 1]
             at[k + 1] += at[k]
@@ -398,15 +445,20 @@ def _train_units(unit_parent, unit_lo, unit_hi, act_ptr, act_idx, act_val, min_p
         for i in range(fs.size):  # the local features in order: each child's features come out ascending
             if slot[i] >= 0:
                 row = W[slot[i]]
+                for k in range(n_k):
+                    if abs(row[k]) > threshold:
+                        out_feat[n_out + at[k]] = fs[i]
+                        out_val[n_out + at[k]] = row[k]
+                        at[k] += 1
             else:
-                _private_weights(owner[i], owner_val[i], alpha_neg, alpha_pos, pos_ptr, pos_child, w_f)
-                row = w_f
-            for k in range(n_k):
-                v = row[k]
-                if abs(v) > threshold:
-                    out_feat[n_out + at[k]] = fs[i]
-                    out_val[n_out + at[k]] = v
-                    at[k] += 1
+                v = np.float64(owner_val[i])
+                for e in range(nz_ptr[owner[i]], nz_ptr[owner[i] + 1]):
+                    w = np.float32(nz_signed[e] * v)
+                    if abs(w) > threshold:
+                        k = nz_child[e]
+                        out_feat[n_out + at[k]] = fs[i]
+                        out_val[n_out + at[k]] = w
+                        at[k] += 1
         n_out += at[n_k - 1]
     return unit_parent.size, starts, out_feat[:n_out], out_val[:n_out]
 
@@ -486,15 +538,16 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
 
     def work(i, lane):
         parent, lo, hi = (np.ascontiguousarray(lane[:, j]) for j in range(3))
-        loc = np.full(X.shape[1], -1, dtype=np.int64)
-        feats = np.empty(X.shape[1], dtype=np.int64)
+        loc = np.empty(X.shape[1], dtype=np.int32)
+        seen = np.zeros((X.shape[1] + 63) // 64, dtype=np.uint64)
+        row_at = np.full(X.shape[0], -1, dtype=np.int64)  # an instance's local row in the unit at hand
         counts = np.zeros(n_nodes, dtype=np.int64)
         blocks = UnitBlocks(spill_dir, i, spill_bytes)
         u = 0
         while u < parent.size:
             done, starts, feat, val = _train_units(
                 parent[u:], lo[u:], hi[u:], act_ptr, act_idx, act_val, config.min_parent_target, t_ptr, t_idx, t_val,
-                xi, xx, xd, weights, loc, feats, counts, config.C, config.positive_cost, config.eps, config.max_iter,
+                xi, xx, xd, weights, loc, seen, row_at, counts, config.C, config.positive_cost, config.eps, config.max_iter,
                 config.threshold, seed, max_out)
             blocks.add(lo[u:u + done], hi[u:u + done], starts, feat, val)
             u += done
