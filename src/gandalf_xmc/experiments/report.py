@@ -234,7 +234,10 @@ def _figure_training(res: Results, model: str, path: Path) -> dict:
         ax.set_xlabel("training iterations (batches)")
         ax.set_ylabel(f"validation {metric} (%)")
         ax.set_title(f"{model}: validation {metric} during training")
-        ax.legend(fontsize=8)
+        if out:
+            ax.legend(fontsize=8)
+        else:  # a legend of nothing warns; say why the panel is empty
+            ax.text(0.5, 0.5, "no run recorded a training history", ha="center", transform=ax.transAxes)
     fig.tight_layout()
     _save(fig, path)
     return out
