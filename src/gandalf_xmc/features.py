@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections import Counter
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +15,13 @@ from .sparse_ops import row_normalised
 from .text import TOKEN_PATTERN, tfidf_row, word_ngrams
 
 FEW_TEXTS = 16  # up to this many texts, transform without the vectorizer (see _transform_few)
+
+
+def numbering() -> defaultdict:
+    """An empty term -> id dict that gives a term it has not seen the next id (its size)."""
+    ids: defaultdict = defaultdict()
+    ids.default_factory = ids.__len__  # called before the new term is stored: ids 0, 1, 2, ...
+    return ids
 
 
 class WordTfidf:
@@ -32,23 +39,20 @@ class WordTfidf:
         self.idf_ = idf
 
     def _counts(self, texts: list[str], vocabulary: dict[str, int], grow: bool) -> sp.csr_matrix:
-        """Term counts (float32 CSR), each row's ids ascending; new terms join ``vocabulary`` if ``grow``."""
-        indptr, indices, counts = array("q", [0]), array("i"), array("i")  # 4-8 bytes an entry, not a Python int's 36
+        """Term counts (float32 CSR), each row's ids ascending. ``grow``: ``vocabulary`` is a
+        :func:`numbering` that gives new terms the next id as they are first seen. Every occurrence is
+        listed, then scipy adds up the repeats (a Counter a text cost more: decisions, "Start-up")."""
+        indptr, indices = array("q", [0]), array("i")  # 4-8 bytes an entry, not a Python int's 36
         for text in texts:
-            counter = Counter(word_ngrams(text, self.ngram_max))
+            grams = word_ngrams(text, self.ngram_max)
             if grow:
-                ids = [vocabulary.setdefault(g, len(vocabulary)) for g in counter]
-                values = list(counter.values())
+                indices.extend(map(vocabulary.__getitem__, grams))
             else:
-                pairs = [(vocabulary[g], c) for g, c in counter.items() if g in vocabulary]
-                ids, values = [p[0] for p in pairs], [p[1] for p in pairs]
-            indices.extend(ids)
-            counts.extend(values)
+                indices.extend([j for j in map(vocabulary.get, grams) if j is not None])
             indptr.append(len(indices))
-        X = sp.csr_matrix((np.frombuffer(counts, dtype=np.int32).astype(np.float32),
-                           np.frombuffer(indices, dtype=np.int32).copy(), np.frombuffer(indptr, dtype=np.int64).copy()),
-                          shape=(len(texts), len(vocabulary)))
-        X.sort_indices()
+        X = sp.csr_matrix((np.ones(len(indices), dtype=np.float32), np.frombuffer(indices, dtype=np.int32).copy(),
+                           np.frombuffer(indptr, dtype=np.int64).copy()), shape=(len(texts), len(vocabulary)))
+        X.sum_duplicates()  # sorts each row's ids and adds up the repeats
         return X
 
     def _weigh(self, X: sp.csr_matrix) -> sp.csr_matrix:
@@ -58,7 +62,7 @@ class WordTfidf:
         return row_normalised(X)
 
     def fit_transform(self, texts: list[str]) -> sp.csr_matrix:
-        vocabulary: dict[str, int] = {}
+        vocabulary = numbering()
         X = self._counts(texts, vocabulary, grow=True)
         if not vocabulary:
             raise ValueError("empty vocabulary: the texts hold no words")
@@ -70,7 +74,7 @@ class WordTfidf:
                                   f"together): too few texts for min_df {self.min_df}")
             X = X[:, np.flatnonzero(keep)]
         # ids in order of first sight -> alphabetical ids (the rows keep their stored order, as scikit-learn's)
-        seen = [term for term, _ in sorted(vocabulary.items(), key=lambda kv: kv[1])]
+        seen = list(vocabulary)  # a numbering: ids in order of insertion
         terms = [t for t, k in zip(seen, keep.tolist()) if k]
         order = sorted(range(len(terms)), key=terms.__getitem__)
         new_id = np.empty(len(terms), dtype=np.int32)

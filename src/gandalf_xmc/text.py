@@ -16,10 +16,10 @@ def words(text: str) -> list[str]:
 def word_ngrams(text: str, ngram_max: int) -> list[str]:
     """The lowercased words of ``text`` and then their n-grams up to ``ngram_max`` (space-joined), as
     scikit-learn's word analyzer lists them."""
-    tokens = words(text)
-    grams = list(tokens)
+    grams = words(text)
+    tokens = grams[:]
     for n in range(2, min(ngram_max, len(tokens)) + 1):
-        grams.extend(" ".join(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+        grams += map(" ".join, zip(*(tokens[i:] for i in range(n))))
     return grams
 
 
