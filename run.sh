@@ -12,8 +12,7 @@ fi
 stamp=.venv/.installed-$(cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 if [ ! -f "$stamp" ]; then
     .venv/bin/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
-    # byte-compiled as a regular pip install leaves a package: an editable install does not, and
-    # with PYTHONDONTWRITEBYTECODE set every command would compile it again (about 40 ms each)
+    # byte-compiled as a regular install leaves it (an editable one does not; see docs/decisions.md)
     .venv/bin/python -m compileall -q src/gandalf_xmc >/dev/null
     rm -f .venv/.installed-*; touch "$stamp"
 fi

@@ -66,7 +66,6 @@ def test_features_of_one_row_equal_liblinear_with_hard_and_soft_targets():
     assert np.all(ours[5:5 + n] != 0)  # every row's own feature kept its weight
 
 
-
 def test_pruning_keeps_exactly_the_weights_past_the_threshold_private_features_included():
     # 40 children side by side over 300 rows, each row with three features no other row uses
     # (their weights come from the rows' dual variables, filtered by each row's largest such
@@ -86,6 +85,7 @@ def test_pruning_keeps_exactly_the_weights_past_the_threshold_private_features_i
     private = np.abs(full[:, 30:30 + 3 * n])
     assert (private > 0.1).sum() > 100 and ((private > 0) & (private <= 0.1)).sum() > 100  # both sides occur
     np.testing.assert_array_equal(pruned, kept)
+
 
 def test_a_soft_target_sets_the_margin_at_two_t_minus_one():
     # one point x = [1] with target t: the primal 0.5 w^2 + C (Cp t (1 - w)^2 + (1 - t) (1 + w)^2)
