@@ -43,7 +43,8 @@ from .prefetch import prefetch
 
 # prefetch distances in rows, and the weight-block size (about a last-level cache) below which
 # prefetching weight rows only costs time (docs/decisions.md)
-PREFETCH_FAR = 16
+PREFETCH_FAR = 24
+PREFETCH_MID = 16
 PREFETCH_NEAR = 8
 WEIGHT_PREFETCH_BYTES = 32 << 20
 FLOATS_PER_LINE = 16  # float32 values in a 64-byte cache line: one prefetch each
@@ -199,7 +200,7 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
         if it > 0:
             state = _shuffle(order, state)
         for i in range(m):
-            if i + PREFETCH_FAR < m:  # two stages: a later row's pointers, then what they point to
+            if i + PREFETCH_FAR < m:  # three stages: a later row's pointers, then what they point to, then its weights
                 r = order[i + PREFETCH_FAR]
                 prefetch(l_indptr, r)
                 prefetch(pos_ptr, r)
@@ -209,18 +210,25 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
                 prefetch(strong, r)
                 for k in range(0, n_k, FLOATS_PER_LINE):
                     prefetch(alpha_neg, r * n_k + k)
-            if i + PREFETCH_NEAR < m:
-                r = order[i + PREFETCH_NEAR]
+            if i + PREFETCH_MID < m:
+                r = order[i + PREFETCH_MID]
                 prefetch(l_indices, l_indptr[r])
                 prefetch(l_data, l_indptr[r])
                 prefetch(pos_child, pos_ptr[r])
                 prefetch(pos_t, pos_ptr[r])
                 prefetch(alpha_pos, pos_ptr[r])
-                if prefetch_weights:
+            if prefetch_weights and i + PREFETCH_NEAR < m:
+                r = order[i + PREFETCH_NEAR]
+                if strong[r]:
                     for pp in range(l_indptr[r], l_indptr[r + 1]):
                         first = np.int64(l_indices[pp]) * n_k
                         for k in range(0, n_k, FLOATS_PER_LINE):
                             prefetch(W, first + k)
+                else:  # a weak row reads only its positives' weights
+                    for q in range(pos_ptr[r], pos_ptr[r + 1]):
+                        k = pos_child[q]
+                        for pp in range(l_indptr[r], l_indptr[r + 1]):
+                            prefetch(W, np.int64(l_indices[pp]) * n_k + k)
             a = order[i]
             lo, hi = l_indptr[a], l_indptr[a + 1]
             sq, cw = l_sqnorm[a], cost[a]
