@@ -16,6 +16,7 @@ from sklearn.svm import LinearSVC
 from gandalf_xmc.engine.beam_search import TreeWeights
 from gandalf_xmc.engine.huge_pages import advise_huge_pages, huge_empty, huge_full, huge_page_span
 from gandalf_xmc.engine.label_tree import build_tree, label_blocks, label_vectors
+from gandalf_xmc.engine.level_store import copy_range
 from gandalf_xmc.engine.linear_solver import WEIGHT_PREFETCH_BYTES, SolverConfig, _work_units, train_level
 from gandalf_xmc.engine.prefetch import prefetch
 
@@ -335,6 +336,26 @@ def test_a_level_spilled_to_files_equals_the_level_in_memory(tmp_path):
         other.mkdir()
         kept = train_level(X, T, active, parent, np.ones(n), SolverConfig(), seed=2, threads=threads, spill_dir=other)
         assert (kept != held).nnz == 0 and kept.data.flags.writeable and not any(other.iterdir())
+
+
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_copy_range_copies_the_bytes_between_offsets(tmp_path, monkeypatch, kernel_copy):
+    """Bytes 5..5+n of one file land at 3..3+n of another, the rest of the target untouched, in
+    blocks smaller than the copy, with the kernel's copy or (without it) through memory; a source
+    that ends early is an error."""
+    if not kernel_copy:
+        monkeypatch.delattr("os.copy_file_range", raising=False)
+    payload = bytes(range(256)) * 4
+    source, target = tmp_path / "source", tmp_path / "target"
+    source.write_bytes(b"xxxxx" + payload)
+    target.write_bytes(b"\xff" * (3 + len(payload) + 7))
+    with open(source, "rb") as s, open(target, "r+b") as t, open(tmp_path / "other", "wb") as other:
+        copy_range(s.fileno(), t.fileno(), len(payload), 5, 3, block=100)
+        with pytest.raises(OSError, match="ended"):
+            copy_range(s.fileno(), other.fileno(), 10, len(payload), 0, block=4)
+    written = target.read_bytes()
+    assert written[3:3 + len(payload)] == payload
+    assert written[:3] == b"\xff" * 3 and written[3 + len(payload):] == b"\xff" * 7
 
 
 def test_beam_search_with_weightless_parents_and_empty_queries():

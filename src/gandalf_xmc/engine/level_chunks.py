@@ -45,8 +45,9 @@ from .level_store import release_pages
 CHUNK_FILES = ("feat_lo", "entry_lo", "feat", "feat_end", "child", "value")
 _DTYPES = {"feat_lo": np.int64, "entry_lo": np.int64, "feat": np.int32, "feat_end": np.int32, "value": np.float32}
 _CHILD_DTYPES = (np.uint8, np.uint16, np.uint32)
-# weights transposed at once when writing a level's layout to files (about 30 bytes each in flight)
-GROUP_ENTRIES = 1 << 24
+# weights transposed at once by a thread when writing a level's layout to files (about 30 bytes
+# each, twice: one group being written while the next is laid out)
+GROUP_ENTRIES = 1 << 23
 
 
 @dataclass(frozen=True)
@@ -232,7 +233,8 @@ def write_chunks(W: sp.csr_matrix, child_ptr: np.ndarray, directory: Path, threa
                  group_entries: int = GROUP_ENTRIES) -> None:
     """``W``'s layout as ``directory/chunk_{name}.npy``, built ``group_entries`` weights at a time
     on each of ``threads`` threads (``W`` may be mapped from files larger than memory; memory is
-    about 30 bytes a weight of ``threads`` groups, whatever the level's size)."""
+    about 30 bytes a weight of ``2 * threads`` groups, whatever the level's size: the threads lay out
+    the next groups while the main thread writes the last ones)."""
     child_ptr = _checked_level(W, child_ptr)
     dtype = child_dtype(child_ptr)
     n_parents = child_ptr.size - 1
@@ -240,14 +242,19 @@ def write_chunks(W: sp.csr_matrix, child_ptr: np.ndarray, directory: Path, threa
     entry_lo = np.zeros(n_parents + 1, dtype=np.int64)
     groups, most_weights, most_parents = _groups(W, child_ptr, group_entries)
     lanes = max(1, min(int(threads), len(groups)))
-    buffers = [_GroupBuffers(most_weights, W.shape[1], most_parents, dtype) for _ in range(lanes)]
+    # two sets of buffers: the threads lay out the next batch while this one is written
+    buffers = [[_GroupBuffers(most_weights, W.shape[1], most_parents, dtype) for _ in range(lanes)] for _ in range(2)]
+    batches = [groups[first:first + lanes] for first in range(0, len(groups), lanes)]  # one group a thread
     streams = {name: _NpyStream(directory / f"chunk_{name}.npy", _DTYPES.get(name, dtype))
                for name in ("feat", "feat_end", "child", "value")}
     try:
         with ThreadPoolExecutor(lanes) as pool:
-            for first in range(0, len(groups), lanes):  # one group a thread, written in order
-                batch = groups[first:first + lanes]
-                laid_out = [pool.submit(buffers[j].lay_out, W, child_ptr, p, q) for j, (p, q) in enumerate(batch)]
+            def submit(b):
+                return [pool.submit(buffers[b % 2][j].lay_out, W, child_ptr, p, q) for j, (p, q) in enumerate(batches[b])]
+
+            pending = submit(0) if batches else []
+            for b, batch in enumerate(batches):  # written in order
+                laid_out, pending = pending, submit(b + 1) if b + 1 < len(batches) else []
                 for (p, q), future in zip(batch, laid_out):
                     g_feat_lo, g_entry_lo, feat, feat_end, child, value = future.result()
                     feat_lo[p + 1:q + 1] = g_feat_lo[1:] + feat_lo[p]

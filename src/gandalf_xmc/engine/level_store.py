@@ -13,6 +13,7 @@ one work unit's block at a time.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import shutil
@@ -103,14 +104,45 @@ def assemble_level(lanes: list[UnitBlocks], counts: np.ndarray, n_columns: int,
         offsets[name] = header.offset
         del header
     with open(paths["indices"], "r+b") as indices_file, open(paths["data"], "r+b") as data_file:
+        targets = (indices_file.fileno(), offsets["indices"]), (data_file.fileno(), offsets["data"])
         for lane in lanes:
-            for lo, hi, part, start in lane.units:
-                at, n = int(indptr[lo]), int(indptr[hi] - indptr[lo])
-                feat, val = lane.read(part, start, n)
-                os.pwrite(indices_file.fileno(), np.ascontiguousarray(feat).tobytes(), offsets["indices"] + 4 * at)
-                os.pwrite(data_file.fileno(), np.ascontiguousarray(val).tobytes(), offsets["data"] + 4 * at)
+            sources = [open(path, "rb") for path in lane.paths] if lane.spilled else []
+            try:
+                for lo, hi, part, start in lane.units:
+                    at, n = int(indptr[lo]), int(indptr[hi] - indptr[lo])
+                    for j, (target, offset) in enumerate(targets):
+                        if part < 0:  # file to file in the kernel: no read into this process and back
+                            copy_range(sources[j].fileno(), target, 4 * n, 4 * start, offset + 4 * at)
+                        else:
+                            os.pwrite(target, memoryview(lane.parts[part][j][start:start + n]).cast("B"), offset + 4 * at)
+            finally:
+                for source in sources:
+                    source.close()
             lane.remove_files()
     return read_level(directory, n_columns)
+
+
+def copy_range(source: int, target: int, count: int, source_offset: int, target_offset: int,
+               block: int = 1 << 26) -> None:
+    """Copy ``count`` bytes from ``source_offset`` of one open file to ``target_offset`` of another
+    (file descriptors): ``os.copy_file_range`` where the platform has it, else reads and writes of
+    ``block`` bytes."""
+    done = 0
+    while done < count:
+        n = min(block, count - done)
+        copied = 0
+        if hasattr(os, "copy_file_range"):
+            try:
+                copied = os.copy_file_range(source, target, n, source_offset + done, target_offset + done)
+            except OSError as error:  # a file system or kernel without it: copy through memory
+                if error.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+        if copied == 0:
+            chunk = os.pread(source, n, source_offset + done)
+            if not chunk:
+                raise OSError(errno.EIO, f"a spilled weight file ended {count - done:,} bytes early")
+            copied = os.pwrite(target, chunk, target_offset + done)
+        done += copied
 
 
 def _csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_columns: int) -> sp.csr_matrix:
