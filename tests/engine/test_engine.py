@@ -17,7 +17,7 @@ from gandalf_xmc.engine.beam_search import TreeWeights
 from gandalf_xmc.engine.huge_pages import advise_huge_pages, huge_empty, huge_full, huge_page_span
 from gandalf_xmc.engine.label_tree import build_tree, label_blocks, label_vectors
 from gandalf_xmc.engine.level_store import copy_range
-from gandalf_xmc.engine.linear_solver import WEIGHT_PREFETCH_BYTES, SolverConfig, _work_units, train_level
+from gandalf_xmc.engine.linear_solver import WEIGHT_PREFETCH_BYTES, SolverConfig, _UnitQueue, _work_units, train_level
 from gandalf_xmc.engine.prefetch import prefetch
 
 TIGHT = SolverConfig(C=1.0, eps=1e-6, max_iter=5000, threshold=0.0, positive_cost=1.0)
@@ -441,6 +441,14 @@ def test_a_split_parent_gives_the_same_weights_on_any_thread_count():
     runs = [train_level(X, T, active, np.zeros(12, dtype=np.int64), np.ones(150), SolverConfig(), seed=3, threads=n)
             for n in (1, 2, 3)]
     assert all((runs[0] != r).nnz == 0 for r in runs[1:])
+
+
+def test_the_unit_queue_hands_out_each_unit_once_from_either_end():
+    units = np.arange(15).reshape(5, 3)
+    queue = _UnitQueue(units)
+    taken = [queue.take(from_front=f) for f in (True, False, False, True, True)]
+    assert [int(u[0]) for u in taken] == [0, 12, 9, 3, 6]
+    assert queue.take(from_front=True) is None and queue.take(from_front=False) is None
 
 
 def test_huge_page_span_is_the_whole_2mib_pages_inside_the_range():

@@ -21,12 +21,13 @@ A big parent's arrays are read at random places every visit, so they sit on huge
 (:mod:`.huge_pages`), and its setup and output avoid random reads where a pass over memory does.
 
 Work is split over threads by parent (a lone parent's children in ``MIN_UNITS`` groups; numba
-releases the GIL); each unit's order is seeded by ``(seed, level, first child)``, so the result
+releases the GIL), handed out as threads free up; each unit's order is seeded by ``(seed, level, first child)``, so the result
 does not depend on the thread count.
 """
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -491,6 +492,25 @@ def _work_units(child_ptr: np.ndarray) -> np.ndarray:
     return np.array(units, dtype=np.int64).reshape(-1, 3)
 
 
+class _UnitQueue:
+    """Work units handed out one at a time from either end (thread-safe)."""
+
+    def __init__(self, units: np.ndarray):
+        self.units = units
+        self.front, self.back = 0, len(units)
+        self.lock = threading.Lock()
+
+    def take(self, from_front: bool) -> np.ndarray | None:
+        with self.lock:
+            if self.front >= self.back:
+                return None
+            if from_front:
+                self.front += 1
+                return self.units[self.front - 1]
+            self.back -= 1
+            return self.units[self.back]
+
+
 def _csc_lists(M: sp.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Column pointers, row ids (int32 where they fit: targets are the largest input at scale) and float32 values."""
     C = M if sp.isspmatrix_csc(M) and M.dtype == np.float32 else sp.csc_matrix(M, dtype=np.float32)  # no copy of a CSC
@@ -534,38 +554,36 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
     child_ptr = np.zeros(n_parents + 1, dtype=np.int64)
     np.cumsum(np.bincount(parent_of, minlength=n_parents), out=child_ptr[1:])
     units = _work_units(child_ptr)
-    # balance threads by the work of a unit: its parent's active instances times its children
+    # units largest first by their work (the parent's active instances times the children); even
+    # threads take them from the front, odd ones from the back, each the next one as it frees up:
+    # the largest working sets (a parent's rows x children of dual variables, features x children
+    # of weights) meet small ones, and the threads finish within one unit of each other
     cost = np.diff(act_ptr)[units[:, 0]].astype(np.float64) * (units[:, 2] - units[:, 1]) + 1.0
-    order = np.argsort(-cost, kind="stable")
-    lanes = [order[i::threads] for i in range(threads)] if threads > 1 else [order]
-    # one lane's units largest first, the next one's smallest first: the largest working sets (a
-    # parent's rows x children of dual variables, features x children of weights) meet small ones
-    lanes = [units[lane if i % 2 == 0 else lane[::-1]] for i, lane in enumerate(lanes) if lane.size]
+    queue = _UnitQueue(units[np.argsort(-cost, kind="stable")])
+    lanes = max(1, min(threads, len(units)))
     # a unit's weights count against spill_bytes at 8 bytes an entry
     max_out = spill_bytes // 8 if spill_dir is not None else np.iinfo(np.int64).max
 
-    def work(i, lane):
-        parent, lo, hi = (np.ascontiguousarray(lane[:, j]) for j in range(3))
+    def work(i):
         loc = np.empty(X.shape[1], dtype=np.int32)
         seen = np.zeros((X.shape[1] + 63) // 64, dtype=np.uint64)
         row_at = np.full(X.shape[0], -1, dtype=np.int64)  # an instance's local row in the unit at hand
         counts = np.zeros(n_nodes, dtype=np.int64)
         blocks = UnitBlocks(spill_dir, i, spill_bytes)
-        u = 0
-        while u < parent.size:
-            done, starts, feat, val = _train_units(
-                parent[u:], lo[u:], hi[u:], act_ptr, act_idx, act_val, config.min_parent_target, t_ptr, t_idx, t_val,
+        while (unit := queue.take(from_front=i % 2 == 0)) is not None:
+            parent, lo, hi = (unit[j:j + 1] for j in range(3))
+            _, starts, feat, val = _train_units(
+                parent, lo, hi, act_ptr, act_idx, act_val, config.min_parent_target, t_ptr, t_idx, t_val,
                 xi, xx, xd, weights, loc, seen, row_at, counts, config.C, config.positive_cost, config.eps, config.max_iter,
                 config.threshold, seed, max_out)
-            blocks.add(lo[u:u + done], hi[u:u + done], starts, feat, val)
-            u += done
+            blocks.add(lo, hi, starts, feat, val)
         return counts, blocks
 
-    if len(lanes) <= 1:
-        parts = [work(i, lane) for i, lane in enumerate(lanes)]
+    if lanes == 1:
+        parts = [work(0)]
     else:
-        with ThreadPoolExecutor(len(lanes)) as pool:
-            parts = list(pool.map(work, range(len(lanes)), lanes))
+        with ThreadPoolExecutor(lanes) as pool:
+            parts = list(pool.map(work, range(lanes)))
     counts = sum(part[0] for part in parts) if parts else np.zeros(n_nodes, dtype=np.int64)
     # every node is in one unit and a unit's nodes are consecutive: its weights are one block of W
     return assemble_level([part[1] for part in parts], counts, X.shape[1], spill_dir)
