@@ -15,7 +15,7 @@ from gandalf_xmc.engine.level_chunks import has_chunks
 from gandalf_xmc.engine.linear_solver import SolverConfig
 from gandalf_xmc.engine.records import ExtraPoints
 from gandalf_xmc.errors import ConfigError
-from gandalf_xmc.models.linear import LinearConfig, XRLinear, node_targets
+from gandalf_xmc.models.linear import SHORT_ROW, LinearConfig, XRLinear, node_targets
 from gandalf_xmc.models.registry import load_trained
 from gandalf_xmc.sparse_ops import top_k_per_row
 
@@ -60,6 +60,23 @@ def test_node_targets_take_the_largest_target_of_a_nodes_labels():
     T = node_targets(Z, np.array([0, 0, 1, 1]), 2)
     assert T.nnz == 3 and T.has_sorted_indices
     np.testing.assert_allclose(T.toarray(), [[0.5, 0], [0.1, 0.9]])
+
+
+def test_node_targets_equal_a_dense_maximum_for_short_and_long_rows():
+    """Rows of up to SHORT_ROW labels (sorted by insertion) and longer ones (by argsort) give a
+    node the largest target of its labels, as a dense maximum over each node's columns does."""
+    rng = np.random.default_rng(3)
+    n_labels, n_nodes = 3 * SHORT_ROW, 13
+    node_of_label = rng.integers(0, n_nodes, size=n_labels)
+    lengths = [0, 1, 5, 90, SHORT_ROW, SHORT_ROW + 1, 2 * SHORT_ROW]
+    rows = [rng.choice(n_labels, size=k, replace=False) for k in lengths]
+    Ys = sp.csr_matrix((np.concatenate([rng.random(k).astype(np.float32) for k in lengths]), np.concatenate(rows),
+                        np.concatenate([[0], np.cumsum(lengths)])), shape=(len(lengths), n_labels))
+    D = Ys.toarray()
+    want = np.stack([D[:, node_of_label == k].max(axis=1, initial=0.0) for k in range(n_nodes)], axis=1)
+    T = node_targets(Ys, node_of_label, n_nodes)
+    assert all(np.all(np.diff(T.indices[a:b]) > 0) for a, b in zip(T.indptr[:-1], T.indptr[1:]))  # ascending, merged
+    np.testing.assert_array_equal(T.toarray(), want)
 
 
 def test_predictions_equal_a_dense_recomputation_of_the_tree():
