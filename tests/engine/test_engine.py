@@ -338,6 +338,22 @@ def test_a_level_spilled_to_files_equals_the_level_in_memory(tmp_path):
         assert (kept != held).nnz == 0 and kept.data.flags.writeable and not any(other.iterdir())
 
 
+def test_a_level_partly_spilled_equals_the_level_in_memory(tmp_path):
+    """A budget that some units pass leaves a thread's later units in memory beside its files:
+    the assembled level is the same matrix."""
+    rng = np.random.default_rng(4)
+    n, d = 300, 60
+    X = sp.random(n, d, density=0.1, random_state=8, format="csr", dtype=np.float32)
+    T = sp.csr_matrix((rng.random((n, 24)) < 0.1).astype(np.float32))
+    parent = np.repeat(np.arange(6), 4)
+    active = sp.csr_matrix(np.stack([T[:, 4 * p:4 * p + 4].toarray().max(axis=1) for p in range(6)], axis=1))
+    held = train_level(X, T, active, parent, np.ones(n), SolverConfig(), seed=2, threads=2)
+    partly = train_level(X, T, active, parent, np.ones(n), SolverConfig(), seed=2, threads=2, spill_dir=tmp_path,
+                         spill_bytes=8 * held.nnz // 5)
+    assert (held != partly).nnz == 0 and np.array_equal(held.indices, partly.indices)
+    assert not partly.data.flags.writeable
+
+
 @pytest.mark.parametrize("kernel_copy", [True, False])
 def test_copy_range_copies_the_bytes_between_offsets(tmp_path, monkeypatch, kernel_copy):
     """Bytes 5..5+n of one file land at 3..3+n of another, the rest of the target untouched, in

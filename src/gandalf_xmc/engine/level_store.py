@@ -42,11 +42,10 @@ class UnitBlocks:
         self.on_disk = 0  # entries written to the files
         self.spilled = False
 
-    def add(self, lo: np.ndarray, hi: np.ndarray, starts: np.ndarray, feat: np.ndarray, val: np.ndarray) -> None:
-        """Units ``lo[i]:hi[i]`` whose entries start at ``starts[i]`` in ``feat`` / ``val``."""
-        part = len(self.parts)
+    def add(self, lo: int, hi: int, feat: np.ndarray, val: np.ndarray) -> None:
+        """Unit ``lo:hi``'s entries."""
+        self.units.append((lo, hi, len(self.parts), 0))
         self.parts.append((feat, val))
-        self.units.extend((int(a), int(b), part, int(s)) for a, b, s in zip(lo.tolist(), hi.tolist(), starts.tolist()))
         self.in_memory += feat.nbytes + val.nbytes
         if self.paths is not None and self.in_memory > self.spill_bytes:
             self._spill()
@@ -65,12 +64,9 @@ class UnitBlocks:
         self.spilled = True
 
     def read(self, part: int, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """``n`` entries of a unit from ``start`` in its part (-1: the files)."""
-        if part >= 0:
-            feat, val = self.parts[part]
-            return feat[start:start + n], val[start:start + n]
-        return (np.fromfile(self.paths[0], dtype=np.int32, count=n, offset=4 * start),
-                np.fromfile(self.paths[1], dtype=np.float32, count=n, offset=4 * start))
+        """``n`` entries of a unit held in memory, from ``start`` in its part."""
+        feat, val = self.parts[part]
+        return feat[start:start + n], val[start:start + n]
 
     def remove_files(self) -> None:
         if self.paths is not None:
@@ -114,7 +110,7 @@ def assemble_level(lanes: list[UnitBlocks], counts: np.ndarray, n_columns: int,
                         if part < 0:  # file to file in the kernel: no read into this process and back
                             copy_range(sources[j].fileno(), target, 4 * n, 4 * start, offset + 4 * at)
                         else:
-                            os.pwrite(target, memoryview(lane.parts[part][j][start:start + n]).cast("B"), offset + 4 * at)
+                            os.pwrite(target, memoryview(lane.read(part, start, n)[j]).cast("B"), offset + 4 * at)
             finally:
                 for source in sources:
                     source.close()
@@ -127,16 +123,17 @@ def copy_range(source: int, target: int, count: int, source_offset: int, target_
     """Copy ``count`` bytes from ``source_offset`` of one open file to ``target_offset`` of another
     (file descriptors): ``os.copy_file_range`` where the platform has it, else reads and writes of
     ``block`` bytes."""
-    done = 0
+    done, kernel = 0, hasattr(os, "copy_file_range")
     while done < count:
         n = min(block, count - done)
         copied = 0
-        if hasattr(os, "copy_file_range"):
+        if kernel:
             try:
                 copied = os.copy_file_range(source, target, n, source_offset + done, target_offset + done)
-            except OSError as error:  # a file system or kernel without it: copy through memory
+            except OSError as error:  # a file system or kernel without it: copy through memory from here on
                 if error.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
                     raise
+                kernel = False
         if copied == 0:
             chunk = os.pread(source, n, source_offset + done)
             if not chunk:

@@ -21,8 +21,8 @@ A big parent's arrays are read at random places every visit, so they sit on huge
 (:mod:`.huge_pages`), and its setup and output avoid random reads where a pass over memory does.
 
 Work is split over threads by parent (a lone parent's children in ``MIN_UNITS`` groups; numba
-releases the GIL), handed out as threads free up; each unit's order is seeded by ``(seed, level, first child)``, so the result
-does not depend on the thread count.
+releases the GIL), handed out as threads free up; each unit's order is seeded by ``(seed, level,
+first child)``, so the result does not depend on the thread count.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..settings import check_ranges
-from ..sparse_ops import grown
 from .huge_pages import huge_empty, huge_full
 from .level_store import UnitBlocks, assemble_level
 from .prefetch import prefetch
@@ -408,68 +407,54 @@ def _positive_step(q, a, k, d, t, sq, cw, positive_cost, alpha_pos, alpha_neg, p
 
 
 @numba.njit(cache=True, nogil=True)
-def _train_units(unit_parent, unit_lo, unit_hi, act_ptr, act_idx, act_val, min_parent_target, t_ptr, t_idx, t_val,
-                 x_indptr, x_indices, x_data, inst_weight, loc, seen, row_at, counts, C, positive_cost, eps, max_iter,
-                 threshold, seed, max_out):
-    """Classifiers of the work units (unit u: parent ``unit_parent[u]``'s children
-    ``unit_lo[u]:unit_hi[u]``), each unit's kept weights as consecutive CSR rows, stopping after
-    the unit whose weights pass ``max_out`` in all: fills ``counts`` (weights of each node) and
-    returns (units done, each unit's first position in the two arrays, feature ids, weights)."""
-    starts = np.zeros(unit_parent.size, dtype=np.int64)
-    out_feat = np.empty(1024, dtype=np.int32)
-    out_val = np.empty(1024, dtype=np.float32)
-    n_out = 0
-    for u in range(unit_parent.size):
-        if n_out > max_out:
-            return u, starts[:u], out_feat[:n_out], out_val[:n_out]
-        p, k_lo, k_hi = unit_parent[u], unit_lo[u], unit_hi[u]
-        a_lo, a_hi = act_ptr[p], act_ptr[p + 1]
-        starts[u] = n_out
-        if a_hi == a_lo or k_hi == k_lo:
-            continue
-        W, fs, slot, owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child = _train_siblings(
-            k_lo, k_hi, act_idx[a_lo:a_hi], act_val[a_lo:a_hi], t_ptr, t_idx, t_val, x_indptr, x_indices, x_data,
-            inst_weight, loc, seen, row_at, C, positive_cost, min_parent_target, eps, max_iter, seed + k_lo)
-        n_k = k_hi - k_lo
-        at = np.zeros(n_k + 1, dtype=np.int64)  # each child's first position, from a counting pass
-        nz_ptr, nz_child, nz_signed = _private_lists(owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child,
-                                                     threshold)
-        for i in range(fs.size):
-            if slot[i] >= 0:
-                row = W[slot[i]]
-                for k in range(n_k):
-                    if abs(row[k]) > threshold:
-                        at[k + 1] += 1
-            else:
-                v = np.float64(owner_val[i])
-                for e in range(nz_ptr[owner[i]], nz_ptr[owner[i] + 1]):
-                    if abs(np.float32(nz_signed[e] * v)) > threshold:
-                        at[nz_child[e] + 1] += 1
-        for k in range(n_k):
-            counts[k_lo + k] = at[k + 1]
-            at[k + 1] += at[k]
-        if n_out + at[n_k] > out_feat.size:  # sized before the scan: growing inside it slows numba's loop (decisions)
-            out_feat = grown(out_feat, n_out + at[n_k])
-            out_val = grown(out_val, n_out + at[n_k])
-        for i in range(fs.size):  # the local features in order: each child's features come out ascending
-            if slot[i] >= 0:
-                row = W[slot[i]]
-                for k in range(n_k):
-                    if abs(row[k]) > threshold:
-                        out_feat[n_out + at[k]] = fs[i]
-                        out_val[n_out + at[k]] = row[k]
-                        at[k] += 1
-            else:
-                v = np.float64(owner_val[i])
-                for e in range(nz_ptr[owner[i]], nz_ptr[owner[i] + 1]):
-                    w = np.float32(nz_signed[e] * v)
-                    if abs(w) > threshold:
-                        k = nz_child[e]
-                        out_feat[n_out + at[k]] = fs[i]
-                        out_val[n_out + at[k]] = w
-                        at[k] += 1
-        n_out += at[n_k - 1]
-    return unit_parent.size, starts, out_feat[:n_out], out_val[:n_out]
+def _train_unit(p, k_lo, k_hi, act_ptr, act_idx, act_val, min_parent_target, t_ptr, t_idx, t_val, x_indptr,
+                x_indices, x_data, inst_weight, loc, seen, row_at, counts, C, positive_cost, eps, max_iter, threshold,
+                seed):
+    """The classifiers of parent ``p``'s children ``k_lo:k_hi``, their kept weights as consecutive
+    CSR rows: fills ``counts`` (weights of each node) and returns (feature ids, weights)."""
+    a_lo, a_hi = act_ptr[p], act_ptr[p + 1]
+    if a_hi == a_lo or k_hi == k_lo:
+        return np.empty(0, dtype=np.int32), np.empty(0, dtype=np.float32)
+    W, fs, slot, owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child = _train_siblings(
+        k_lo, k_hi, act_idx[a_lo:a_hi], act_val[a_lo:a_hi], t_ptr, t_idx, t_val, x_indptr, x_indices, x_data,
+        inst_weight, loc, seen, row_at, C, positive_cost, min_parent_target, eps, max_iter, seed + k_lo)
+    n_k = k_hi - k_lo
+    at = np.zeros(n_k + 1, dtype=np.int64)  # each child's first position, from a counting pass
+    nz_ptr, nz_child, nz_signed = _private_lists(owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child, threshold)
+    for i in range(fs.size):
+        if slot[i] >= 0:
+            row = W[slot[i]]
+            for k in range(n_k):
+                if abs(row[k]) > threshold:
+                    at[k + 1] += 1
+        else:
+            v = np.float64(owner_val[i])
+            for e in range(nz_ptr[owner[i]], nz_ptr[owner[i] + 1]):
+                if abs(np.float32(nz_signed[e] * v)) > threshold:
+                    at[nz_child[e] + 1] += 1
+    for k in range(n_k):
+        counts[k_lo + k] = at[k + 1]
+        at[k + 1] += at[k]
+    out_feat = np.empty(at[n_k], dtype=np.int32)  # sized before the scan: growing inside it slows numba's loop
+    out_val = np.empty(at[n_k], dtype=np.float32)
+    for i in range(fs.size):  # the local features in order: each child's features come out ascending
+        if slot[i] >= 0:
+            row = W[slot[i]]
+            for k in range(n_k):
+                if abs(row[k]) > threshold:
+                    out_feat[at[k]] = fs[i]
+                    out_val[at[k]] = row[k]
+                    at[k] += 1
+        else:
+            v = np.float64(owner_val[i])
+            for e in range(nz_ptr[owner[i]], nz_ptr[owner[i] + 1]):
+                w = np.float32(nz_signed[e] * v)
+                if abs(w) > threshold:
+                    k = nz_child[e]
+                    out_feat[at[k]] = fs[i]
+                    out_val[at[k]] = w
+                    at[k] += 1
+    return out_feat, out_val
 
 
 # A level with fewer parents than this splits each parent's children into groups (this many units
@@ -561,8 +546,6 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
     cost = np.diff(act_ptr)[units[:, 0]].astype(np.float64) * (units[:, 2] - units[:, 1]) + 1.0
     queue = _UnitQueue(units[np.argsort(-cost, kind="stable")])
     lanes = max(1, min(threads, len(units)))
-    # a unit's weights count against spill_bytes at 8 bytes an entry
-    max_out = spill_bytes // 8 if spill_dir is not None else np.iinfo(np.int64).max
 
     def work(i):
         loc = np.empty(X.shape[1], dtype=np.int32)
@@ -571,12 +554,12 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
         counts = np.zeros(n_nodes, dtype=np.int64)
         blocks = UnitBlocks(spill_dir, i, spill_bytes)
         while (unit := queue.take(from_front=i % 2 == 0)) is not None:
-            parent, lo, hi = (unit[j:j + 1] for j in range(3))
-            _, starts, feat, val = _train_units(
-                parent, lo, hi, act_ptr, act_idx, act_val, config.min_parent_target, t_ptr, t_idx, t_val,
-                xi, xx, xd, weights, loc, seen, row_at, counts, config.C, config.positive_cost, config.eps, config.max_iter,
-                config.threshold, seed, max_out)
-            blocks.add(lo, hi, starts, feat, val)
+            parent, lo, hi = (int(v) for v in unit)
+            feat, val = _train_unit(
+                parent, lo, hi, act_ptr, act_idx, act_val, config.min_parent_target, t_ptr, t_idx, t_val, xi, xx, xd,
+                weights, loc, seen, row_at, counts, config.C, config.positive_cost, config.eps, config.max_iter,
+                config.threshold, seed)
+            blocks.add(lo, hi, feat, val)
         return counts, blocks
 
     if lanes == 1:
@@ -584,6 +567,6 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
     else:
         with ThreadPoolExecutor(lanes) as pool:
             parts = list(pool.map(work, range(lanes)))
-    counts = sum(part[0] for part in parts) if parts else np.zeros(n_nodes, dtype=np.int64)
+    counts = sum(part[0] for part in parts)
     # every node is in one unit and a unit's nodes are consecutive: its weights are one block of W
     return assemble_level([part[1] for part in parts], counts, X.shape[1], spill_dir)
