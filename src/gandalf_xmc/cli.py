@@ -260,16 +260,13 @@ def evaluate(pred_file: Path = typer.Argument(..., help="Predictions: sparse mat
     """Score a prediction file: P@k, nDCG@k, PSP@k, PSnDCG@k, R@k, C@k (filter pairs removed)."""
     from .data.formats import read_predictions
     from .data.stats import frequency_bins
-    from .errors import ConfigError
     from .metrics import bin_contributions, inverse_propensity
     from .metrics import evaluate as evaluate_metrics
 
     ds = _load(data, splits=tuple(dict.fromkeys(("trn", split))), derive_filters=derive_filters)
     target = ds.split(split)
     ks = tuple(sorted(set(k)))
-    pa, pb = ds.propensity_constants(a, b)
-    if not (pa > 0 and pb >= 0) or pa != pa or pb != pb:
-        raise ConfigError(f"propensity constants must be A > 0 and B >= 0, got A = {pa}, B = {pb}")
+    pa, pb = ds.propensity_constants(a, b)  # checked there
     pred = read_predictions(pred_file, expect_shape=(len(target), ds.n_labels))
     w = inverse_propensity(ds.original_train_Y(), pa, pb)
     res = evaluate_metrics(pred, target.Y, w, ks, target.filter_pairs)
@@ -379,8 +376,13 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
                                                "lines for --input (default stdout)."),
             k: Optional[int] = typer.Option(None, "-k", min=1, help="Labels per query (default 5; 100 with --data)."),
             as_json: bool = typer.Option(False, "--json", help="With --text: print one JSON object."),
+            force: bool = typer.Option(False, "--force", help="Replace --out if it is an existing file (never one of "
+                                       "this command's inputs)."),
             progress: Optional[bool] = PROGRESS_OPTION) -> None:
-    """Top labels of one query (--text), of a file of raw queries (--input), or of a dataset split (--data --out)."""
+    """Top labels of one query (--text), of a file of raw queries (--input), or of a dataset split (--data --out).
+
+    --out is a new file, or an existing one with --force; '-' is standard output, and a device or
+    pipe is written to, not replaced."""
     from .errors import ConfigError
     from .predictor import load_predictor
 
@@ -403,8 +405,8 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
     if input_file is not None:
         from .predictor import predict_lines
 
-        n = predict_lines(predictor, input_file, out, k or 5)
-        if out is not None:
+        n = predict_lines(predictor, input_file, out, k or 5, force=force)
+        if out is not None and str(out) != "-":
             _say(f"wrote the top-{k or 5} labels of {n:,} queries to {out}")
         return
     if out is None:
@@ -428,20 +430,35 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
     from .workflow.pipeline import write_predictions
 
     kk = k or 100
-    write_predictions(predictor.model, texts, predictor.n_labels, out, k=kk, progress=_show_progress(progress))
-    _say(f"wrote top-{kk} predictions of {len(texts):,} points to {out}")
+    write_predictions(predictor.model, texts, predictor.n_labels, out, k=kk, progress=_show_progress(progress),
+                      force=force, inputs=(directory,), closed=(model_dir,))
+    if str(out) != "-":
+        _say(f"wrote top-{kk} predictions of {len(texts):,} points to {out}")
 
 
 @app.command()
 def serve(model_dir: Path = typer.Argument(..., help="A directory written by 'gandalf train'."),
           host: str = typer.Option("127.0.0.1", help="Address to listen on."),
           port: int = typer.Option(8000, min=0, max=65535, help="Port (0: any free port, printed)."),
-          max_batch: int = typer.Option(1024, min=1, help="Most texts one request may hold."),
-          max_k: int = typer.Option(100, min=1, help="Largest k a request may ask for.")) -> None:
-    """Answer POST /predict (JSON: {"text": ...} or {"texts": [...]}, "k") and GET /health over HTTP."""
-    from .serve import run_server
+          max_batch: int = typer.Option(1024, min=1, help="Most texts one request may hold (more: 413)."),
+          max_k: int = typer.Option(100, min=1, help="Largest k a request may ask for (more: 422)."),
+          max_body_bytes: int = typer.Option(1 << 20, min=1, help="Largest request body in bytes (more: 413)."),
+          read_timeout: float = typer.Option(10.0, min=0.1, help="Seconds a connection has to deliver a whole request "
+                                             "after it opens or after its last answer; then it is closed."),
+          max_connections: int = typer.Option(256, min=1, help="Open connections at most; past it requests get 503."),
+          weights: str = typer.Option("auto", help="memory: copy the weights into the server's memory (changes to the "
+                                      "model directory cannot reach it); mapped: read them through file mappings "
+                                      "(for models larger than memory); auto: memory when they fit in half of it.")
+          ) -> None:
+    """Answer POST /predict (JSON: {"text": ...} or {"texts": [...]}, "k") and GET /health over HTTP.
 
-    run_server(model_dir, host, port, max_batch=max_batch, max_k=max_k)
+    To replace a served model, write the new one elsewhere and rename it into place (gandalf train
+    --force does); never copy files over a served model directory."""
+    from .serve import ServeLimits, run_server
+
+    limits = ServeLimits(max_batch=max_batch, max_k=max_k, max_body_bytes=max_body_bytes, read_timeout=read_timeout,
+                         max_connections=max_connections)
+    run_server(model_dir, host, port, limits=limits, weights=weights)
 
 
 @app.command()

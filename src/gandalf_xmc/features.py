@@ -198,14 +198,17 @@ class TextFeaturizer:
 
     @classmethod
     def load(cls, directory: str | Path) -> TextFeaturizer:
+        from .engine.level_store import load_array
+        from .jsonio import read_json_file
+
         d = Path(directory)
-        spec = json.loads((d / "features.json").read_text())
+        spec = read_json_file(d / "features.json")
         feat = cls(spec["ngram_max"], spec["min_df"], spec["max_features"], spec.get("char_ngrams"))
         feat.vectorizer = feat._new_vectorizer({term: i for i, term in enumerate(spec["vocabulary"])})
-        feat.vectorizer.idf_ = np.load(d / "features_idf.npy")
+        feat.vectorizer.idf_ = load_array(d / "features_idf.npy")
         if feat.char_ngrams:
             feat.char_vectorizer = feat._new_char_vectorizer({t: i for i, t in enumerate(spec["char_vocabulary"])})
-            feat.char_vectorizer.idf_ = np.load(d / "features_char_idf.npy")
+            feat.char_vectorizer.idf_ = load_array(d / "features_char_idf.npy")
         return feat
 
 

@@ -9,6 +9,7 @@ import zipfile
 from pathlib import Path
 
 from .errors import DataFormatError
+from .jsonio import JSONProblem, loads
 
 
 class Predictor:
@@ -78,10 +79,9 @@ def load_predictor(model_dir: str | Path, light: bool = False) -> Predictor:
 
 def _load_light(d: Path):
     """The numpy-only reader for a linear model it can read, else None."""
-    try:
-        spec = json.loads((d / "model.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None  # the full loader reports it
+    from .jsonio import read_json_file
+
+    spec = read_json_file(d / "model.json")
     from .models.linear_reader import LinearReader, can_read
 
     return LinearReader(d) if isinstance(spec, dict) and can_read(spec) else None
@@ -101,9 +101,9 @@ def _queries(source: str):
             line = line.rstrip("\n").rstrip("\r")
             if line.startswith("{"):
                 try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError:
-                    raise DataFormatError(name, lineno, "a line starting with '{' must be a JSON object") from None
+                    obj = loads(line)
+                except JSONProblem as exc:
+                    raise DataFormatError(name, lineno, f"a line starting with '{{' must be a JSON object: {exc}") from None
                 text = obj.get("title", obj.get("text")) if isinstance(obj, dict) else None
                 if not isinstance(text, str):
                     raise DataFormatError(name, lineno, "a JSON line needs a string 'title' or 'text'")
@@ -117,10 +117,13 @@ def _queries(source: str):
             fh.close()
 
 
-def predict_lines(predictor: Predictor, source: str, out: str | Path | None, k: int, batch: int = 2048) -> int:
+def predict_lines(predictor: Predictor, source: str, out: str | Path | None, k: int, batch: int = 2048,
+                  force: bool = False) -> int:
     """Rank the labels of every query of ``source`` and write one JSON line a query (``text``,
-    ``labels``) to ``out`` (atomically) or stdout; returns the number of queries."""
-    from .data.atomic import atomic_text_writer
+    ``labels``) to ``out`` or stdout; returns the number of queries. ``out`` follows
+    :func:`.data.atomic.check_output_file`'s rule (``force``; never the query file nor inside the
+    model directory)."""
+    from .data.atomic import output_file
 
     def lines():
         buffer = []
@@ -143,8 +146,9 @@ def predict_lines(predictor: Predictor, source: str, out: str | Path | None, k: 
             n += 1
         sys.stdout.flush()
         return n
-    with atomic_text_writer(out) as fh:
+    inputs = () if source == "-" else (source,)
+    with output_file(out, force, inputs, closed=(predictor.directory,)) as fh:
         for line in lines():
-            fh.write(line)
+            fh.write(line.encode("utf-8"))
             n += 1
     return n

@@ -7,30 +7,84 @@
 Bad requests get a 4xx status and ``{"error": "..."}``: 400 for malformed JSON or fields, 413 for
 a body or batch over the limits, 422 for a ``k`` out of range. Predictions run on a worker
 thread, so the event loop keeps accepting connections.
+
+Limits against slow or greedy clients (:class:`ServeLimits`): a connection must deliver a whole
+request within ``read_timeout`` seconds of opening (or of its last answer) or it is closed; past
+``max_connections`` open connections a request is answered 503; bodies and batches are capped.
+The weights are copied into the server's own memory when they fit (``weights="auto"``), so that
+nothing done to the model directory afterwards reaches a running server; a server that maps them
+checks before every request that the files were not changed in place, and answers 500 if they were.
 """
 
 from __future__ import annotations
 
-import json
+import logging
+import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import DataFormatError
+from .errors import DataFormatError, GandalfError
+from .jsonio import JSONProblem, loads
 from .predictor import Predictor, load_predictor
 
 MAX_BODY_BYTES = 1 << 20
+log = logging.getLogger("gandalf.serve")
 
 
-def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, max_body_bytes: int = MAX_BODY_BYTES):
-    """The ASGI application answering for ``predictor``."""
+@dataclass(frozen=True)
+class ServeLimits:
+    """What one request and all clients together may ask of a server."""
+
+    max_batch: int = 1024  # texts a request
+    max_k: int = 100
+    max_body_bytes: int = MAX_BODY_BYTES
+    read_timeout: float = 10.0  # seconds for a connection to deliver a whole request
+    max_connections: int = 256  # open connections before requests are answered 503
+
+
+class FileGuard:
+    """The size, inode and change time of the files a model maps, as loaded: :meth:`check`
+    raises DataFormatError when one was changed in place (a mapped page past a truncated file's end
+    would kill the process with SIGBUS; a file replaced by a rename is harmless, the old one stays
+    mapped)."""
+
+    def __init__(self, files: list[str]):
+        self.files = {path: self._identity(path) for path in files}
+
+    @staticmethod
+    def _identity(path: str) -> tuple | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_ino, st.st_size, st.st_mtime_ns
+
+    def check(self) -> None:
+        for path, identity in self.files.items():
+            now = self._identity(path)
+            if now is not None and now[0] == identity[0] and now != identity:
+                raise DataFormatError(path, None, "changed in place while the server maps it: restart the server "
+                                                  "(replace a served model by renaming a new directory into place)")
+
+
+def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, max_body_bytes: int = MAX_BODY_BYTES,
+               guard: FileGuard | None = None):
+    """The ASGI application answering for ``predictor`` (``guard``: the mapped files to check
+    before each prediction)."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse
+    from starlette.requests import ClientDisconnect, Request
+    from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
     kind = getattr(predictor.model, "kind", "model")
+
+    def ranked(texts: list[str], k: int) -> list[list[dict]]:
+        if guard is not None:
+            guard.check()
+        return predictor.predict_labels(texts, k)
 
     def error(status: int, message: str) -> JSONResponse:
         return JSONResponse({"error": message}, status_code=status)
@@ -43,14 +97,19 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
         if declared is not None and (not declared.isdigit() or int(declared) > max_body_bytes):
             return error(413, f"request body over {max_body_bytes:,} bytes")
         body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > max_body_bytes:
-                return error(413, f"request body over {max_body_bytes:,} bytes")
         try:
-            payload = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return error(400, "the body is not JSON")
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > max_body_bytes:
+                    return error(413, f"request body over {max_body_bytes:,} bytes")
+        except ClientDisconnect:
+            client = request.client
+            log.warning("client %s disconnected before its request body ended", client.host if client else "?")
+            return Response(status_code=400)  # nobody reads it
+        try:
+            payload = loads(body)
+        except JSONProblem as exc:
+            return error(400, f"the body is not JSON: {exc}")
         if not isinstance(payload, dict):
             return error(400, 'expected a JSON object: {"text": "..."} or {"texts": [...]}, optional "k"')
         unknown = set(payload) - {"text", "texts", "k"}
@@ -64,14 +123,14 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
         if "text" in payload:
             if not isinstance(payload["text"], str):
                 return error(400, '"text" must be a string')
-            ranked = await run_in_threadpool(predictor.predict_labels, [payload["text"]], k)
-            return JSONResponse({"labels": ranked[0]})
+            answer = await run_in_threadpool(ranked, [payload["text"]], k)
+            return JSONResponse({"labels": answer[0]})
         texts = payload["texts"]
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             return error(400, '"texts" must be a list of strings')
         if len(texts) > max_batch:
             return error(413, f"at most {max_batch} texts a request, got {len(texts)}")
-        results = await run_in_threadpool(predictor.predict_labels, texts, k) if texts else []
+        results = await run_in_threadpool(ranked, texts, k) if texts else []
         return JSONResponse({"results": results})
 
     async def not_found(request: Request, exc) -> JSONResponse:
@@ -81,22 +140,135 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
         return error(405, f"{request.method} is not allowed here")
 
     async def damaged(request: Request, exc: DataFormatError) -> JSONResponse:
-        return error(500, str(exc))  # a model file damaged where loading could not see
+        log.error("request failed: %s", exc)  # a model file damaged where loading could not see, or changed
+        return error(500, str(exc))
 
     return Starlette(routes=[Route("/health", health, methods=["GET"]), Route("/predict", predict, methods=["POST"])],
                      exception_handlers={404: not_found, 405: not_allowed, DataFormatError: damaged})
 
 
+def _listen(host: str, port: int):
+    """A listening socket, bound here so that a port in use is one clear line before anything
+    starts (uvicorn would report it after "startup complete")."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise GandalfError(f"cannot listen on {host}:{port} ({exc.strerror or exc})") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _timed_protocol(read_timeout: float):
+    """uvicorn's h11 protocol with a deadline: a connection that has not delivered a whole request
+    ``read_timeout`` seconds after it opened (or after its last answer) is closed, so slow clients
+    cannot hold connections open (uvicorn's own keep-alive timer starts only after an answer)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class TimedH11Protocol(H11Protocol):
+        deadline = None
+
+        def _arm(self) -> None:
+            self._disarm()
+            self.deadline = self.loop.call_later(read_timeout, self._too_slow)
+
+        def _disarm(self) -> None:
+            if self.deadline is not None:
+                self.deadline.cancel()
+                self.deadline = None
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def connection_lost(self, exc) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.conn.their_state in (h11.DONE, h11.MUST_CLOSE, h11.CLOSED):
+                self._disarm()  # the request is in: the model's time does not count
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()
+
+        def _too_slow(self) -> None:
+            self.deadline = None
+            if not self.transport.is_closing():
+                client = "%s:%d" % self.client if self.client else "a client"
+                log.warning("closed the connection of %s: no whole request within %g s", client, read_timeout)
+                self.transport.close()
+
+    return TimedH11Protocol
+
+
+def prepare(model_dir: str | Path, weights: str = "auto") -> tuple[Predictor, FileGuard | None]:
+    """Load a model for serving: its mapped weights copied into memory (``weights`` "memory", or
+    "auto" when they take at most half the memory available now) or kept mapped and read in
+    ("mapped", or "auto" otherwise), with a guard on the mapped files; then a warm-up query."""
+    if weights not in ("auto", "memory", "mapped"):
+        raise GandalfError(f"--weights must be auto, memory or mapped, got {weights!r}")
+    predictor = load_predictor(model_dir)
+    started = time.perf_counter()
+    files = predictor.model.mapped_files()
+    size = sum(os.path.getsize(f) for f in files)
+    hold = weights == "memory" or (weights == "auto" and size <= _available_memory() // 2)
+    if hold:
+        moved = predictor.model.hold_in_memory()
+        what = f"copied {moved / 2**30:.1f} GiB of weights into memory"
+    else:
+        moved = predictor.model.page_in()  # read them in before the first request
+        what = f"read {moved / 2**30:.1f} GiB of mapped weights into the page cache"
+    if time.perf_counter() - started > 1.0:
+        print(f"{what} in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+    guard = FileGuard(predictor.model.mapped_files()) if predictor.model.mapped_files() else None
+    if guard is not None:
+        print("serving weights mapped from files: replace this model by renaming a new directory into place, "
+              "never by copying over its files", file=sys.stderr, flush=True)
+    predictor.predict_labels(["warm up"], 1)  # and compile
+    return predictor, guard
+
+
+def _available_memory() -> int:
+    """MemAvailable (Linux), else the physical memory, in bytes."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 def run_server(model_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, max_batch: int = 1024,
-               max_k: int = 100) -> None:
+               max_k: int = 100, limits: ServeLimits | None = None, weights: str = "auto") -> None:
     """Load the model, then serve until interrupted (uvicorn prints the address it listens on)."""
     import uvicorn
 
-    predictor = load_predictor(model_dir)
-    started = time.perf_counter()
-    read = predictor.model.page_in()  # a large model's weights are files: read them in before the first request
-    if time.perf_counter() - started > 1.0:
-        print(f"read {read / 2**30:.1f} GiB of weights into memory in {time.perf_counter() - started:.1f} s",
-              file=sys.stderr, flush=True)
-    predictor.predict_labels(["warm up"], 1)  # and compile
-    uvicorn.run(create_app(predictor, max_batch, max_k), host=host, port=port, log_level="info", access_log=False)
+    limits = limits or ServeLimits(max_batch=max_batch, max_k=max_k)
+    sock = _listen(host, port)
+    predictor, guard = prepare(model_dir, weights)
+    app = create_app(predictor, limits.max_batch, limits.max_k, limits.max_body_bytes, guard)
+    config = uvicorn.Config(app, host=host, port=sock.getsockname()[1], log_level="info", access_log=False,
+                            http=_timed_protocol(limits.read_timeout), limit_concurrency=limits.max_connections,
+                            timeout_keep_alive=5)
+    logging.getLogger("gandalf.serve").setLevel(logging.INFO)
+    if not logging.getLogger("gandalf.serve").handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        logging.getLogger("gandalf.serve").addHandler(handler)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"INFO:     gandalf serve running on http://{shown}:{sock.getsockname()[1]} (Press CTRL+C to quit): "
+          f"{getattr(predictor.model, 'kind', 'model')} model, {predictor.n_labels:,} labels, from {model_dir}",
+          file=sys.stderr, flush=True)
+    uvicorn.Server(config).run(sockets=[sock])

@@ -7,7 +7,10 @@ import errno
 import gzip
 import io
 import os
+import re
 import shutil
+import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,6 +84,70 @@ def atomic_text_writer(path: str | Path, compresslevel: int = GZIP_LEVEL) -> Ite
         finally:
             fh.flush()
             fh.detach()
+
+
+def check_output_file(path: str | Path, force: bool = False, inputs: tuple = (), closed: tuple = ()) -> Path | None:
+    """Where a command's output file goes, by the rule every command follows: a new path, or an
+    existing regular file with ``force``; never a directory or a block device; never one of
+    ``inputs`` even with ``force`` (an input file, or any existing file under an input directory:
+    a new file beside a dataset's is fine); nothing under a directory of ``closed`` (a model
+    directory). A symbolic link is followed: the file it names is written, the link stays.
+
+    Returns the regular file to write atomically, or None when ``path`` is ``-`` (standard
+    output) or a character device, FIFO or socket, which is written to, not replaced."""
+    if str(path) == "-":
+        return None
+    given = Path(path)
+    try:
+        mode: int | None = given.stat().st_mode  # through a link
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise OutputError(given, f"cannot write here ({exc.strerror or exc})") from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise OutputError(given, "is a directory; give a file name")
+    if mode is not None and not stat.S_ISREG(mode):
+        if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            return None
+        raise OutputError(given, "is a block device, not a file: refused")
+    target = given.resolve() if given.is_symlink() else given
+    real = target.resolve()
+    for directory in closed:
+        if directory is not None and Path(directory).is_dir() and _same_or_inside(real, Path(directory)):
+            raise OutputError(given, f"is inside {directory}, which this command reads: choose another --out")
+    if mode is not None:
+        for source in inputs:
+            if source is None or not Path(source).exists():
+                continue
+            source_real = Path(source).resolve()
+            if source_real in real.parents or os.path.samefile(source_real, real):
+                raise OutputError(given, f"is an input of this command ({source}): choose another --out")
+        if not force:
+            raise OutputError(given, "exists; pass --force to replace it")
+    return target
+
+
+@contextlib.contextmanager
+def output_file(path: str | Path, force: bool = False, inputs: tuple = (), closed: tuple = ()) -> Iterator[IO[bytes]]:
+    """Open a command's output file for bytes by :func:`check_output_file`'s rule: a regular file
+    is written atomically (gzip if it ends in .gz), ``-`` is standard output, and a character
+    device or FIFO is written to in place."""
+    target = check_output_file(path, force, inputs, closed)
+    if target is not None:
+        with atomic_writer(target) as fh:
+            yield fh
+        return
+    if str(path) == "-":
+        sys.stdout.flush()
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    try:
+        raw = open(path, "wb")
+    except OSError as exc:
+        raise OutputError(path, f"cannot write ({exc.strerror or exc})") from None
+    with raw:
+        yield raw
 
 
 def _same_or_inside(a: Path, b: Path) -> bool:
@@ -166,27 +233,60 @@ def replace_directory(out_dir: str | Path, write, keep: tuple[str, ...] = ()) ->
         _remove_staging(out)
 
 
-def _remove_staging(out: Path) -> None:
-    """Every staging directory of ``out``: under the lock they are ours or stale, and removing them
-    all (not only the one a name was bound to) also covers an interrupt that lands between
-    ``mkdtemp`` making the directory and its name reaching the caller."""
+# Staging and old directories get names no user writes (``.NAME.gandalf-staging-XXXXXXXX.tmp``,
+# ``.NAME.gandalf-old-XXXXXXXX.old``, XXXXXXXX from mkdtemp) and a marker file inside: clean-up
+# removes only a directory whose whole name matches its own output's pattern and that holds the
+# marker (or nothing at all), so a user's ``.NAME.mine.tmp`` and a writer of ``NAME.b`` are safe.
+STAGING_MARK = ".gandalf-staging"
+_TEMP_CHARS = "[a-z0-9_]{8}"  # tempfile's random names: 8 of these characters
+
+
+def _own_directories(out: Path, kind: str) -> list[Path]:
+    """``out``'s staging (``kind`` "staging") or old (``kind`` "old") directories left by this
+    program: exact name and the marker (an empty one is an interrupted ``mkdtemp``)."""
+    suffix = "tmp" if kind == "staging" else "old"
+    pattern = re.compile(rf"\.{re.escape(out.name)}\.gandalf-{kind}-{_TEMP_CHARS}\.{suffix}")
+    found = []
     if out.parent.is_dir():
-        for staging in out.parent.glob(f".{out.name}.*.tmp"):
-            if staging.is_dir():
-                shutil.rmtree(staging, ignore_errors=True)
+        for entry in out.parent.iterdir():
+            if pattern.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink():
+                try:
+                    contents = {p.name for p in entry.iterdir()}
+                except OSError:
+                    continue
+                if not contents or STAGING_MARK in contents:
+                    found.append(entry)
+    return found
+
+
+def _new_directory(out: Path, kind: str) -> Path:
+    """A fresh staging (or old) directory beside ``out``, with its marker."""
+    path = Path(tempfile.mkdtemp(prefix=f".{out.name}.gandalf-{kind}-", suffix=".tmp" if kind == "staging" else ".old",
+                                 dir=out.parent))
+    (path / STAGING_MARK).touch()
+    return path
+
+
+def _remove_staging(out: Path) -> None:
+    """Every staging directory of ``out`` (the caller holds its lock, so they are ours or a killed
+    writer's): removing them all, not only the one a name was bound to, also covers an interrupt
+    that lands between ``mkdtemp`` making the directory and its name reaching the caller."""
+    for staging in _own_directories(out, "staging"):
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _make_staging(out: Path) -> Path:
     """A fresh staging directory beside ``out``. The caller holds the lock, so a staging or old
-    directory of ``out`` that is already there was left by a writer killed outright: removed."""
+    directory of ``out`` that is already there was left by a writer killed outright: removed, after
+    an old directory whose swap was cut short (``out`` gone) is put back in place."""
     _remove_staging(out)
-    if out.parent.is_dir():
-        for stale in out.parent.glob(f".{out.name}.*.old"):
-            if stale.is_dir():
-                shutil.rmtree(stale, ignore_errors=True)
+    for stale in _own_directories(out, "old"):
+        if (stale / "previous").exists() and not out.exists() and not out.is_symlink():
+            os.replace(stale / "previous", out)
+        shutil.rmtree(stale, ignore_errors=True)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        return _new_directory(out, "staging")
     except OSError as exc:
         raise OutputError(out, f"cannot write here ({exc.strerror or exc})") from None
 
@@ -201,9 +301,10 @@ def _swap_in(staging: Path, out: Path, keep: tuple[str, ...] = ()) -> None:
                 os.replace(out / name, staging / name)
                 moved.append(name)
         if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+            old = _new_directory(out, "old")
             os.replace(out, old / "previous")
         os.replace(staging, out)
+        (out / STAGING_MARK).unlink(missing_ok=True)  # after the swap: a staging directory always has it
     except BaseException as exc:
         if old is not None and (old / "previous").exists() and not out.exists():
             os.replace(old / "previous", out)  # the old directory goes back

@@ -10,10 +10,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataFormatError
+from ..jsonio import read_json_file
 from ..text import words
 from .atomic import atomic_directory
 from .formats import read_filter_pairs, read_lf_json, read_sparse_text, read_text_lines, write_filter_pairs, write_lf_json
-from .presets import propensity_constants
+from .presets import propensity_constants, propensity_problem
 from .suite import resolve
 
 EMBEDDED_NAME = "debian-bookworm"
@@ -239,10 +240,7 @@ def _read_augment_metadata(path: Path) -> dict:
     """``augment.json`` (empty when absent), checked: ``n_original_train`` is a positive integer."""
     if not path.exists():
         return {}
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, OSError, UnicodeDecodeError) as exc:
-        raise DataFormatError(path, None, f"unreadable metadata ({exc})") from None
+    meta = read_json_file(path)
     if not isinstance(meta, dict):
         raise DataFormatError(path, None, "expected a JSON object")
     n = meta.get("n_original_train")
@@ -255,18 +253,16 @@ def _read_card(path: Path) -> dict:
     """A dataset's ``dataset.json`` (empty when absent); a bad one is a :class:`DataFormatError`."""
     if not path.exists():
         return {}
-    try:
-        card = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataFormatError(path, None, f"unreadable dataset card ({exc})") from None
+    card = read_json_file(path)
     if not isinstance(card, dict):
         raise DataFormatError(path, None, "expected a JSON object")
     prop = card.get("propensity")
     if prop is not None:
-        ok = isinstance(prop, dict) and all(isinstance(prop.get(k), (int, float)) and not isinstance(prop.get(k), bool)
-                                            for k in ("A", "B"))
-        if not ok or not (prop["A"] > 0 and prop["B"] >= 0):
+        if not isinstance(prop, dict):
             raise DataFormatError(path, None, "'propensity' must be {\"A\": number > 0, \"B\": number >= 0}")
+        problem = propensity_problem(prop.get("A"), prop.get("B"))
+        if problem:
+            raise DataFormatError(path, None, f"'propensity': {problem}")
     return card
 
 

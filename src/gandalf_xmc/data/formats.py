@@ -31,6 +31,8 @@ import orjson
 import scipy.sparse as sp
 
 from ..errors import DataFormatError
+from ..jsonio import JSONProblem
+from ..jsonio import loads as json_loads
 from .atomic import atomic_text_writer, atomic_writer
 from .render import (
     INDICES,
@@ -258,8 +260,8 @@ def read_lf_json(path: str | Path, n_labels: int | None = None, *, require_targe
             obj = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             try:  # Python's json accepts NaN/Infinity, which then get a precise error below
-                obj = json.loads(line)
-            except ValueError:
+                obj = json_loads(line)
+            except JSONProblem:
                 raise DataFormatError(path, lineno, f"malformed JSON ({exc.args[0] if exc.args else exc})") from None
         if not isinstance(obj, dict):
             raise DataFormatError(path, lineno, "expected a JSON object")
@@ -436,10 +438,16 @@ def write_sparse_text(path: str | Path, *parts: sp.spmatrix) -> None:
     write_lines(path, sparse_text_chunks(*parts))
 
 
-def write_sparse_text_stream(path: str | Path, n_rows: int, n_cols: int, blocks: Iterable[sp.spmatrix]) -> None:
+def write_sparse_text_stream(path: str | Path | IO[bytes], n_rows: int, n_cols: int,
+                             blocks: Iterable[sp.spmatrix]) -> None:
     """Write row blocks produced one at a time (bounded memory) as one sparse text matrix,
-    atomically: nothing is left at ``path`` if producing a block fails."""
-    write_lines(path, streamed_sparse_text_chunks(n_rows, n_cols, blocks))
+    atomically: nothing is left at ``path`` if producing a block fails. ``path`` may also be an
+    open binary file (the caller decides how it is written)."""
+    if isinstance(path, (str, Path)):
+        write_lines(path, streamed_sparse_text_chunks(n_rows, n_cols, blocks))
+        return
+    for chunk in streamed_sparse_text_chunks(n_rows, n_cols, blocks):
+        path.write(chunk)
 
 
 # --------------------------------------------------------------------------------------------

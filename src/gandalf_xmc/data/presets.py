@@ -60,7 +60,33 @@ def preset_for(name: str) -> DatasetPreset | None:
 
 
 def propensity_constants(name: str, a: float | None = None, b: float | None = None) -> tuple[float, float]:
-    """A and B for a dataset: explicit overrides first, then its preset, then 0.55/1.5."""
+    """A and B for a dataset: explicit overrides first, then its preset, then 0.55/1.5; checked
+    by :func:`check_propensity`."""
     preset = preset_for(name)
     default = (preset.propensity_a, preset.propensity_b) if preset else DEFAULT_PROPENSITY
-    return (default[0] if a is None else a, default[1] if b is None else b)
+    a, b = (default[0] if a is None else a, default[1] if b is None else b)
+    check_propensity(a, b)
+    return a, b
+
+
+def propensity_problem(a, b) -> str | None:
+    """Why ``(A, B)`` cannot be propensity constants, or None: both finite numbers, A > 0, B >= 0,
+    and C = (ln N - 1)(B + 1)^A of a representable size (A ln(B + 1) below 700, so for any N
+    float64 holds C; ``metrics.inverse_propensity`` still checks the weights it computes)."""
+    import math
+
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
+    if not numbers or not (math.isfinite(a) and math.isfinite(b)) or not (a > 0 and b >= 0):
+        return f"propensity constants must be finite numbers with A > 0 and B >= 0, got A = {a}, B = {b}"
+    if a * math.log1p(b) >= 700:
+        return f"propensity constants A = {a:g}, B = {b:g} overflow the weights ((B + 1)^A is past 1e304)"
+    return None
+
+
+def check_propensity(a, b) -> None:
+    """Raise ConfigError with :func:`propensity_problem`'s reason."""
+    problem = propensity_problem(a, b)
+    if problem:
+        from ..errors import ConfigError
+
+        raise ConfigError(problem)

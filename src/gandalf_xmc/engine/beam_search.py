@@ -22,7 +22,8 @@ import scipy.sparse as sp
 
 from ..errors import DataFormatError
 from ..sparse_ops import threads_for
-from .level_chunks import LevelChunks, has_chunks, lay_out, map_chunks
+from .level_chunks import CHUNK_FILES, LevelChunks, has_chunks, lay_out, map_chunks
+from .level_store import mappings
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -240,6 +241,34 @@ class TreeWeights:
         """The arrays the search reads that may be mapped from files (for a server's warm-up)."""
         return [a for W, chunks in zip(self.levels, self.chunks)
                 for a in (chunks.arrays if chunks is not None else (W.indptr, W.indices, W.data))]
+
+    def hold_in_memory(self) -> int:
+        """Copy every array the search reads out of its file mapping into this process's own
+        memory, so that nothing done to the files later (a copy over them truncates them in
+        place, and a mapped page past a file's new end is SIGBUS) reaches the search; returns the
+        bytes copied. A level searched through its layout keeps its CSR mapped but never reads it."""
+        copied = 0
+
+        def own(array: np.ndarray) -> np.ndarray:
+            nonlocal copied
+            if not mappings([array]):
+                return array
+            copied += array.nbytes
+            return np.array(array)
+
+        for t, (W, chunks) in enumerate(zip(self.levels, self.chunks)):
+            if chunks is not None:
+                self.chunks[t] = LevelChunks(**{name: own(getattr(chunks, name)) for name in CHUNK_FILES},
+                                             name=chunks.name)
+            else:
+                owned = sp.csr_matrix((own(W.data), own(W.indices), own(W.indptr)), shape=W.shape, copy=False)
+                owned.has_sorted_indices = True
+                self.levels[t] = owned
+        return copied
+
+    def mapped_files(self) -> list[str]:
+        """The files the search still reads through a mapping."""
+        return sorted({str(m.filename) for m in mappings(self.mapped_arrays())})
 
 
 def _float32_csr(W: sp.spmatrix) -> sp.csr_matrix:

@@ -40,7 +40,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from .level_store import release_pages
+from .level_store import finite_problem, load_array, release_pages
 
 CHUNK_FILES = ("feat_lo", "entry_lo", "feat", "feat_end", "child", "value")
 _DTYPES = {"feat_lo": np.int64, "entry_lo": np.int64, "feat": np.int32, "feat_end": np.int32, "value": np.float32}
@@ -282,8 +282,7 @@ def map_chunks(directory: Path, child_ptr: np.ndarray) -> LevelChunks:
     """The layout :func:`write_chunks` wrote to ``directory``, mapped read-only. Raises
     ValueError when the files disagree with each other or with the tree (``child_ptr``): the
     checks here read the per-parent pointers only; the search checks every entry it follows."""
-    arrays = {name: np.load(directory / f"chunk_{name}.npy", mmap_mode="r", allow_pickle=False)
-              for name in CHUNK_FILES}
+    arrays = {name: load_array(directory / f"chunk_{name}.npy", mapped=True) for name in CHUNK_FILES}
     problem = _layout_problem(arrays, np.asarray(child_ptr, dtype=np.int64))
     if problem:
         raise ValueError(f"{directory.name}: {problem}")
@@ -306,4 +305,6 @@ def _layout_problem(arrays: dict, child_ptr: np.ndarray) -> str | None:
             return f"chunk_{name}.npy does not match the tree and the other arrays"
     if arrays["feat_end"].size != arrays["feat"].size or arrays["value"].size != child.size:
         return "the layout's arrays differ in length"
+    if finite_problem(arrays["value"]):
+        return "a weight of the layout is not a finite number"
     return None

@@ -155,20 +155,60 @@ def check_level(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_col
     """Raise ValueError unless a saved level's row pointers are consistent with its arrays and,
     for levels of at most ``check_entries`` weights (the ones the search copies into its chunk
     layout, where a feature id indexes memory), every feature id is below ``n_columns``; larger
-    levels are searched by comparing feature ids only, so their ids are not read (numpy only:
-    the cold-start reader calls it too)."""
+    levels are searched by comparing feature ids only, so their ids are not read; likewise every
+    weight of such a level is finite (numpy only: the cold-start reader calls it too)."""
     if (indptr.ndim != 1 or indptr.size == 0 or indptr[0] != 0 or np.any(np.diff(indptr) < 0)
             or indptr[-1] != indices.size or indices.size != data.size or indices.dtype != np.int32
             or data.dtype != np.float32):
         raise ValueError(f"{name}: inconsistent weight arrays")
     if 0 < indices.size <= check_entries and (indices.min() < 0 or indices.max() >= n_columns):
         raise ValueError(f"{name}: a feature id out of range")
+    if finite_problem(data, check_entries):
+        raise ValueError(f"{name}: a weight is not a finite number")
+
+
+def finite_problem(values: np.ndarray, check_entries: int = 100_000_000) -> bool:
+    """Whether ``values`` (of at most ``check_entries``; larger arrays are not read here) hold a
+    NaN or an infinity: their sum in float64 is finite exactly when every float32 value is (no
+    sum of at most 2**53 float32 values can overflow float64), and it reads without a copy."""
+    return 0 < values.size <= check_entries and not np.isfinite(np.add.reduce(values, dtype=np.float64))
+
+
+def load_array(path: Path, mapped: bool = False) -> np.ndarray:
+    """A ``.npy`` file of a model, read (or ``mapped`` read-only) without pickles, after checking
+    that it is a regular file (a FIFO would hang the reader) whose size is exactly what its header
+    promises (a file cut short or padded is damaged, not a reason to ask for memory). Raises
+    ValueError naming the file."""
+    import stat
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # before open: opening a FIFO waits for a writer
+            raise ValueError(f"{path.name} is not a regular file")
+        with open(path, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, _, dtype = read_header(fh)
+            expected = fh.tell() + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            size = os.fstat(fh.fileno()).st_size
+            if size != expected:
+                raise ValueError(f"{path.name} holds {size:,} bytes but its header describes {expected:,}")
+            if dtype.hasobject:
+                raise ValueError(f"{path.name} holds Python objects")
+            if not mapped:
+                fh.seek(0)
+                return np.load(fh, allow_pickle=False)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise
+        raise ValueError(f"{path.name}: {exc.strerror or exc}") from None
+    return np.load(path, mmap_mode="r", allow_pickle=False)
 
 
 def map_level(directory: Path, n_columns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``(indptr, indices, data)`` arrays of a level written by :func:`assemble_level` or
     :func:`write_level`, mapped read-only and checked by :func:`check_level` (numpy only)."""
-    arrays = {name: np.load(directory / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in LEVEL_FILES}
+    arrays = {name: load_array(directory / f"{name}.npy", mapped=True) for name in LEVEL_FILES}
     indptr, indices, data = np.asarray(arrays["indptr"]), arrays["indices"], arrays["data"]
     check_level(indptr, indices, data, n_columns, directory.name)
     return indptr, indices, data
@@ -185,7 +225,7 @@ def page_in(arrays: list[np.ndarray]) -> int:
     each wait on the disk for the pages their weights lie on (a server's warm-up); returns the
     bytes read (arrays held in memory count 0)."""
     total = 0
-    for mapped in _mappings(arrays):
+    for mapped in mappings(arrays):
         mapped._mmap.madvise(mmap.MADV_WILLNEED)  # the kernel reads ahead in large requests
         flat = np.asarray(mapped).reshape(-1).view(np.uint8)
         int(flat[::mmap.PAGESIZE].sum())  # one byte a page: returns once every page is in
@@ -197,11 +237,11 @@ def release_pages(arrays) -> None:
     """Drop the mapped ones of ``arrays`` from this process's page tables (the page cache keeps
     them): a pass over a level larger than memory, reading each page once, would otherwise count
     every page it read as the process's resident memory."""
-    for mapped in _mappings(arrays):
+    for mapped in mappings(arrays):
         mapped._mmap.madvise(mmap.MADV_DONTNEED)
 
 
-def _mappings(arrays) -> list[np.memmap]:
+def mappings(arrays) -> list[np.memmap]:
     """The read-only file mappings behind ``arrays`` (none for arrays held in memory)."""
     found = []
     for array in arrays:

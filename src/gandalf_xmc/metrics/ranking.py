@@ -22,8 +22,15 @@ def inverse_propensity(train_Y: sp.spmatrix, a: float = 0.55, b: float = 1.5) ->
     Y = sp.csr_matrix(train_Y)
     n = Y.shape[0]
     freq = np.bincount(Y.indices[Y.data > 0], minlength=Y.shape[1]).astype(np.float64)
-    c = (np.log(n) - 1.0) * (b + 1.0) ** a
-    return 1.0 + c * np.power(freq + b, -a)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        c = (np.log(n) - 1.0) * np.power(np.float64(b) + 1.0, a)
+        w = 1.0 + c * np.power(freq + b, -a)
+    if not np.isfinite(w).all():
+        from ..errors import ConfigError
+
+        why = "B = 0 and a label without training positives" if b == 0 and (freq == 0).any() else "an overflow"
+        raise ConfigError(f"propensity constants A = {a:g}, B = {b:g} give infinite weights ({why})")
+    return w
 
 
 def remove_pairs(M: sp.spmatrix, pairs: np.ndarray | None) -> sp.csr_matrix:

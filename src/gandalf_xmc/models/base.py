@@ -71,6 +71,15 @@ class LabelledModel:
         (models that hold their weights in memory read nothing)."""
         return 0
 
+    def hold_in_memory(self) -> int:
+        """Copy weights read mapped from disk into the process's own memory, out of reach of
+        later changes to the files; returns the bytes copied (0 for models that map nothing)."""
+        return 0
+
+    def mapped_files(self) -> list[str]:
+        """The files whose mappings prediction reads (none for models held in memory)."""
+        return []
+
     def save_labels(self, directory: str | Path) -> None:
         from ..data.formats import write_lf_json
 

@@ -31,13 +31,15 @@ import scipy.sparse as sp
 from ..engine.beam_search import TreeWeights
 from ..engine.label_tree import LabelTree, build_tree, label_vectors
 from ..engine.level_chunks import map_chunks, write_chunks
-from ..engine.level_store import is_spilled, page_in, read_level, write_level
+from ..engine.level_store import is_spilled, load_array, page_in, read_level, write_level
 from ..engine.linear_solver import SolverConfig, train_level
 from ..engine.records import ExtraPoints, TrainResult, Validation, validation_metrics
-from ..errors import ConfigError, DataFormatError
+from ..errors import ConfigError
 from ..features import TextFeaturizer
+from ..jsonio import read_json_file
 from ..settings import check_ranges
 from .base import LabelledModel
+from .linear_check import check_arrays, check_level_rows, check_spec, load_bounds
 
 
 @dataclass
@@ -348,23 +350,35 @@ class XRLinear(LabelledModel):
             raise RuntimeError("fit or load the model first")
         return page_in(self.weights.mapped_arrays())
 
+    def hold_in_memory(self) -> int:
+        """See :meth:`.beam_search.TreeWeights.hold_in_memory`."""
+        if self.weights is None:
+            raise RuntimeError("fit or load the model first")
+        return self.weights.hold_in_memory()
+
+    def mapped_files(self) -> list[str]:
+        return [] if self.weights is None else self.weights.mapped_files()
+
     @classmethod
     def load(cls, directory: str | Path) -> XRLinear:
         d = Path(directory)
-        spec = json.loads((d / "model.json").read_text())
+        spec = read_json_file(d / "model.json")
+        features = read_json_file(d / "features.json")
+        check_spec(spec, features, d)  # the checks the numpy-only reader runs too
         model = cls(LinearConfig.from_dict(spec["model"]))
         model.n_labels = int(spec["n_labels"])
         model.result = TrainResult(**spec["result"]) if spec.get("result") else None
         model.featurizer = TextFeaturizer.load(d)
-        order = np.load(d / "tree_order.npy")
-        with np.load(d / "tree_bounds.npz") as bounds_file:
-            bounds = [bounds_file[f"arr_{i}"] for i in range(len(bounds_file.files))]
+        order = load_array(d / "tree_order.npy")
+        bounds = load_bounds(d / "tree_bounds.npz")
+        check_arrays(d, model.n_labels, int(spec["n_levels"]), len(features["vocabulary"]),
+                     model.featurizer.vectorizer.idf_, order, bounds)
         model.tree = LabelTree(order, bounds)
         levels = [_read_weights(d, t, model.featurizer.n_features + 1) for t in range(int(spec["n_levels"]))]
+        for t, level in enumerate(levels):
+            check_level_rows(d, t, level.shape[0], model.n_labels, bounds)
         model._level_files = [d / f"weights_level{t}" if (d / f"weights_level{t}").is_dir() else None
                               for t in range(len(levels))]
-        if levels[-1].shape[0] != model.n_labels or order.size != model.n_labels:
-            raise DataFormatError(d, None, "the tree and the weights disagree on the number of labels")
         model.weights = TreeWeights(levels, [model.tree.children(t) for t in range(len(bounds))],
                                     chunk_dirs=model._level_files)
         model.load_labels(d, model.n_labels)

@@ -9,20 +9,25 @@ times idf, l2 norm) and the beam search of :mod:`gandalf_xmc.engine.beam_search`
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from ..engine.level_store import map_level
+from ..engine.level_store import load_array, map_level
+from ..errors import DataFormatError
+from ..jsonio import read_json_file
 from ..text import tfidf_row
 from .base import LabelledModel
+from .linear_check import check_arrays, check_level_rows, check_spec, load_bounds
 
 
-def can_read(spec: dict) -> bool:
-    """Whether a saved linear model's settings are within what this reader does."""
-    model = spec.get("model", {})
-    return spec.get("kind") == "linear" and not model.get("char_ngrams")
+def can_read(spec) -> bool:
+    """Whether a saved linear model's settings are within what this reader does (a malformed
+    ``model`` is this reader's to refuse, with the full loader's reason)."""
+    if not isinstance(spec, dict) or spec.get("kind") != "linear":
+        return False
+    model = spec.get("model")
+    return not (isinstance(model, dict) and model.get("char_ngrams"))
 
 
 class _CSR:
@@ -31,6 +36,7 @@ class _CSR:
 
     def __init__(self, d: Path, level: int, n_columns: int):
         folder = d / f"weights_level{level}"
+        self.name = folder
         if folder.is_dir():
             self.indptr, self.indices, self.data = map_level(folder, n_columns)
             self.shape = (self.indptr.size - 1, n_columns)
@@ -52,20 +58,23 @@ class LinearReader(LabelledModel):
 
     def __init__(self, directory: str | Path):
         d = Path(directory)
-        spec = json.loads((d / "model.json").read_text())
+        spec = read_json_file(d / "model.json")
         if not can_read(spec):
             raise ValueError("this linear model needs the full reader")
+        features = read_json_file(d / "features.json")
+        check_spec(spec, features, d)
         self.config = spec["model"]
         self.n_labels = int(spec["n_labels"])
-        features = json.loads((d / "features.json").read_text())
         self.vocabulary = {term: i for i, term in enumerate(features["vocabulary"])}
         self.ngram_max = int(features["ngram_max"])
-        self.idf = np.load(d / "features_idf.npy", allow_pickle=False)
-        self.n_features = len(self.vocabulary)
-        self.order = np.load(d / "tree_order.npy", allow_pickle=False)
-        with np.load(d / "tree_bounds.npz", allow_pickle=False) as b:
-            self.bounds = [b[f"arr_{i}"] for i in range(len(b.files))]
+        self.idf = load_array(d / "features_idf.npy")
+        self.n_features = len(features["vocabulary"])
+        self.order = load_array(d / "tree_order.npy")
+        self.bounds = load_bounds(d / "tree_bounds.npz")
+        check_arrays(d, self.n_labels, int(spec["n_levels"]), self.n_features, self.idf, self.order, self.bounds)
         self.levels = [_CSR(d, t, self.n_features + 1) for t in range(int(spec["n_levels"]))]
+        for t, level in enumerate(self.levels):
+            check_level_rows(d, t, level.shape[0], self.n_labels, self.bounds)
         below = [*self.bounds[1:], np.arange(self.n_labels + 1)]
         self.children = [np.searchsorted(nxt, b) for b, nxt in zip(self.bounds, below)]
         self.load_labels(d, self.n_labels)
@@ -87,6 +96,8 @@ class LinearReader(LabelledModel):
             hit = np.zeros(ids.size, dtype=bool)
             hit[ok] = row[pos[ok]] == ids[ok]
             out[c] = float(np.dot(level.data[lo:hi][pos[hit]].astype(np.float64), values[hit]))
+        if not np.isfinite(out).all():  # levels too large to check when loaded (level_store.check_level)
+            raise DataFormatError(level.name, None, "damaged model: a weight is not a finite number")
         return out
 
     def _search(self, text: str, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -9,12 +9,12 @@ loading a linear model never imports torch. Each model class follows one protoco
 from __future__ import annotations
 
 import importlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import ConfigError, DataFormatError
+from ..jsonio import read_json_file
 
 if TYPE_CHECKING:
     from ..engine.records import Validation
@@ -100,11 +100,11 @@ def load_trained(directory: str | Path) -> XMCModel:
     """A saved model of any kind (``model.json`` says which)."""
     path = Path(directory) / "model.json"
     try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-        kind = spec["kind"]
+        spec = read_json_file(path)
     except FileNotFoundError:
         raise DataFormatError(Path(directory), None, "not a model directory (no model.json)") from None
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
-        raise DataFormatError(path, None, f"not a readable model description ({type(exc).__name__}: {exc})") from None
+    kind = spec.get("kind") if isinstance(spec, dict) else None
+    if not isinstance(kind, str):
+        raise DataFormatError(path, None, "not a model description (expected an object with a string 'kind')")
     kinds = {"neural": "astec"}  # every neural family saves kind "neural"
     return entry(kinds.get(kind, kind)).model_class().load(directory)

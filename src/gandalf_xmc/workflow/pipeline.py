@@ -138,9 +138,10 @@ def _train_into(dataset: XMCDataset, out: Path, model_config, augment: AugmentCo
 
 
 def write_predictions(model, texts: list[str], n_labels: int, out: str | Path, k: int = 100, batch_size: int = 8192,
-                      progress: bool = True) -> None:
+                      progress: bool = True, force: bool = False, inputs: tuple = (), closed: tuple = ()) -> None:
     """Predict ``texts`` in batches and stream each batch's top-``k`` to ``out`` (sparse text
-    matrix), so memory holds one batch of predictions however many texts there are."""
+    matrix), so memory holds one batch of predictions however many texts there are. ``out``
+    follows :func:`..data.atomic.check_output_file`'s rule with ``force``, ``inputs`` and ``closed``."""
     from tqdm.auto import tqdm
 
     from ..data.formats import write_sparse_text_stream
@@ -149,4 +150,7 @@ def write_predictions(model, texts: list[str], n_labels: int, out: str | Path, k
         for start in tqdm(range(0, len(texts), batch_size), desc="predict", unit="batch", disable=not progress):
             yield model.predict(texts[start:start + batch_size], k=k)
 
-    write_sparse_text_stream(out, len(texts), n_labels, blocks())
+    from ..data.atomic import output_file
+
+    with output_file(out, force, inputs, closed) as fh:
+        write_sparse_text_stream(fh, len(texts), n_labels, blocks())
