@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,30 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         for name in missing & {m.name for m in item.iter_markers()}:
             item.add_marker(pytest.mark.skip(reason=f"needs the [{name}] extra"))
+
+
+# a dataset to work on, and one model trained on the tiny dataset for a whole test module
+@pytest.fixture
+def work(tmp_path):
+    data = write_tiny_dataset(tmp_path / "data")
+    return tmp_path, data
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("model")
+    data = write_tiny_dataset(root / "data")
+    import contextlib
+    import io
+
+    from gandalf_xmc import cli
+
+    old = sys.argv
+    sys.argv = ["gandalf", "train", "--data", str(data), "--out", str(root / "m"), "--no-progress"]
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+            cli.main()
+    finally:
+        sys.argv = old
+    assert (root / "m" / "model.json").exists()
+    return root / "m"

@@ -77,3 +77,29 @@ def assert_clean_failure(code: int, err: str, *needles: str) -> None:
 
 def trn_rows(*rows: dict) -> list[dict]:
     return [{"uid": str(i), "title": f"point {i}", **r} for i, r in enumerate(rows)]
+
+
+def snapshot(root: Path) -> dict:
+    """Every file under ``root`` with its size and content hash: what a refused command must not change."""
+    import hashlib
+
+    return {str(p.relative_to(root)): (p.stat().st_size, hashlib.sha1(p.read_bytes()).hexdigest())
+            for p in sorted(root.rglob("*")) if p.is_file()} | {str(p.relative_to(root)): "dir"
+                                                               for p in sorted(root.rglob("*")) if p.is_dir()}
+
+
+def refused(capsys, root: Path, args: list[str], message: str) -> None:
+    """Run ``args``; expect exit 2, the single line ``error: <message>`` and ``root`` unchanged."""
+    before = snapshot(root)
+    code, _, err = run_cli(args, capsys)
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("note:")]
+    assert code == 2, err
+    assert lines == [f"error: {message}"], err
+    assert snapshot(root) == before
+
+
+def copy_model(model_dir: Path, to: Path) -> Path:
+    import shutil
+
+    shutil.copytree(model_dir, to)
+    return to

@@ -547,7 +547,9 @@ def reproduce(data: Optional[str] = DATA_OPTION,
                                                          "model's own default)."),
               parallel: int = typer.Option(2, min=1, help="Runs at a time, each in its own process."),
               quick: bool = typer.Option(False, "--quick", help="Everything on a small sample: a smoke test of every "
-                                                                "table and plot (minutes).")) -> None:
+                                                                "table and plot (minutes)."),
+              force: bool = typer.Option(False, "--force", help="Write the report into --out even if it holds other "
+                                         "files (an earlier report is continued without it).")) -> None:
     """Run every experiment of the paper (Tables 1-7, Figures 2-3) and write REPORT_DIR/report.md.
 
     Finished runs are kept in REPORT_DIR/runs: the same command again continues after an interruption."""
@@ -556,7 +558,7 @@ def reproduce(data: Optional[str] = DATA_OPTION,
 
     config = ReproduceConfig(models=tuple(m.value for m in models), ablation_model=ablation_model.value,
                              seeds=tuple(range(seeds)), epochs=epochs or None, quick=quick, parallel=parallel)
-    run_reproduce(data, out, config, log=_say)
+    run_reproduce(data, out, config, log=_say, force=force)
 
 
 def _terminate(signum, frame) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from array import array
 from collections import defaultdict
@@ -65,7 +66,7 @@ class WordTfidf:
         vocabulary = numbering()
         X = self._counts(texts, vocabulary, grow=True)
         if not vocabulary:
-            raise ValueError("empty vocabulary: the texts hold no words")
+            raise ConfigError("the training and label texts hold no words (letters or digits): nothing to learn from")
         keep = np.ones(len(vocabulary), dtype=bool)
         if self.min_df > 1:
             keep = np.bincount(X.indices, minlength=X.shape[1]) >= self.min_df
@@ -130,21 +131,23 @@ class TextFeaturizer:
                                max_features=self.max_features, vocabulary=vocabulary, dtype=np.float32)
 
     def fit(self, texts: list[str]) -> TextFeaturizer:
-        self.vectorizer = self._new_vectorizer().fit(texts)
-        if self.char_ngrams:
-            self.char_vectorizer = self._new_char_vectorizer().fit(texts)
+        with _words_needed():
+            self.vectorizer = self._new_vectorizer().fit(texts)
+            if self.char_ngrams:
+                self.char_vectorizer = self._new_char_vectorizer().fit(texts)
         return self
 
     def fit_transform(self, texts: list[str]) -> sp.csr_matrix:
         """Fit on ``texts`` and return their rows (one pass over the texts fewer than fit, then transform)."""
         self.vectorizer = self._new_vectorizer()
-        X = self.vectorizer.fit_transform(texts).tocsr()
-        if self.char_ngrams:
-            from sklearn.preprocessing import normalize
+        with _words_needed():
+            X = self.vectorizer.fit_transform(texts).tocsr()
+            if self.char_ngrams:
+                from sklearn.preprocessing import normalize
 
-            self.char_vectorizer = self._new_char_vectorizer()
-            X = sp.csr_matrix(normalize(sp.hstack([X, self.char_vectorizer.fit_transform(texts)], format="csr")),
-                              dtype=np.float32)
+                self.char_vectorizer = self._new_char_vectorizer()
+                X = sp.csr_matrix(normalize(sp.hstack([X, self.char_vectorizer.fit_transform(texts)], format="csr")),
+                                  dtype=np.float32)
         X.sort_indices()
         return X
 
@@ -214,3 +217,15 @@ class TextFeaturizer:
 
 def _terms(vectorizer) -> list[str]:
     return [term for term, _ in sorted(vectorizer.vocabulary_.items(), key=lambda kv: kv[1])]
+
+
+@contextlib.contextmanager
+def _words_needed():
+    """scikit-learn's "empty vocabulary" ValueError as the one line the command line prints."""
+    try:
+        yield
+    except ValueError as exc:
+        if "empty vocabulary" not in str(exc):
+            raise
+        raise ConfigError("the training and label texts hold no words (letters or digits): nothing to learn from") \
+            from None

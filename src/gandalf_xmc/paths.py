@@ -14,6 +14,22 @@ def cache_root() -> Path:
     return Path(os.environ.get("GANDALF_CACHE") or Path.home() / ".cache" / "gandalf-xmc")
 
 
+def cache_dir(name: str) -> Path:
+    """``cache_root() / name``, made if missing; a cache that cannot be written is a GandalfError
+    that says so (not the fault of whatever output the command writes)."""
+    from .errors import GandalfError
+
+    path = cache_root() / name
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as exc:
+        raise GandalfError(f"{path}: the cache directory cannot be written ({exc.strerror or exc}); set GANDALF_CACHE "
+                           "to a writable directory") from None
+    return path
+
+
 @contextlib.contextmanager
 def offline_hub() -> Iterator[None]:
     """Hugging Face libraries told not to reach for a hub (and to keep quiet) while the block runs;

@@ -88,17 +88,18 @@ def _load_light(d: Path):
 
 
 def _queries(source: str):
-    """Texts of a query file (one a line; JSON lines with a 'title' or 'text'), or of stdin for '-'."""
-    fh = sys.stdin if source == "-" else None
-    if fh is None:
-        try:
-            fh = open(source, encoding="utf-8")
-        except OSError as exc:
-            raise DataFormatError(source, None, f"cannot read ({exc.strerror or exc})") from None
+    """Texts of a query file (one a line; JSON lines with a 'title' or 'text'), or of stdin for '-'
+    (lines bounded as :mod:`.inputs` bounds them; a device or FIFO named as the file is refused)."""
+    from .inputs import bounded_lines, open_input
+
+    fh = sys.stdin.buffer if source == "-" else open_input(source)
     name = "<stdin>" if source == "-" else source
     try:
-        for lineno, line in enumerate(fh, start=1):
-            line = line.rstrip("\n").rstrip("\r")
+        for lineno, raw in bounded_lines(fh, name):
+            try:
+                line = raw.decode("utf-8").rstrip("\n").rstrip("\r")
+            except UnicodeDecodeError:
+                raise DataFormatError(name, lineno, "not valid UTF-8 text") from None
             if line.startswith("{"):
                 try:
                     obj = loads(line)
@@ -110,10 +111,8 @@ def _queries(source: str):
                 yield text
             else:
                 yield line
-    except UnicodeDecodeError:
-        raise DataFormatError(name, None, "not valid UTF-8 text") from None
     finally:
-        if fh is not sys.stdin:
+        if source != "-":
             fh.close()
 
 

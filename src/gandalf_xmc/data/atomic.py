@@ -182,15 +182,17 @@ def output_lock(out_dir: str | Path) -> Iterator[None]:
     import fcntl
     import hashlib
 
-    from ..paths import cache_root
+    from ..paths import cache_dir
 
     out = Path(out_dir)
-    lock_path = cache_root() / "locks" / (hashlib.sha1(str(out.resolve()).encode()).hexdigest() + ".lock")
+    lock_path = cache_dir("locks") / (hashlib.sha1(str(out.resolve()).encode()).hexdigest() + ".lock")
     try:
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
         fh = open(lock_path, "a+")
     except OSError as exc:
-        raise OutputError(out, f"cannot write here ({exc.strerror or exc})") from None
+        from ..errors import GandalfError
+
+        raise GandalfError(f"{lock_path}: the cache directory cannot be written ({exc.strerror or exc}); set "
+                           "GANDALF_CACHE to a writable directory") from None
     try:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -31,6 +31,7 @@ import orjson
 import scipy.sparse as sp
 
 from ..errors import DataFormatError
+from ..inputs import available_memory, bounded_lines, open_input
 from ..jsonio import JSONProblem
 from ..jsonio import loads as json_loads
 from .atomic import atomic_text_writer, atomic_writer
@@ -52,34 +53,22 @@ _CHUNK = 200_000  # lines parsed before their indices are packed into numpy arra
 # Reading lines safely
 
 
-def _open_bytes(path: Path) -> IO[bytes]:
-    try:
-        if path.suffix == ".gz":
-            return gzip.open(path, "rb")
-        return open(path, "rb")
-    except FileNotFoundError:
-        raise DataFormatError(path, None, "file not found") from None
-    except IsADirectoryError:
-        raise DataFormatError(path, None, "is a directory, expected a file") from None
-    except PermissionError:
-        raise DataFormatError(path, None, "cannot read: permission denied") from None
-    except OSError as exc:
-        raise DataFormatError(path, None, f"cannot read: {exc.strerror or exc}") from None
-
-
 def iter_lines(path: str | Path, strip_bom: bool = False) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line_without_newline)`` with 1-based numbers.
 
     Lines are decoded one at a time, so a bad byte is reported on its own line. Turns the many
-    ways a file can be broken (truncated or corrupt gzip, bad UTF-8, an unreadable path) into one
-    :class:`DataFormatError`. ``strip_bom``: a UTF-8 byte-order mark opening the file is not text.
+    ways a file can be broken (truncated or corrupt gzip, bad UTF-8, an unreadable path, a device
+    or FIFO, a line past :data:`..inputs.MAX_LINE_BYTES`, a gzip that inflates past the memory
+    available) into one :class:`DataFormatError`. ``strip_bom``: a UTF-8 byte-order mark opening
+    the file is not text.
     """
     path = Path(path)
-    fh = _open_bytes(path)
+    fh = open_input(path)
+    max_total = available_memory() if path.suffix == ".gz" else None
     lineno = 0
     try:
         with fh:
-            for lineno, raw in enumerate(fh, start=1):
+            for lineno, raw in bounded_lines(fh, path, max_total=max_total):
                 if lineno == 1 and strip_bom and raw.startswith(b"\xef\xbb\xbf"):
                     raw = raw[3:]
                 try:

@@ -95,11 +95,12 @@ class ReproduceConfig:
     settings: dict = field(default_factory=lambda: dict(ABLATION_SETTINGS))
 
     def validate(self) -> None:
-        from ..models.registry import MODEL_NAMES
+        from ..models.registry import MODEL_NAMES, entry
 
         for m in (*self.models, self.ablation_model):
             if m not in MODEL_NAMES:
                 raise ConfigError(f"unknown model {m!r}; choose from {', '.join(MODEL_NAMES)}")
+            entry(m).load_module()  # a model whose extra is not installed: one line now, not in a worker
         if not self.seeds:
             raise ConfigError("give at least one seed")
         if self.parallel < 1:

@@ -29,10 +29,13 @@ from .plan import QUICK_EPOCHS, QUICK_SIZES, RUN_METRICS, ReproduceConfig, Run, 
 
 def _init_worker(threads: int) -> None:
     import numba
-    import torch
 
-    torch.set_num_threads(threads)
     numba.set_num_threads(threads)
+    try:
+        import torch
+    except ModuleNotFoundError:  # the core package alone: only models without torch are planned
+        return
+    torch.set_num_threads(threads)
 
 
 def execute(run: Run, data_dir: str | None, runs_dir: str, epochs: int | None) -> dict:
@@ -78,14 +81,44 @@ def execute(run: Run, data_dir: str | None, runs_dir: str, epochs: int | None) -
     return result
 
 
+# what a report directory holds: a directory holding anything else is refused without --force
+REPORT_ENTRIES = ("runs", "data", "report.md", "results.json")
+
+
+def check_report_directory(out_dir: str | Path, force: bool = False, inputs: tuple = ()) -> Path:
+    """``out_dir`` if it may take a report: new, empty, an earlier report of this command (to
+    continue it), or anything with ``force`` (written into; nothing else there is touched); never
+    the input dataset or a directory inside or around it."""
+    from ..data.atomic import check_output_directory
+    from ..errors import OutputError
+
+    out = check_output_directory(out_dir, force=True, inputs=inputs)
+    if out.is_dir() and not force:
+        foreign = sorted(p.name for p in out.iterdir()
+                         if p.name not in REPORT_ENTRIES and p.suffix != ".png" and not p.name.startswith(".gandalf"))
+        if foreign:
+            raise OutputError(out, f"holds {foreign[0]!r}, which is not part of a report: choose a new --out, or pass "
+                                   "--force to write the report into it")
+    return out
+
+
 def reproduce(data_dir: str | Path | None, out_dir: str | Path, config: ReproduceConfig,
-              log=print) -> dict:
+              log=print, force: bool = False) -> dict:
     """Run everything ``config`` asks for (skipping runs already in ``out_dir/runs``), then write
-    ``out_dir/report.md``, the PNG figures and ``out_dir/results.json``. Returns the results."""
-    from . import report
+    ``out_dir/report.md``, the PNG figures and ``out_dir/results.json``. Returns the results.
+    ``out_dir``: see :func:`check_report_directory`; a lock keeps a second writer out."""
+    from ..data.atomic import output_lock
+    from ..data.suite import resolve
 
     config.validate()
-    out = Path(out_dir)
+    out = check_report_directory(out_dir, force, inputs=(resolve(data_dir),))
+    with output_lock(out):
+        return _reproduce(data_dir, out, config, log)
+
+
+def _reproduce(data_dir: str | Path | None, out: Path, config: ReproduceConfig, log) -> dict:
+    from . import report
+
     runs_dir = out / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()

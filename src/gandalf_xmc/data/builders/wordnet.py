@@ -16,7 +16,7 @@ from . import DatasetCard, Item, write_related_items
 from .debian_archive import DEFAULT_MIRROR, DebianPackage, fetch, package_files
 
 PACKAGE = DebianPackage("wordnet-base", "1:3.0-37", "pool/main/w/wordnet/wordnet-base_3.0-37_all.deb",
-                        "61060d960f9ada8fa120872312eccd3ecebfbab8c4579e4f5a74e1cf67620752")
+                        "61060d960f9ada8fa120872312eccd3ecebfbab8c4579e4f5a74e1cf67620752", 6467132)
 POINTERS = {"@", "@i", "#m", "#s", "#p", "%m", "%s", "%p", "&", "^", "=", "*", ">", "$", ";c", ";r", ";u"}
 LEXICOGRAPHER_FILES = (
     "adj.all adj.pert adv.all noun.Tops noun.act noun.animal noun.artifact noun.attribute noun.body noun.cognition "
