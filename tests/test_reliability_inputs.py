@@ -57,6 +57,8 @@ TAMPERED = [
     (lambda d: (d / "model.json").write_text("[" * 100_000 + "]" * 100_000), "model.json",
      "malformed JSON (nested too deeply)"),
     (lambda d: _resave(d / "weights_level1" / "indptr.npy", lambda a: np.arange(10**6)), None,
+     "damaged model directory (weights_level1: 999,999 rows of weights for the level's 4 nodes)"),
+    (lambda d: _resave(d / "weights_level1" / "indptr.npy", lambda a: a[::-1]), None,
      "damaged model directory (weights_level1: inconsistent weight arrays)"),
     (lambda d: open(d / "weights_level1" / "indptr.npy", "ab").write(b"\0" * 64), None,
      "damaged model directory (indptr.npy holds 232 bytes but its header describes 168)"),

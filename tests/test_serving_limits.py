@@ -159,3 +159,23 @@ def test_a_port_in_use_is_one_line(spilled_model, capsys):
     finally:
         taken.close()
     assert code == 2 and err.strip() == f"error: cannot listen on 127.0.0.1:{port} (Address already in use)"
+
+
+def test_a_level_too_large_to_check_at_load_is_checked_as_the_server_copies_it(spilled_model, monkeypatch):
+    import numpy as np
+
+    from gandalf_xmc.engine import level_chunks, level_store
+    from gandalf_xmc.errors import DataFormatError
+    from gandalf_xmc.serve import prepare
+
+    leaves = sorted(spilled_model.glob("weights_level*"))[-1]
+    value = np.load(leaves / "chunk_value.npy")
+    value[0] = np.nan
+    (leaves / "chunk_value.npy").unlink()
+    np.save(leaves / "chunk_value.npy", value)
+    original = level_store.finite_problem
+    as_if_large = lambda values, check_entries=0: original(values, check_entries=0)  # noqa: E731  (nothing checked)
+    monkeypatch.setattr(level_store, "finite_problem", as_if_large)
+    monkeypatch.setattr(level_chunks, "finite_problem", as_if_large)
+    with pytest.raises(DataFormatError, match=f"^{leaves}: damaged model: a weight is not a finite number$"):
+        prepare(spilled_model, "memory")

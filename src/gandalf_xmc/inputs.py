@@ -61,22 +61,32 @@ def open_input(path: str | Path) -> IO[bytes]:
 
 
 def bounded_lines(fh: IO[bytes], name: str | Path, max_line: int | None = None,
-                  max_total: int | None = None) -> Iterator[tuple[int, bytes]]:
-    """``(line number, raw line)`` of ``fh`` from 1, each read at most ``max_line`` bytes at a
-    time (default :data:`MAX_LINE_BYTES`): a longer line is a DataFormatError naming it, as is
-    reading more than ``max_total`` bytes in all (a decompression bomb)."""
+                  max_total: int | None = None, block: int = 1 << 20) -> Iterator[tuple[int, bytes]]:
+    """``(line number from 1, raw line without its newline)`` of ``fh``, read ``block`` bytes at a
+    time and split in C (several times faster than a readline a line): a line longer than
+    ``max_line`` (default :data:`MAX_LINE_BYTES`) is a DataFormatError naming it, as is reading
+    more than ``max_total`` bytes in all (a decompression bomb)."""
     limit = MAX_LINE_BYTES if max_line is None else max_line
     total = 0
     lineno = 0
+    rest = b""
     while True:
-        raw = fh.readline(limit + 1)
-        if not raw:
-            return
-        lineno += 1
-        if len(raw) > limit:
-            raise DataFormatError(name, lineno, f"a line longer than {limit:,} bytes: not a file of this format")
-        total += len(raw)
+        chunk = fh.read(block)
+        if not chunk:
+            break
+        total += len(chunk)
         if max_total is not None and total > max_total:
-            raise DataFormatError(name, lineno, f"inflates past {max_total / 2**30:.1f} GiB, more than this machine's "
-                                                "available memory")
-        yield lineno, raw
+            raise DataFormatError(name, lineno + rest.count(b"\n") + 1, f"inflates past {max_total / 2**30:.1f} GiB, "
+                                                                      "more than this machine's available memory")
+        lines = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
+        rest = lines.pop()
+        if len(rest) > limit:
+            raise DataFormatError(name, lineno + len(lines) + 1, f"a line longer than {limit:,} bytes: not a file of "
+                                                                 "this format")
+        for line in lines:
+            lineno += 1
+            if len(line) > limit:
+                raise DataFormatError(name, lineno, f"a line longer than {limit:,} bytes: not a file of this format")
+            yield lineno, line
+    if rest:
+        yield lineno + 1, rest

@@ -97,7 +97,7 @@ def _queries(source: str):
     try:
         for lineno, raw in bounded_lines(fh, name):
             try:
-                line = raw.decode("utf-8").rstrip("\n").rstrip("\r")
+                line = raw.decode("utf-8").rstrip("\r")
             except UnicodeDecodeError:
                 raise DataFormatError(name, lineno, "not valid UTF-8 text") from None
             if line.startswith("{"):

@@ -75,7 +75,7 @@ def iter_lines(path: str | Path, strip_bom: bool = False) -> Iterator[tuple[int,
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError:
                     raise DataFormatError(path, lineno, "not valid UTF-8 text") from None
-                yield lineno, line.rstrip("\n").rstrip("\r")
+                yield lineno, line.rstrip("\r")
     except EOFError:
         raise DataFormatError(path, lineno + 1, "truncated gzip file (compressed stream ends early)") from None
     except (gzip.BadGzipFile, zlib.error) as exc:

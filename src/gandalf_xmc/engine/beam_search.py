@@ -23,7 +23,7 @@ import scipy.sparse as sp
 from ..errors import DataFormatError
 from ..sparse_ops import threads_for
 from .level_chunks import CHUNK_FILES, LevelChunks, has_chunks, lay_out, map_chunks
-from .level_store import mappings
+from .level_store import finite_problem, mappings
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -260,10 +260,15 @@ class TreeWeights:
             if chunks is not None:
                 self.chunks[t] = LevelChunks(**{name: own(getattr(chunks, name)) for name in CHUNK_FILES},
                                              name=chunks.name)
+                values, where = self.chunks[t].value, chunks.name
             else:
                 owned = sp.csr_matrix((own(W.data), own(W.indices), own(W.indptr)), shape=W.shape, copy=False)
                 owned.has_sorted_indices = True
                 self.levels[t] = owned
+                values, where = owned.data, f"level {t}"
+            # levels too large to check when loaded (level_store.check_level) are checked here, read anyway
+            if finite_problem(values, check_entries=values.size):
+                raise DataFormatError(where, None, "damaged model: a weight is not a finite number")
         return copied
 
     def mapped_files(self) -> list[str]:

@@ -205,18 +205,23 @@ def load_array(path: Path, mapped: bool = False) -> np.ndarray:
     return np.load(path, mmap_mode="r", allow_pickle=False)
 
 
-def map_level(directory: Path, n_columns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def map_level(directory: Path, n_columns: int, n_rows: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``(indptr, indices, data)`` arrays of a level written by :func:`assemble_level` or
-    :func:`write_level`, mapped read-only and checked by :func:`check_level` (numpy only)."""
+    :func:`write_level`, mapped read-only and checked by :func:`check_level` (numpy only);
+    ``n_rows``: the rows the level must have, checked before anything is read (a huge row-pointer
+    file is damaged, not a reason to allocate)."""
     arrays = {name: load_array(directory / f"{name}.npy", mapped=True) for name in LEVEL_FILES}
+    if n_rows is not None and arrays["indptr"].shape != (n_rows + 1,):
+        raise ValueError(f"{directory.name}: {max(arrays['indptr'].size - 1, 0):,} rows of weights for the level's "
+                         f"{n_rows:,} nodes")
     indptr, indices, data = np.asarray(arrays["indptr"]), arrays["indices"], arrays["data"]
     check_level(indptr, indices, data, n_columns, directory.name)
     return indptr, indices, data
 
 
-def read_level(directory: Path, n_columns: int) -> sp.csr_matrix:
+def read_level(directory: Path, n_columns: int, n_rows: int | None = None) -> sp.csr_matrix:
     """:func:`map_level`'s arrays as a CSR matrix."""
-    indptr, indices, data = map_level(directory, n_columns)
+    indptr, indices, data = map_level(directory, n_columns, n_rows)
     return _csr(data, indices, indptr, n_columns)
 
 

@@ -39,7 +39,7 @@ from ..features import TextFeaturizer
 from ..jsonio import read_json_file
 from ..settings import check_ranges
 from .base import LabelledModel
-from .linear_check import check_arrays, check_level_rows, check_spec, load_bounds
+from .linear_check import check_arrays, check_level_rows, check_spec, level_rows, load_bounds
 
 
 @dataclass
@@ -374,7 +374,8 @@ class XRLinear(LabelledModel):
         check_arrays(d, model.n_labels, int(spec["n_levels"]), len(features["vocabulary"]),
                      model.featurizer.vectorizer.idf_, order, bounds)
         model.tree = LabelTree(order, bounds)
-        levels = [_read_weights(d, t, model.featurizer.n_features + 1) for t in range(int(spec["n_levels"]))]
+        levels = [_read_weights(d, t, model.featurizer.n_features + 1, level_rows(t, model.n_labels, bounds))
+                  for t in range(int(spec["n_levels"]))]
         for t, level in enumerate(levels):
             check_level_rows(d, t, level.shape[0], model.n_labels, bounds)
         model._level_files = [d / f"weights_level{t}" if (d / f"weights_level{t}").is_dir() else None
@@ -385,10 +386,10 @@ class XRLinear(LabelledModel):
         return model
 
 
-def _read_weights(d: Path, level: int, n_columns: int) -> sp.csr_matrix:
+def _read_weights(d: Path, level: int, n_columns: int, n_rows: int) -> sp.csr_matrix:
     """A saved level, mapped from its ``.npy`` files (models saved before them: one ``.npz``)."""
     if (d / f"weights_level{level}").is_dir():
-        return read_level(d / f"weights_level{level}", n_columns)
+        return read_level(d / f"weights_level{level}", n_columns, n_rows)
     return sp.load_npz(d / f"weights_level{level}.npz").tocsr()
 
 

@@ -79,9 +79,14 @@ def check_arrays(directory: Path, n_labels: int, n_levels: int, n_terms: int, id
         previous = cuts
 
 
+def level_rows(level: int, n_labels: int, bounds: list[np.ndarray]) -> int:
+    """Rows of weights level ``level`` has: its nodes (the last level: the labels)."""
+    return int(bounds[level].size - 1) if level < len(bounds) else n_labels
+
+
 def check_level_rows(directory: Path, level: int, n_rows: int, n_labels: int, bounds: list[np.ndarray]) -> None:
     """A level's weights have one row a node of that level (the last level: a row a label)."""
-    nodes = bounds[level].size - 1 if level < len(bounds) else n_labels
+    nodes = level_rows(level, n_labels, bounds)
     if n_rows != nodes:
         raise DataFormatError(directory / f"weights_level{level}", None,
                               f"{n_rows:,} rows of weights for the level's {nodes:,} nodes")

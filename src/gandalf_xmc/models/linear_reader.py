@@ -18,7 +18,7 @@ from ..errors import DataFormatError
 from ..jsonio import read_json_file
 from ..text import tfidf_row
 from .base import LabelledModel
-from .linear_check import check_arrays, check_level_rows, check_spec, load_bounds
+from .linear_check import check_arrays, check_level_rows, check_spec, level_rows, load_bounds
 
 
 def can_read(spec) -> bool:
@@ -34,11 +34,11 @@ class _CSR:
     """A saved level's CSR arrays, mapped from its ``.npy`` files (or read from the ``.npz`` of
     models saved before them), without scipy and without pickles."""
 
-    def __init__(self, d: Path, level: int, n_columns: int):
+    def __init__(self, d: Path, level: int, n_columns: int, n_rows: int | None = None):
         folder = d / f"weights_level{level}"
         self.name = folder
         if folder.is_dir():
-            self.indptr, self.indices, self.data = map_level(folder, n_columns)
+            self.indptr, self.indices, self.data = map_level(folder, n_columns, n_rows)
             self.shape = (self.indptr.size - 1, n_columns)
             return
         path = d / f"weights_level{level}.npz"
@@ -72,7 +72,8 @@ class LinearReader(LabelledModel):
         self.order = load_array(d / "tree_order.npy")
         self.bounds = load_bounds(d / "tree_bounds.npz")
         check_arrays(d, self.n_labels, int(spec["n_levels"]), self.n_features, self.idf, self.order, self.bounds)
-        self.levels = [_CSR(d, t, self.n_features + 1) for t in range(int(spec["n_levels"]))]
+        self.levels = [_CSR(d, t, self.n_features + 1, level_rows(t, self.n_labels, self.bounds))
+                       for t in range(int(spec["n_levels"]))]
         for t, level in enumerate(self.levels):
             check_level_rows(d, t, level.shape[0], self.n_labels, self.bounds)
         below = [*self.bounds[1:], np.arange(self.n_labels + 1)]
