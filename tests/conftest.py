@@ -68,3 +68,20 @@ def model_dir(tmp_path_factory):
         sys.argv = old
     assert (root / "m" / "model.json").exists()
     return root / "m"
+
+
+@pytest.fixture
+def spilled_model(tiny_dir, tmp_path, monkeypatch):
+    """A linear model whose levels went to files (a one-byte budget): its search layouts are mapped."""
+    from gandalf_xmc.data import load_dataset
+    from gandalf_xmc.engine import linear_solver
+    from gandalf_xmc.models.linear import LinearConfig, XRLinear
+
+    monkeypatch.setattr(linear_solver, "SPILL_BYTES", 1)
+    ds = load_dataset(tiny_dir)
+    model = XRLinear(LinearConfig(branching=2, leaf_size=2, threads=1))
+    model.set_labels(ds.label_texts, ds.label_uids)
+    model.fit(ds.train.texts, ds.train.Y, ds.label_texts, checkpoint_dir=tmp_path / "c", progress=False)
+    model.save(tmp_path / "m")
+    assert list((tmp_path / "m").glob("weights_level*/chunk_value.npy"))
+    return tmp_path / "m"

@@ -135,25 +135,17 @@ def test_server_answers_over_http(saved_model):
 
 
 @pytest.fixture
-def damaged_layout_model(tiny_dir, tmp_path, monkeypatch):
-    """A model whose levels went to files (a one-byte budget), with the leaf level's search layout
-    then damaged: every entry names a child its parent does not have."""
+def damaged_layout_model(spilled_model):
+    """A spilled model whose leaf level's search layout is then damaged: every entry names a child
+    its parent does not have."""
     import numpy as np
 
-    from gandalf_xmc.engine import linear_solver
-
-    monkeypatch.setattr(linear_solver, "SPILL_BYTES", 1)
-    ds = load_dataset(tiny_dir)
-    model = XRLinear(LinearConfig(branching=2, leaf_size=2, threads=1))
-    model.set_labels(ds.label_texts, ds.label_uids)
-    model.fit(ds.train.texts, ds.train.Y, ds.label_texts, checkpoint_dir=tmp_path / "c", progress=False)
-    model.save(tmp_path / "m")
-    leaves = tmp_path / "m" / f"weights_level{len(model.weights.levels) - 1}"
+    leaves = max(spilled_model.glob("weights_level*"), key=lambda p: int(p.name.removeprefix("weights_level")))
     child = np.load(leaves / "chunk_child.npy")
     child[:] = 250
     (leaves / "chunk_child.npy").unlink()
     np.save(leaves / "chunk_child.npy", child)
-    return tmp_path / "m", leaves
+    return spilled_model, leaves
 
 
 @pytest.mark.serve
