@@ -21,7 +21,7 @@ from gandalf_xmc.models.classifier import ModelConfig, NeuralXMC
 from gandalf_xmc.workflow import auto
 from gandalf_xmc.workflow.pipeline import carve_validation, train_model
 
-from helpers import Y_HAND, run_cli
+from helpers import Y_HAND, run_cli, write_tiny_dataset
 
 
 def test_co_label_scale_multiplies_only_co_labels():
@@ -261,3 +261,26 @@ def test_auto_candidates_for_each_model_kind():
     assert targets_only == ["identity-targets-only", "gandalf-tempered-targets-only"]
     assert neural == tuple(auto.AUTO_CANDIDATES) and "none" in linear
     assert set(neural) - set(linear) == set(targets_only)
+
+
+def test_recorded_gains_equal_the_validation_p1_difference_when_top_labels_are_filtered(tmp_path):
+    """Every point is itself a label (its namesake, a filtered pair) and also carries a co-label:
+    trained on identity label points, a model ranks the namesake first, so the per-point hits
+    must look past a filtered top label exactly as the validation P@1 does."""
+    words = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "peach", "melon", "grape"]
+    labels = [f"{w} fruit" for w in words]
+    train = [(labels[j], [j, (j + 1) % len(words)]) for j in range(len(words)) for _ in range(4)]
+    data = write_tiny_dataset(tmp_path / "d", train=train, labels=labels, test=[("apple", [0])], filters=None)
+    ds = load_dataset(data)
+    assert len(ds.train.filter_pairs) == len(train)  # derived: each point is its namesake label
+    from gandalf_xmc.models.registry import model_config
+
+    train_model(ds, tmp_path / "m", model_config("linear", seed=0), AugmentConfig("auto"), valid_fraction=0.5,
+                progress=False, auto_config=auto.AutoConfig(candidates=("none", "identity")))
+    record = json.loads((tmp_path / "m" / "auto.json").read_text())
+    by_name = {t["name"]: t["valid"]["P@1"] for t in record["trials"]}
+    gain = record["p1_gain_over_none"]["identity"]
+    assert gain["gain"] == pytest.approx(by_name["identity"] - by_name["none"], abs=0.01)
+    hits = {t["name"]: auto._unpack(t) for t in record["trials"]}
+    assert 100 * hits["identity"].mean() == pytest.approx(by_name["identity"], abs=0.01)
+    assert 100 * hits["none"].mean() == pytest.approx(by_name["none"], abs=0.01)
