@@ -67,26 +67,33 @@ def bounded_lines(fh: IO[bytes], name: str | Path, max_line: int | None = None,
     ``max_line`` (default :data:`MAX_LINE_BYTES`) is a DataFormatError naming it, as is reading
     more than ``max_total`` bytes in all (a decompression bomb)."""
     limit = MAX_LINE_BYTES if max_line is None else max_line
-    total = 0
+    budget = float("inf") if max_total is None else max_total
+    total = 0  # bytes of the lines yielded, newlines included
     lineno = 0
     rest = b""
+
+    def refuse(at: int, problem: str):
+        return DataFormatError(name, at, problem)
+
+    too_long = f"a line longer than {limit:,} bytes: not a file of this format"
+    too_much = f"inflates past {budget / 2**30:.1f} GiB, more than this machine's available memory"
     while True:
         chunk = fh.read(block)
         if not chunk:
             break
-        total += len(chunk)
-        if max_total is not None and total > max_total:
-            raise DataFormatError(name, lineno + rest.count(b"\n") + 1, f"inflates past {max_total / 2**30:.1f} GiB, "
-                                                                      "more than this machine's available memory")
         lines = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
         rest = lines.pop()
-        if len(rest) > limit:
-            raise DataFormatError(name, lineno + len(lines) + 1, f"a line longer than {limit:,} bytes: not a file of "
-                                                                 "this format")
         for line in lines:
             lineno += 1
+            total += len(line) + 1
             if len(line) > limit:
-                raise DataFormatError(name, lineno, f"a line longer than {limit:,} bytes: not a file of this format")
+                raise refuse(lineno, too_long)
+            if total > budget:
+                raise refuse(lineno, too_much)
             yield lineno, line
+        if len(rest) > limit:
+            raise refuse(lineno + 1, too_long)
+        if total + len(rest) > budget:
+            raise refuse(lineno + 1, too_much)
     if rest:
         yield lineno + 1, rest
