@@ -183,3 +183,40 @@ def test_a_request_that_meets_a_damaged_layout_gets_a_500_with_the_reason(damage
     assert sent[0]["status"] == 500
     assert json.loads(b"".join(m.get("body", b"") for m in sent[1:])) == {
         "error": f"{leaves}: the search layout is damaged (an entry out of its bounds)"}
+
+
+def test_an_in_catalogue_query_leaves_its_own_label_out(saved_model, tmp_path, capsys):
+    directory, model = saved_model
+    plain = model.predict_labels(["red apple"], k=4)[0]
+    own = plain[0]["id"]  # the query is that item: it must not be its own answer
+    expected = [r for r in plain if r["id"] != own][:2]
+    assert model.predict_labels(["red apple"], k=2, uids=[own])[0] == expected
+    assert model.predict_labels(["red apple"], k=2, uids=["not-a-label"])[0] == plain[:2]
+    assert model.predict_labels(["red apple", "red apple"], k=2, uids=[None, own]) == [plain[:2], expected]
+    code, out, err = run_cli(["predict", str(directory), "--text", "red apple", "--uid", own, "-k", "2", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out) == {"text": "red apple", "labels": expected}
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(json.dumps({"uid": own, "title": "red apple"}) + "\n" + json.dumps({"title": "red apple"}) + "\n")
+    code, out, err = run_cli(["predict", str(directory), "--input", str(queries), "-k", "2"], capsys)
+    assert code == 0, err
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {"uid": own, "text": "red apple", "labels": expected}, {"text": "red apple", "labels": plain[:2]}]
+
+
+@pytest.mark.serve
+def test_the_server_leaves_an_in_catalogue_querys_own_label_out(saved_model):
+    directory, model = saved_model
+    plain = model.predict_labels(["red apple"], k=4)[0]
+    own = plain[0]["id"]
+    expected = [r for r in plain if r["id"] != own][:2]
+    proc, base = _start_server(directory)
+    try:
+        assert _call(f"{base}/predict", {"text": "red apple", "uid": own, "k": 2}) == (200, {"labels": expected})
+        assert _call(f"{base}/predict", {"texts": ["red apple"] * 2, "uids": [own, None], "k": 2}) == (
+            200, {"results": [expected, plain[:2]]})
+        assert _call(f"{base}/predict", {"texts": ["red apple"], "uids": [own, own]})[0] == 400
+        assert _call(f"{base}/predict", {"text": "red apple", "uid": 3})[0] == 400
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -367,8 +367,12 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
 @app.command()
 def predict(model_dir: Path = typer.Argument(..., help="A directory written by 'gandalf train'."),
             text: Optional[str] = typer.Option(None, "--text", help="One query; prints its top labels."),
+            uid: Optional[str] = typer.Option(None, "--uid", help="With --text: the query's own id when it is an item "
+                                              "of the catalogue; the label with that id (itself) is left out."),
             input_file: Optional[str] = typer.Option(None, "--input", help="A file of queries, one a line (plain text, or "
-                                                     "JSON lines with a 'title'); '-' reads stdin. Writes ranked JSON lines."),
+                                                     "JSON lines with a 'title' and optionally the query's own 'uid', "
+                                                     "whose label is then left out); '-' reads stdin. Writes ranked JSON "
+                                                     "lines."),
             data: Optional[str] = typer.Option(None, "--data", help="A dataset (directory or suite name) whose split to "
                                                "predict (with --out)."),
             split: str = typer.Option("tst"),
@@ -389,9 +393,11 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
     modes = [text is not None, input_file is not None, data is not None]
     if sum(modes) != 1:
         raise ConfigError("give one of --text QUERY, --input FILE (or -), or --data DATASET with --out FILE")
+    if uid is not None and text is None:
+        raise ConfigError("--uid goes with --text (in an --input file, give each JSON line a 'uid')")
     predictor = load_predictor(model_dir, light=data is None)  # numpy-only for queries: a fast start
     if text is not None:
-        ranked = predictor.predict_labels([text], k or 5)[0]
+        ranked = predictor.predict_labels([text], k or 5, None if uid is None else [uid])[0]
         if as_json:
             print(json.dumps({"text": text, "labels": ranked}, ensure_ascii=False))
         else:

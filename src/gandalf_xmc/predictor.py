@@ -31,8 +31,10 @@ class Predictor:
     def n_labels(self) -> int:
         return len(self.model.label_uids)
 
-    def predict_labels(self, texts: list[str], k: int = 5) -> list[list[dict]]:
-        return self.model.predict_labels(texts, k)
+    def predict_labels(self, texts: list[str], k: int = 5, uids: list[str | None] | None = None) -> list[list[dict]]:
+        """See :meth:`.models.base.LabelledModel.predict_labels` (``uids``: in-catalogue queries'
+        own ids, whose labels are left out)."""
+        return self.model.predict_labels(texts, k, uids)
 
     def knows_words_of(self, text: str) -> bool:
         """Whether some word of ``text`` is in the model's vocabulary (True when it cannot tell)."""
@@ -88,8 +90,9 @@ def _load_light(d: Path):
 
 
 def _queries(source: str):
-    """Texts of a query file (one a line; JSON lines with a 'title' or 'text'), or of stdin for '-'
-    (lines bounded as :mod:`.inputs` bounds them; a device or FIFO named as the file is refused)."""
+    """``(text, uid or None)`` of each query of a file (one a line; JSON lines with a 'title' or
+    'text' and optionally the query's own 'uid'), or of stdin for '-' (lines bounded as
+    :mod:`.inputs` bounds them; a device or FIFO named as the file is refused)."""
     from .inputs import bounded_lines, open_input
 
     fh = sys.stdin.buffer if source == "-" else open_input(source)
@@ -108,9 +111,12 @@ def _queries(source: str):
                 text = obj.get("title", obj.get("text")) if isinstance(obj, dict) else None
                 if not isinstance(text, str):
                     raise DataFormatError(name, lineno, "a JSON line needs a string 'title' or 'text'")
-                yield text
+                uid = obj.get("uid")
+                if uid is not None and (isinstance(uid, bool) or not isinstance(uid, (str, int))):
+                    raise DataFormatError(name, lineno, "'uid' must be a string or an integer")
+                yield text, None if uid is None else str(uid)
             else:
-                yield line
+                yield line, None
     finally:
         if source != "-":
             fh.close()
@@ -118,25 +124,28 @@ def _queries(source: str):
 
 def predict_lines(predictor: Predictor, source: str, out: str | Path | None, k: int, batch: int = 2048,
                   force: bool = False) -> int:
-    """Rank the labels of every query of ``source`` and write one JSON line a query (``text``,
-    ``labels``) to ``out`` or stdout; returns the number of queries. ``out`` follows
+    """Rank the labels of every query of ``source`` and write one JSON line a query (``uid`` when
+    the query gave one, ``text``, ``labels``: a query's own label, by its uid, is left out) to
+    ``out`` or stdout; returns the number of queries. ``out`` follows
     :func:`.data.atomic.check_output_file`'s rule (``force``; never the query file nor inside the
     model directory)."""
     from .data.atomic import output_file
 
     def lines():
         buffer = []
-        for text in _queries(source):
-            buffer.append(text)
+        for query in _queries(source):
+            buffer.append(query)
             if len(buffer) == batch:
                 yield from _ranked(buffer)
                 buffer = []
         if buffer:
             yield from _ranked(buffer)
 
-    def _ranked(texts):
-        for text, labels in zip(texts, predictor.predict_labels(texts, k)):
-            yield json.dumps({"text": text, "labels": labels}, ensure_ascii=False) + "\n"
+    def _ranked(queries):
+        texts, uids = [q[0] for q in queries], [q[1] for q in queries]
+        for text, uid, labels in zip(texts, uids, predictor.predict_labels(texts, k, uids)):
+            answer = {"text": text, "labels": labels} if uid is None else {"uid": uid, "text": text, "labels": labels}
+            yield json.dumps(answer, ensure_ascii=False) + "\n"
 
     n = 0
     if out is None:

@@ -2,7 +2,9 @@
 
 * ``GET /health`` -> ``{"status": "ok", "model": kind, "labels": L}``
 * ``POST /predict`` with ``{"text": "...", "k": 5}`` -> ``{"labels": [{"id", "text", "score"}, ...]}``, or
-  with ``{"texts": [...], "k": 5}`` -> ``{"results": [[...], ...]}``, labels best first.
+  with ``{"texts": [...], "k": 5}`` -> ``{"results": [[...], ...]}``, labels best first. A query that is
+  itself an item of the catalogue may give its own id (``"uid"``, or ``"uids"`` beside ``"texts"``):
+  the label with that id is left out of its answer.
 
 Bad requests get a 4xx status and ``{"error": "..."}``: 400 for malformed JSON or fields, 413 for
 a body or batch over the limits, 422 for a ``k`` out of range. Predictions run on a worker
@@ -81,10 +83,10 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
 
     kind = getattr(predictor.model, "kind", "model")
 
-    def ranked(texts: list[str], k: int) -> list[list[dict]]:
+    def ranked(texts: list[str], k: int, uids: list | None = None) -> list[list[dict]]:
         if guard is not None:
             guard.check()
-        return predictor.predict_labels(texts, k)
+        return predictor.predict_labels(texts, k, uids)
 
     def error(status: int, message: str) -> JSONResponse:
         return JSONResponse({"error": message}, status_code=status)
@@ -112,7 +114,7 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
             return error(400, f"the body is not JSON: {exc}")
         if not isinstance(payload, dict):
             return error(400, 'expected a JSON object: {"text": "..."} or {"texts": [...]}, optional "k"')
-        unknown = set(payload) - {"text", "texts", "k"}
+        unknown = set(payload) - {"text", "texts", "k", "uid", "uids"}
         if unknown:
             return error(400, f"unknown field(s): {', '.join(sorted(unknown))}")
         k = payload.get("k", min(5, max_k))
@@ -123,14 +125,21 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
         if "text" in payload:
             if not isinstance(payload["text"], str):
                 return error(400, '"text" must be a string')
-            answer = await run_in_threadpool(ranked, [payload["text"]], k)
+            if "uids" in payload or not isinstance(payload.get("uid", ""), str):
+                return error(400, '"uid" (the query\'s own id, a string) goes with "text", "uids" with "texts"')
+            uid = payload.get("uid")
+            answer = await run_in_threadpool(ranked, [payload["text"]], k, None if uid is None else [uid])
             return JSONResponse({"labels": answer[0]})
         texts = payload["texts"]
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             return error(400, '"texts" must be a list of strings')
         if len(texts) > max_batch:
             return error(413, f"at most {max_batch} texts a request, got {len(texts)}")
-        results = await run_in_threadpool(ranked, texts, k) if texts else []
+        uids = payload.get("uids")
+        if "uid" in payload or (uids is not None and not (
+                isinstance(uids, list) and len(uids) == len(texts) and all(u is None or isinstance(u, str) for u in uids))):
+            return error(400, '"uids" goes with "texts": a list as long as it, of strings or null')
+        results = await run_in_threadpool(ranked, texts, k, uids) if texts else []
         return JSONResponse({"results": results})
 
     async def not_found(request: Request, exc) -> JSONResponse:

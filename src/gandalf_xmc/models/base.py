@@ -52,19 +52,36 @@ class LabelledModel:
             label_uids = self.label_uids
         self.label_texts = texts
         self.label_uids = [str(u) for u in label_uids] if label_uids is not None else [str(i) for i in range(len(texts))]
+        self._label_index = None
 
-    def predict_labels(self, texts: list[str], k: int = 5) -> list[list[dict]]:
-        """For each text, its top ``k`` labels best first, as ``{"id", "text", "score"}``."""
+    def predict_labels(self, texts: list[str], k: int = 5, uids: list[str | None] | None = None) -> list[list[dict]]:
+        """For each text, its top ``k`` labels best first, as ``{"id", "text", "score"}``.
+
+        ``uids``: each query's own id where it is an item of the catalogue (None where not): the
+        label with that id, the query itself, is left out of its answer, as the field's filter
+        files leave it out of scoring (a package is not its own dependency)."""
         if self.label_uids is None:
             raise RuntimeError("fit or load the model first")
+        if uids is not None and len(uids) != len(texts):
+            raise ValueError(f"{len(uids)} uids for {len(texts)} texts")
         k = max(1, min(int(k), len(self.label_uids)))
-        P = self.predict(list(texts), k=k)
+        own = self._own_labels(uids) if uids is not None else [-1] * len(texts)
+        P = self.predict(list(texts), k=min(k + 1, len(self.label_uids)) if max(own, default=-1) >= 0 else k)
         out = []
         for i in range(P.shape[0]):
             lo, hi = P.indptr[i], P.indptr[i + 1]
-            ranked = sorted(zip(P.data[lo:hi].tolist(), P.indices[lo:hi].tolist()), key=lambda sc: (-sc[0], sc[1]))
+            ranked = sorted(((s, j) for s, j in zip(P.data[lo:hi].tolist(), P.indices[lo:hi].tolist()) if j != own[i]),
+                            key=lambda sc: (-sc[0], sc[1]))[:k]
             out.append([{"id": self.label_uids[j], "text": self.label_texts[j], "score": round(s, 6)} for s, j in ranked])
         return out
+
+    def _own_labels(self, uids: list[str | None]) -> list[int]:
+        """Each uid's label index, -1 for None or a uid that is no label."""
+        index = getattr(self, "_label_index", None)
+        if index is None:
+            index = {u: j for j, u in enumerate(self.label_uids)}
+            self._label_index = index
+        return [-1 if u is None else index.get(str(u), -1) for u in uids]
 
     def page_in(self) -> int:
         """Bring weights read mapped from disk into memory before serving; returns the bytes read
@@ -91,3 +108,4 @@ class LabelledModel:
         if len(uids) != n_labels:
             raise DataFormatError(path, None, f"has {len(uids):,} labels but the model has {n_labels:,}")
         self.label_uids, self.label_texts = uids, texts
+        self._label_index = None
