@@ -288,3 +288,21 @@ def test_texts_without_words_are_one_line(tmp_path, capsys, model):
     assert err.strip().splitlines()[-1] == ("error: the training and label texts hold no words (letters or digits): "
                                             "nothing to learn from")
     assert snapshot(tmp_path) == before
+
+
+def test_deep_values_that_a_parser_accepts_are_described_without_recursing(work, capsys, monkeypatch):
+    """Older orjson (the lowest version allowed) parses 100,000-deep arrays; the checks after it
+    must still give one line."""
+    tmp, data = work
+    import orjson
+
+    from gandalf_xmc.data import formats
+
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    monkeypatch.setattr(formats, "orjson", type("Lenient", (), {"loads": staticmethod(lambda line: (
+        {"uid": "0", "title": "a", "target_ind": deep} if b"target_ind" in line.encode() else orjson.loads(line))),
+        "JSONDecodeError": orjson.JSONDecodeError}))
+    refused(capsys, tmp, ["stats", "--data", str(data)],
+            f"{data / 'trn.json.gz'}:1: label id a deeply nested list is not an integer")

@@ -56,3 +56,14 @@ def read_json_file(path: str | Path, max_bytes: int = 1 << 30):
         return loads(raw)
     except JSONProblem as exc:
         raise DataFormatError(path, None, str(exc)) from None
+
+
+def shown(value, style: str = "json", limit: int = 80) -> str:
+    """``value`` for an error message: as JSON (``style="json"``) or Python's repr ("repr"), cut to
+    ``limit`` characters, and never recursing into nesting deep enough to overflow the stack (a
+    parser that accepts it, as older orjson does, hands such values on)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False) if style == "json" else repr(value)
+    except (RecursionError, TypeError, ValueError):
+        text = "a deeply nested " + ("list" if isinstance(value, list) else type(value).__name__)
+    return text if len(text) <= limit else text[:limit - 3] + "..."

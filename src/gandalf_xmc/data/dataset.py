@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataFormatError
-from ..jsonio import read_json_file
+from ..jsonio import read_json_file, shown
 from ..text import words
 from .atomic import atomic_directory
 from .formats import read_filter_pairs, read_lf_json, read_sparse_text, read_text_lines, write_filter_pairs, write_lf_json
@@ -245,7 +244,7 @@ def _read_augment_metadata(path: Path) -> dict:
         raise DataFormatError(path, None, "expected a JSON object")
     n = meta.get("n_original_train")
     if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
-        raise DataFormatError(path, None, f"n_original_train must be a positive integer, got {json.dumps(n)}")
+        raise DataFormatError(path, None, f"n_original_train must be a positive integer, got {shown(n)}")
     return meta
 
 

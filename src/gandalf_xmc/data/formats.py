@@ -17,7 +17,6 @@ Formats (the Extreme Classification Repository's; details the papers leave open:
 from __future__ import annotations
 
 import gzip
-import json
 import re
 import zipfile
 import zlib
@@ -32,7 +31,7 @@ import scipy.sparse as sp
 
 from ..errors import DataFormatError
 from ..inputs import available_memory, bounded_lines, open_input
-from ..jsonio import JSONProblem
+from ..jsonio import JSONProblem, shown
 from ..jsonio import loads as json_loads
 from .atomic import atomic_text_writer, atomic_writer
 from .render import (
@@ -150,7 +149,7 @@ class _CsrBuilder:
         np.cumsum(self._len, out=offsets[1:])
         bools = [pos for pos, value in enumerate(self._ind) if type(value) is bool]  # numpy would make True a 1
         if bools:
-            self._fail_at(offsets, bools[0], f"label id {json.dumps(self._ind[bools[0]])} is not an integer")
+            self._fail_at(offsets, bools[0], f"label id {shown(self._ind[bools[0]])} is not an integer")
         try:
             ind = np.array(self._ind)
         except (ValueError, TypeError, OverflowError):
@@ -159,9 +158,9 @@ class _CsrBuilder:
             for pos, value in enumerate(self._ind):
                 if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
                     if not -2**62 < value < 2**62:
-                        self._fail_at(offsets, pos, f"label id {value!r} is out of range")
+                        self._fail_at(offsets, pos, f"label id {shown(value, 'repr')} is out of range")
                 if not isinstance(value, int):
-                    self._fail_at(offsets, pos, f"label id {value!r} is not an integer")
+                    self._fail_at(offsets, pos, f"label id {shown(value, 'repr')} is not an integer")
         ind = ind.astype(np.int64, copy=False)
         if ind.size:
             neg = np.flatnonzero(ind < 0)
@@ -178,7 +177,7 @@ class _CsrBuilder:
         except (ValueError, TypeError):
             for pos, value in enumerate(self._val):
                 if not isinstance(value, (int, float)) or isinstance(value, bool):
-                    self._fail_at(offsets, pos, f"relevance value {value!r} is not a number")
+                    self._fail_at(offsets, pos, f"relevance value {shown(value, 'repr')} is not a number")
             raise
         if val.size:
             bad = np.flatnonzero(~np.isfinite(val))
@@ -259,11 +258,11 @@ def read_lf_json(path: str | Path, n_labels: int | None = None, *, require_targe
             raise DataFormatError(path, lineno, "missing or non-string 'title'")
         uid = obj.get("uid", lineno - 1)
         if isinstance(uid, bool) or not isinstance(uid, (str, int, float)):
-            raise DataFormatError(path, lineno, f"'uid' must be a string or a number, got {json.dumps(uid)}")
+            raise DataFormatError(path, lineno, f"'uid' must be a string or a number, got {shown(uid)}")
         uid = str(uid)
         if unique_uids:
             if uid in seen_uids:
-                raise DataFormatError(path, lineno, f"uid {uid!r} appears again (first on line {seen_uids[uid]})")
+                raise DataFormatError(path, lineno, f"uid {shown(uid, 'repr')} appears again (first on line {seen_uids[uid]})")
             seen_uids[uid] = lineno
         uids.append(uid)
         texts.append(title)
@@ -349,7 +348,7 @@ def _parse_pairs(path: Path, lineno: int, tokens: list[str]) -> tuple[list[str],
     for tok in tokens:
         i, sep, v = tok.partition(":")
         if not sep or not i or not v:
-            raise DataFormatError(path, lineno, f"expected 'index:value', got {tok!r}")
+            raise DataFormatError(path, lineno, f"expected 'index:value', got {shown(tok, 'repr')}")
         idx.append(i)
         val.append(v)
     return idx, val
@@ -362,7 +361,7 @@ def _to_numbers(path: Path, lineno: int, idx: list[str], val: list[str]) -> tupl
     for i in idx:
         if not _ASCII_INT.fullmatch(i):
             problem = "is out of range" if re.fullmatch(r"-?[0-9]+", i) else "is not an integer"
-            raise DataFormatError(path, lineno, f"index {i!r} {problem}")
+            raise DataFormatError(path, lineno, f"index {shown(i, 'repr')} {problem}")
     ints = [int(i) for i in idx]
     try:
         floats = [float(v) for v in val]
@@ -371,7 +370,7 @@ def _to_numbers(path: Path, lineno: int, idx: list[str], val: list[str]) -> tupl
             try:
                 float(v)
             except ValueError:
-                raise DataFormatError(path, lineno, f"value {v!r} is not a number") from None
+                raise DataFormatError(path, lineno, f"value {shown(v, 'repr')} is not a number") from None
         raise
     return ints, floats
 
@@ -379,7 +378,7 @@ def _to_numbers(path: Path, lineno: int, idx: list[str], val: list[str]) -> tupl
 def _parse_header(path: Path, line: str, n_fields: int, names: str) -> list[int]:
     parts = line.split()
     if len(parts) != n_fields or not all(_ASCII_INT.fullmatch(p) and not p.startswith("-") for p in parts):
-        raise DataFormatError(path, 1, f"header must be '{names}' ({n_fields} non-negative integers), got {line!r}")
+        raise DataFormatError(path, 1, f"header must be '{names}' ({n_fields} non-negative integers), got {shown(line, 'repr')}")
     return [int(p) for p in parts]
 
 
@@ -470,7 +469,8 @@ def read_bow(path: str | Path) -> tuple[sp.csr_matrix, sp.csr_matrix]:
             try:
                 labels = [int(t) for t in tokens[0].split(",") if t != ""]
             except ValueError:
-                raise DataFormatError(path, lineno, f"label list {tokens[0]!r} is not comma-separated integers") from None
+                raise DataFormatError(path, lineno, f"label list {shown(tokens[0], 'repr')} is not comma-separated "
+                                                    "integers") from None
             tokens = tokens[1:]
         idx, val = _parse_pairs(path, lineno, [t for t in tokens if t])
         ints, floats = _to_numbers(path, lineno, idx, val)
@@ -512,11 +512,11 @@ def read_filter_pairs(path: str | Path, n_rows: int | None = None, n_labels: int
         if not parts:
             continue
         if len(parts) != 2:
-            raise DataFormatError(path, lineno, f"expected 'row label', got {line!r}")
+            raise DataFormatError(path, lineno, f"expected 'row label', got {shown(line, 'repr')}")
         try:
             r, l = int(parts[0]), int(parts[1])
         except ValueError:
-            raise DataFormatError(path, lineno, f"expected two integers, got {line!r}") from None
+            raise DataFormatError(path, lineno, f"expected two integers, got {shown(line, 'repr')}") from None
         if r < 0 or l < 0:
             raise DataFormatError(path, lineno, "row and label must be non-negative")
         if n_rows is not None and r >= n_rows:
