@@ -108,7 +108,10 @@ def test_hostile_json_lines_in_a_split(work, capsys, line):
     (data / "trn.json.gz").unlink()
     (data / "trn.json").write_text(line + "\n")
     code, _, err = run_cli(["stats", "--data", str(data)], capsys)
-    assert code == 2 and err.startswith(f"error: {data / 'trn.json'}:1: malformed JSON") and err.count("\n") == 1, err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    # orjson refuses both; an older orjson (the lowest version allowed) parses the deep one
+    assert err.startswith(f"error: {data / 'trn.json'}:1: malformed JSON") or err == (
+        f"error: {data / 'trn.json'}:1: label id a deeply nested list is not an integer\n"), err
 
 
 @pytest.mark.parametrize("name", ["dataset.json", "augment.json"])
