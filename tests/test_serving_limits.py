@@ -161,3 +161,17 @@ def test_a_level_too_large_to_check_at_load_is_checked_as_the_server_copies_it(s
     monkeypatch.setattr(level_chunks, "finite_problem", as_if_large)
     with pytest.raises(DataFormatError, match=f"^{leaves}: damaged model: a weight is not a finite number$"):
         prepare(spilled_model, "memory")
+
+
+def test_the_listening_socket_turns_nagle_off():
+    """asyncio sets TCP_NODELAY only on accepted sockets whose protocol says TCP: a socket made with
+    protocol 0 delayed every small answer by the peer's delayed ACK (40 ms a request, measured with
+    benchmarks/serve_load.py)."""
+    from gandalf_xmc.serve import _listen
+
+    sock = _listen("127.0.0.1", 0)
+    try:
+        assert sock.proto == socket.IPPROTO_TCP
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+    finally:
+        sock.close()
