@@ -4,7 +4,6 @@ ranked predictions with ids, texts and scores."""
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 
 from ..errors import DataFormatError
@@ -17,11 +16,15 @@ def read_labels(path: str | Path) -> tuple[list[str], list[str]]:
     on the cold-start path of ``gandalf predict``)."""
     import orjson
 
+    from ..inputs import bounded_lines, open_input
+
     path = Path(path)
+    if not path.exists():
+        raise DataFormatError(path, None, "file not found (the model directory is incomplete)")
     uids, texts = [], []
     try:
-        with gzip.open(path, "rb") as fh:
-            for lineno, line in enumerate(fh, start=1):
+        with open_input(path) as fh:  # a regular file, lines split in blocks: faster than a readline each
+            for lineno, line in bounded_lines(fh, path):
                 try:
                     obj = orjson.loads(line)
                     uid, text = obj["uid"], obj["title"]
@@ -31,8 +34,6 @@ def read_labels(path: str | Path) -> tuple[list[str], list[str]]:
                     raise DataFormatError(path, lineno, "'uid' must be a string or number and 'title' a string")
                 uids.append(str(uid))
                 texts.append(text)
-    except FileNotFoundError:
-        raise DataFormatError(path, None, "file not found (the model directory is incomplete)") from None
     except (OSError, EOFError) as exc:
         raise DataFormatError(path, None, f"unreadable ({exc})") from None
     return uids, texts
