@@ -36,7 +36,8 @@ def start_server(model_dir: Path) -> tuple[subprocess.Popen, str, int]:
     while time.time() < deadline:
         line = proc.stderr.readline()
         m = re.search(r"running on http://([\d.]+):(\d+)", line)
-        if m:
+        if m:  # from here on its log (an access line a request) is read and dropped, so the pipe never fills
+            threading.Thread(target=lambda: all(proc.stderr), daemon=True).start()
             return proc, m.group(1), int(m.group(2))
         if proc.poll() is not None:
             break

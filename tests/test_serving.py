@@ -220,3 +220,35 @@ def test_the_server_leaves_an_in_catalogue_querys_own_label_out(saved_model):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_info_describes_a_model_directory(model_dir, capsys):
+    spec = json.loads((model_dir / "model.json").read_text())
+    training = json.loads((model_dir / "training.json").read_text())
+    code, out, err = run_cli(["info", str(model_dir), "--json"], capsys)
+    assert code == 0, err
+    got = json.loads(out)
+    from gandalf_xmc import __version__
+
+    assert got["kind"] == "linear" and got["labels"] == 4 and got["settings"] == spec["model"]
+    assert got["version"] == __version__ == training["gandalf_version"]
+    assert got["training"]["points"] == training["n_train"] and got["training"]["dataset"] == training["dataset"]
+    files = [p for p in model_dir.rglob("*") if p.is_file()]
+    assert got["files"] == len(files) and got["bytes"] == sum(p.stat().st_size for p in files)
+    code, out, err = run_cli(["info", str(model_dir)], capsys)
+    assert code == 0 and "linear" in out and "written by" in out
+
+
+@pytest.mark.serve
+def test_the_server_has_info_and_an_access_log(saved_model):
+    directory, model = saved_model
+    proc, base = _start_server(directory, "--max-k", "7")
+    try:
+        status, got = _call(f"{base}/info")
+        assert status == 200 and got["kind"] == "linear" and got["labels"] == 4
+        assert got["limits"] == {"max_batch": 1024, "max_k": 7, "max_body_bytes": 1 << 20}
+        assert _call(f"{base}/predict", {"text": "apple"})[0] == 200
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert re.search(r'"POST /predict HTTP/1.1" 200', err) and re.search(r'"GET /info HTTP/1.1" 200', err), err

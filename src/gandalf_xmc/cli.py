@@ -452,6 +452,8 @@ def serve(model_dir: Path = typer.Argument(..., help="A directory written by 'ga
           read_timeout: float = typer.Option(10.0, min=0.1, help="Seconds a connection has to deliver a whole request "
                                              "after it opens or after its last answer; then it is closed."),
           max_connections: int = typer.Option(256, min=1, help="Open connections at most; past it requests get 503."),
+          access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="A line on stderr for every "
+                                          "request (client, method, path, status)."),
           weights: str = typer.Option("auto", help="memory: copy the weights into the server's memory (changes to the "
                                       "model directory cannot reach it); mapped: read them through file mappings "
                                       "(for models larger than memory); auto: memory when they fit in half of it.")
@@ -464,7 +466,31 @@ def serve(model_dir: Path = typer.Argument(..., help="A directory written by 'ga
 
     limits = ServeLimits(max_batch=max_batch, max_k=max_k, max_body_bytes=max_body_bytes, read_timeout=read_timeout,
                          max_connections=max_connections)
-    run_server(model_dir, host, port, limits=limits, weights=weights)
+    run_server(model_dir, host, port, limits=limits, weights=weights, access_log=access_log)
+
+
+@app.command()
+def info(model_dir: Path = typer.Argument(..., help="A directory written by 'gandalf train'."),
+         as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+    """What a model directory holds: kind, settings, labels, training data, validation metrics, size."""
+    from .predictor import model_info
+
+    described = model_info(model_dir)
+    if as_json:
+        print(json.dumps(described))
+        return
+    t = described["training"]
+    rows = [["kind", str(described["kind"])], ["labels", f"{described['labels']:,}" if described["labels"] else "-"],
+            ["trained on", f"{t['dataset']} ({t['points']:,} points, augmentation {t['augment']})"
+             if t["points"] is not None else "-"],
+            ["validation", ", ".join(f"{k} {v:.2f}" for k, v in described["validation"].items()) or
+             (f"none ({t['validation_points']} points held out)" if t["validation_points"] is not None else "-")],
+            ["training time", f"{t['seconds']:.1f} s" if isinstance(t["seconds"], (int, float)) else "-"],
+            ["on disk", f"{described['bytes'] / 2**20:,.1f} MiB in {described['files']} files"
+             + (" (and checkpoints)" if described["has_checkpoints"] else "")],
+            ["written by", f"gandalf-xmc {described['version']}" if described["version"] else "an earlier version"],
+            ["settings", json.dumps(described["settings"])]]
+    _table(f"Model {model_dir}", ["", "value"], rows)
 
 
 @app.command()

@@ -160,3 +160,37 @@ def predict_lines(predictor: Predictor, source: str, out: str | Path | None, k: 
             fh.write(line.encode("utf-8"))
             n += 1
     return n
+
+
+def model_info(model_dir: str | Path) -> dict:
+    """What a model directory holds, from its description files alone (no weights are read): kind,
+    settings, label count, training data and augmentation, validation metrics of the chosen epoch,
+    training time, files and bytes on disk, the version that wrote it (models written since it is
+    recorded). ``gandalf info`` prints it, ``GET /info`` of a server answers it."""
+    from .jsonio import read_json_file
+
+    d = Path(model_dir)
+    if not (d / "model.json").is_file():
+        raise DataFormatError(d, None, "not a model directory (no model.json); train one with 'gandalf train'")
+    spec = read_json_file(d / "model.json")
+    if not isinstance(spec, dict):
+        raise DataFormatError(d / "model.json", None, "expected a JSON object")
+    training = read_json_file(d / "training.json") if (d / "training.json").is_file() else {}
+    training = training if isinstance(training, dict) else {}
+    result = spec.get("result") if isinstance(spec.get("result"), dict) else {}
+    history = result.get("history") or []
+    best = result.get("best_epoch")
+    chosen = history[best] if isinstance(best, int) and 0 <= best < len(history) else {}
+    files = [p for p in d.rglob("*") if p.is_file() and "checkpoints" not in p.relative_to(d).parts]
+    augment = training.get("augment") if isinstance(training.get("augment"), dict) else {}
+    return {
+        "directory": str(d), "kind": spec.get("kind"), "settings": spec.get("model"),
+        "labels": spec.get("n_labels"), "version": training.get("gandalf_version"),
+        "training": {"dataset": training.get("dataset"), "source": training.get("source"),
+                     "augment": augment.get("training_set"), "points": training.get("n_train"),
+                     "validation_points": training.get("n_valid"), "valid_protocol": training.get("valid_protocol"),
+                     "seconds": result.get("seconds")},
+        "validation": {k: v for k, v in chosen.items() if isinstance(v, (int, float)) and "@" in k},
+        "files": len(files), "bytes": sum(p.stat().st_size for p in files),
+        "has_checkpoints": (d / "checkpoints").is_dir(),
+    }

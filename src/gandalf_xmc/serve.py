@@ -1,6 +1,8 @@
 """``gandalf serve``: a trained model over HTTP (Starlette on uvicorn).
 
 * ``GET /health`` -> ``{"status": "ok", "model": kind, "labels": L}``
+* ``GET /info`` -> the model's kind, settings, training data, validation metrics, size on disk and
+  the server's limits (:func:`.predictor.model_info`)
 * ``POST /predict`` with ``{"text": "...", "k": 5}`` -> ``{"labels": [{"id", "text", "score"}, ...]}``, or
   with ``{"texts": [...], "k": 5}`` -> ``{"results": [[...], ...]}``, labels best first. A query that is
   itself an item of the catalogue may give its own id (``"uid"``, or ``"uids"`` beside ``"texts"``):
@@ -72,9 +74,10 @@ class FileGuard:
 
 
 def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, max_body_bytes: int = MAX_BODY_BYTES,
-               guard: FileGuard | None = None):
+               guard: FileGuard | None = None, info: dict | None = None):
     """The ASGI application answering for ``predictor`` (``guard``: the mapped files to check
-    before each prediction)."""
+    before each prediction; ``info``: what ``GET /info`` answers, by default
+    :func:`.predictor.model_info` of the predictor's directory)."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import ClientDisconnect, Request
@@ -91,8 +94,17 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
     def error(status: int, message: str) -> JSONResponse:
         return JSONResponse({"error": message}, status_code=status)
 
+    if info is None:
+        from .predictor import model_info
+
+        info = model_info(predictor.directory) if predictor.directory is not None else {"kind": kind}
+    info = {**info, "limits": {"max_batch": max_batch, "max_k": max_k, "max_body_bytes": max_body_bytes}}
+
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "model": kind, "labels": predictor.n_labels})
+
+    async def describe(request: Request) -> JSONResponse:
+        return JSONResponse(info)
 
     async def predict(request: Request) -> JSONResponse:
         declared = request.headers.get("content-length")
@@ -143,7 +155,7 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
         return JSONResponse({"results": results})
 
     async def not_found(request: Request, exc) -> JSONResponse:
-        return error(404, "no such endpoint: GET /health, POST /predict")
+        return error(404, "no such endpoint: GET /health, GET /info, POST /predict")
 
     async def not_allowed(request: Request, exc) -> JSONResponse:
         return error(405, f"{request.method} is not allowed here")
@@ -152,7 +164,8 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
         log.error("request failed: %s", exc)  # a model file damaged where loading could not see, or changed
         return error(500, str(exc))
 
-    return Starlette(routes=[Route("/health", health, methods=["GET"]), Route("/predict", predict, methods=["POST"])],
+    return Starlette(routes=[Route("/health", health, methods=["GET"]), Route("/info", describe, methods=["GET"]),
+                             Route("/predict", predict, methods=["POST"])],
                      exception_handlers={404: not_found, 405: not_allowed, DataFormatError: damaged})
 
 
@@ -262,15 +275,23 @@ def _available_memory() -> int:
 
 
 def run_server(model_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, max_batch: int = 1024,
-               max_k: int = 100, limits: ServeLimits | None = None, weights: str = "auto") -> None:
-    """Load the model, then serve until interrupted (uvicorn prints the address it listens on)."""
+               max_k: int = 100, limits: ServeLimits | None = None, weights: str = "auto",
+               access_log: bool = True) -> None:
+    """Load the model, then serve until interrupted; ``access_log``: a line a request on stderr."""
     import uvicorn
 
     limits = limits or ServeLimits(max_batch=max_batch, max_k=max_k)
     sock = _listen(host, port)
     predictor, guard = prepare(model_dir, weights)
     app = create_app(predictor, limits.max_batch, limits.max_k, limits.max_body_bytes, guard)
-    config = uvicorn.Config(app, host=host, port=sock.getsockname()[1], log_level="info", access_log=False,
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    log_config = copy.deepcopy(LOGGING_CONFIG)  # the access log on stderr with every other line, not stdout
+    log_config["handlers"]["access"]["stream"] = "ext://sys.stderr"
+    config = uvicorn.Config(app, host=host, port=sock.getsockname()[1], log_level="info", access_log=access_log,
+                            log_config=log_config,
                             http=_timed_protocol(limits.read_timeout), limit_concurrency=limits.max_connections,
                             timeout_keep_alive=5)
     logging.getLogger("gandalf.serve").setLevel(logging.INFO)

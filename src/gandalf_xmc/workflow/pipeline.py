@@ -126,7 +126,9 @@ def _train_into(dataset: XMCDataset, out: Path, model_config, augment: AugmentCo
         n_train = sizes.get(json.dumps(asdict(augment))) or len(training_set(rest, augment))  # else: an earlier run's trial
     else:
         model, n_train = fit_augmented(rest, valid, inv, model_config, augment, out / "checkpoints", resume, progress)
-    info = {"dataset": dataset.name, "source": str(dataset.path) if dataset.path else None,
+    from .. import __version__
+
+    info = {"gandalf_version": __version__, "dataset": dataset.name, "source": str(dataset.path) if dataset.path else None,
             "augment": asdict(augment), "valid_fraction": valid_fraction, "valid_protocol": valid_protocol,
             "n_train": n_train,
             "n_valid": len(valid), "propensity": list(dataset.propensity_constants())}
