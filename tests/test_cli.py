@@ -159,3 +159,30 @@ def test_console_script_keeps_exit_codes_and_output(tiny_dir, tmp_path):
     assert bad.returncode == 2
     assert len(bad.stderr.strip().splitlines()) == 1 and bad.stderr.startswith("error:"), bad.stderr
     assert not (tmp_path / "n").exists()
+
+
+def test_tables_are_plain_tab_separated_lines_off_a_terminal(capsys):
+    """Under pytest stdout is no terminal: every table is TSV, nothing cut to a width."""
+    from gandalf_xmc.data.suite import SUITE, suite_path
+
+    code, out, err = run_cli(["datasets"], capsys)
+    assert code == 0, err
+    lines = [line.split("\t") for line in out.splitlines()]
+    assert lines[0][0] == "name" and lines[0][-1] == "where"
+    assert [row[0].removesuffix(" (not built)") for row in lines[1:]] == [d.name for d in SUITE]
+    assert [row[-1] for row in lines[1:]] == [str(suite_path(d.name)) for d in SUITE]
+    assert err.startswith("# Datasets")
+
+
+def test_a_misspelt_suite_name_is_suggested(capsys):
+    code, _, err = run_cli(["stats", "--data", "jargn"], capsys)
+    assert code == 2 and err == "error: jargn: dataset directory not found; did you mean the suite dataset jargon?\n"
+
+
+def test_augment_offers_only_what_it_writes(tmp_path, capsys):
+    from gandalf_xmc.augment.catalog import AUGMENTATIONS
+
+    code, _, err = run_cli(["augment", "--data", "jargon", "--out", str(tmp_path / "o"), "--augment", "labelmix"], capsys)
+    written = [row.name for row in AUGMENTATIONS.values() if row.writes_files]
+    assert code == 2 and "labelmix" not in written and f"is not one of {', '.join(repr(n) for n in written)}" in err
+    assert not (tmp_path / "o").exists()

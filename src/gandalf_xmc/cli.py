@@ -30,6 +30,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 ModelName = Enum("ModelName", {n: n for n in MODELS}, type=str)
 TrainableModel = Enum("TrainableModel", {n: n for n in MODELS}, type=str)
 AugmentName = Enum("AugmentName", {n: n for n in TRAINING_SETS}, type=str)
+WrittenAugmentName = Enum("WrittenAugmentName", {row.name: row.name for row in AUGMENTATIONS.values() if row.writes_files},
+                          type=str)
 GraphKind = Enum("GraphKind", {n: n for n in ("cooccurrence", "random-walk", "glas", "identity")}, type=str)
 PointWeights = Enum("PointWeights", {"none": "none", "inverse-size": "inverse-size"}, type=str)
 Sampling = Enum("Sampling", {"random": "random", "tail": "tail"}, type=str)
@@ -116,6 +118,14 @@ def _graph_config(base, kind, delta, top_k, shrinkage, point_weights, co_label_s
 
 
 def _table(title: str, columns: list[str], rows: list[list[str]], right: tuple[str, ...] = ()):
+    """A table on a terminal; plain tab-separated lines, never cut to a width, when stdout is a
+    pipe or a file (the title goes to stderr there, so the lines stay data)."""
+    if not sys.stdout.isatty():
+        print(f"# {title}", file=sys.stderr)
+        for row in (columns, *rows):
+            print("\t".join(" ".join(str(cell).split()) for cell in row))
+        sys.stdout.flush()
+        return
     from rich.table import Table
     from rich.text import Text
 
@@ -152,10 +162,11 @@ def datasets(ctx: typer.Context,
         print(json.dumps(rows))
         return
     cells = [[r["name"] + ("" if r["available"] else " (not built)"), r["domain"],
-              *[f"{r[k]:,}" if isinstance(r.get(k), int) else f"{r[k]:.2f}" if k in r else "-" for k in FIGURES]]
+              *[f"{r[k]:,}" if isinstance(r.get(k), int) else f"{r[k]:.2f}" if k in r else "-" for k in FIGURES],
+              r["path"]]
              for r in rows]
-    _table("Datasets (gandalf datasets build NAME builds one not yet built)", ["name", "domain", *FIGURES], cells,
-           right=FIGURES)
+    _table("Datasets (gandalf datasets build NAME builds one not yet built)", ["name", "domain", *FIGURES, "where"],
+           cells, right=FIGURES)
 
 
 @datasets_app.command("build")
@@ -191,8 +202,8 @@ def stats(data: Optional[str] = DATA_OPTION, derive_filters: bool = DERIVE_OPTIO
 @app.command()
 def augment(data: Optional[str] = DATA_OPTION,
             out: Path = typer.Option(..., "--out", help="Output directory: a complete dataset directory."),
-            training_set: AugmentName = typer.Option("gandalf", "--augment",
-                                                     help="gandalf | gandalf-tempered | identity | glas | random-walk."),
+            training_set: WrittenAugmentName = typer.Option("gandalf", "--augment", help=" | ".join(
+                f"{row.name}: {TRAINING_SETS[row.name]}" for row in AUGMENTATIONS.values() if row.writes_files)),
             graph: Optional[GraphKind] = GRAPH_OPTION, delta: Optional[float] = DELTA_OPTION,
             top_k: Optional[int] = TOP_K_OPTION, shrinkage: Optional[float] = SHRINKAGE_OPTION,
             point_weights: Optional[PointWeights] = POINT_WEIGHTS_OPTION,
@@ -213,12 +224,7 @@ def augment(data: Optional[str] = DATA_OPTION,
 
     from .augment import preset
     from .augment.export import write_augmented_dataset
-    from .errors import ConfigError
 
-    writable = [row.name for row in AUGMENTATIONS.values() if row.writes_files]
-    if training_set.value not in writable:
-        raise ConfigError(f"augment writes label points ({', '.join(writable)}); "
-                          f"{training_set.value} is applied while training: use gandalf train --augment")
     t0 = time.perf_counter()
     base = preset(training_set.value, seed)
     config = replace(base, graph=_graph_config(base.graph, graph, delta, top_k, shrinkage, point_weights, co_label_scale),

@@ -155,7 +155,9 @@ def load_dataset(path: str | Path | None = None, splits: tuple[str, ...] = ("trn
     """
     directory = resolve(path)
     if not directory.exists():
-        raise DataFormatError(directory, None, "dataset directory not found")
+        from .suite import suggest
+
+        raise DataFormatError(directory, None, "dataset directory not found" + suggest(str(directory)))
     if not directory.is_dir():
         raise DataFormatError(directory, None, "is not a directory")
     card = _read_card(directory / DATASET_CARD)

@@ -45,6 +45,19 @@ def built_root() -> Path:
     return cache_root() / "datasets"
 
 
+def suggest(spec: str) -> str:
+    """``"; did you mean NAME?"`` for a dataset spec that is a suite name misspelt (else ``""``),
+    and the list of names for anything else that is not a path."""
+    import difflib
+
+    close = difflib.get_close_matches(spec, list(BY_NAME), n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean the suite dataset {close[0]}?"
+    if "/" not in spec:
+        return f" (suite datasets: {', '.join(BY_NAME)})"
+    return ""
+
+
 def suite_path(name: str) -> Path:
     """The directory of suite dataset ``name`` (which may not be built yet)."""
     entry = BY_NAME[name]
