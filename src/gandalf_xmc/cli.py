@@ -156,16 +156,17 @@ def datasets(ctx: typer.Context,
         path = suite_path(entry.name)
         available = is_available(entry.name)
         figures = json.loads((path / "stats.json").read_text()) if available else {}
-        rows.append({"name": entry.name, "path": str(path), "domain": entry.domain, "available": available,
+        rows.append({"name": entry.name, "path": str(path), "domain": entry.domain, "test_split": entry.test_split,
+                     "available": available,
                      "shipped": entry.shipped, **{k: figures[k] for k in FIGURES if k in figures}})
     if as_json:
         print(json.dumps(rows))
         return
-    cells = [[r["name"] + ("" if r["available"] else " (not built)"), r["domain"],
+    cells = [[r["name"] + ("" if r["available"] else " (not built)"), r["domain"], r["test_split"],
               *[f"{r[k]:,}" if isinstance(r.get(k), int) else f"{r[k]:.2f}" if k in r else "-" for k in FIGURES],
               r["path"]]
              for r in rows]
-    _table("Datasets (gandalf datasets build NAME builds one not yet built)", ["name", "domain", *FIGURES, "where"],
+    _table("Datasets (gandalf datasets build NAME builds one not yet built)", ["name", "domain", "test split", *FIGURES, "where"],
            cells, right=FIGURES)
 
 

@@ -176,3 +176,74 @@ def test_self_label_pairs_by_text_only_when_the_text_names_one_label():
     pairs = self_label_pairs(None, ["Red  Apple!", "pie", "twin"], None, ["red apple", "twin", "twin", "x"])
     assert pairs.tolist() == [[0, 0]]  # "twin" names two labels: no pair
     assert np.asarray(pairs).dtype == np.int64
+
+
+# ---------------------------------------------------------------------------------------------- new items
+
+OLD = [Item("A", "alpha tool", ("B", "C")), Item("B", "beta library", ("C",)), Item("C", "gamma data", ()),
+       Item("D", "delta tool", ("B", "Z")), Item("Q", "", ("B",))]  # Z is no item; Q has no text
+NEW = [Item("A", "alpha tool, renamed", ("B",)), Item("E", "epsilon tool", ("B", "X")), Item("F", "phi", ("X",)),
+       Item("G", "gamma tool", ("C", "A")), Item("H", "", ("B",))]
+
+
+def test_new_items_by_hand(tmp_path):
+    """Labels: the old items old points point at (B by A and D, C by A and B); old points: A, B, D
+    (C points at nothing, Q has no text). Test: the new items E and G (A is old, F points at no old
+    label, H has no text), with E -> B (X is new) and G -> C (A is no label)."""
+    from gandalf_xmc.data.builders import write_new_items
+
+    card = DatasetCard("toy-new", "toys", "toy", "text", "targets", "none")
+    stats = write_new_items(OLD, NEW, tmp_path / "d", card)
+    ds = load_dataset(tmp_path / "d")
+    assert ds.label_uids == ["B", "C"] and ds.label_texts == ["beta library", "gamma data"]
+    assert ds.train.uids == ["A", "B", "D"] and ds.train.texts == ["alpha tool", "beta library", "delta tool"]
+    assert ds.train.Y.toarray().tolist() == [[1, 1], [0, 1], [1, 0]]
+    assert ds.test.uids == ["E", "G"] and ds.test.texts == ["epsilon tool", "gamma tool"]
+    assert ds.test.Y.toarray().tolist() == [[1, 0], [0, 1]]
+    assert ds.train.filter_pairs.tolist() == [[1, 0]]  # B is itself label B
+    assert (tmp_path / "d" / "filter_labels_test.txt").read_text() == ""  # written empty: nothing derived
+    assert len(ds.test.filter_pairs) == 0 and stats["N_test"] == 2
+    meta = json.loads((tmp_path / "d" / "dataset.json").read_text())
+    assert meta["test_split"] == "new-items"
+
+    # a label with more training points than allowed is dropped (B: A and D), and a point left without labels goes (D)
+    old = [Item("A", "a", ("B", "C")), Item("B", "b", ()), Item("C", "c", ()), Item("D", "d", ("B",))]
+    write_new_items(old, [Item("E", "e", ("B", "C"))], tmp_path / "e", card, max_label_points=1)
+    ds = load_dataset(tmp_path / "e")
+    assert ds.label_uids == ["C"] and ds.train.uids == ["A"] and ds.test.uids == ["E"]
+    assert ds.test.Y.toarray().tolist() == [[1]]
+
+
+def test_new_items_are_byte_identical(tmp_path):
+    from gandalf_xmc.data.builders import write_new_items
+
+    card = DatasetCard("toy-new", "toys", "toy", "text", "targets", "none")
+    write_new_items(OLD, NEW, tmp_path / "one", card)
+    write_new_items(OLD, NEW, tmp_path / "two", card)
+    for f in (tmp_path / "one").iterdir():
+        assert f.read_bytes() == (tmp_path / "two" / f.name).read_bytes(), f.name
+
+
+def test_debian_packages_index_parse_by_hand():
+    from gandalf_xmc.data.builders import debian_new
+
+    index = (
+        "Package: a\nVersion: 1\nDepends: libc6 (>= 2.14), b | c:any\nRecommends: d\n"
+        "Description: the a tool\n a long description line: Depends: zzz\n .\n more\nSection: utils\n\n"
+        "Package: b\nPre-Depends: e\nSuggests: f (<< 3) | g\nDescription: b library\nSection: libs\n\n"
+        "Package: a\nVersion: 2\nDepends: x\nDescription: a again\n\n"
+        "Package: h\nDescription: no relations\n")
+    items = {it.uid: it for it in debian_new.parse(index)}
+    assert list(items) == ["a", "b", "h"]
+    assert items["a"] == Item("a", "the a tool", ("libc6", "b", "c", "d"), "utils")
+    assert items["b"] == Item("b", "b library", ("e", "f", "g"), "libs")
+    assert items["h"].targets == ()
+
+
+def test_new_items_datasets_are_in_the_suite(capsys):
+    code, out, err = run_cli(["datasets", "--json"], capsys)
+    assert code == 0, err
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert {n for n, r in rows.items() if r["test_split"] == "new-items"} == {"debian-new-packages",
+                                                                             "gene-ontology-new-terms"}
+    assert rows["jargon"]["test_split"] == "random"

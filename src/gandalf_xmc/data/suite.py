@@ -23,6 +23,7 @@ class SuiteDataset:
     domain: str
     shipped: bool
     builder: str | None = None
+    test_split: str = "random"  # "new-items": trains on an older release, tests on what a newer one adds
 
 
 SUITE: tuple[SuiteDataset, ...] = (
@@ -31,6 +32,10 @@ SUITE: tuple[SuiteDataset, ...] = (
     SuiteDataset("manpages", "software documentation", shipped=True, builder="manpages"),
     SuiteDataset("jargon", "dictionary (hacker slang)", shipped=True, builder="jargon"),
     SuiteDataset("wordnet", "lexical semantics", shipped=False, builder="wordnet"),
+    SuiteDataset("debian-new-packages", "software packages", shipped=False, builder="debian_new",
+                 test_split="new-items"),
+    SuiteDataset("gene-ontology-new-terms", "biology (ontology terms)", shipped=False, builder="gene_ontology_new",
+                 test_split="new-items"),
 )
 BY_NAME = {d.name: d for d in SUITE}
 DEFAULT_DATASET = "debian-bookworm"

@@ -53,6 +53,7 @@ class DatasetCard:
     propensity_why: str = ("A = 0.55, B = 1.5, the constants Jain et al. (KDD'16) give for datasets other than "
                            "Amazon and Wikipedia (fitting them needs click data, which this source does not have)")
     sources: tuple[DebianPackage, ...] = field(default_factory=tuple)
+    sources_heading: str = "Built from these Debian packages (bookworm):"
 
 
 def _normalise(text: str) -> str:
@@ -63,38 +64,88 @@ def _lines(rows: Iterable[dict]) -> Iterable[bytes]:
     yield b"".join(orjson.dumps(r) + b"\n" for r in rows)
 
 
-def write_related_items(items: list[Item], out_dir: str | Path, card: DatasetCard, force: bool = False) -> dict:
-    """Write ``items`` as an LF dataset directory (``trn/tst/lbl.json.gz``, filter files,
-    ``dataset.json``, ``stats.json``, ``README.md``); returns the figures written to ``stats.json``."""
+def _texts(items: list[Item]) -> dict[str, Item]:
+    """Items by uid, their texts' white space folded; a repeated uid is an error."""
     by_uid: dict[str, Item] = {}
     for item in items:
         if item.uid in by_uid:
             raise ValueError(f"duplicate item uid {item.uid!r}")
         by_uid[item.uid] = Item(item.uid, _normalise(item.text), item.targets, item.group)
+    return by_uid
+
+
+def write_related_items(items: list[Item], out_dir: str | Path, card: DatasetCard, force: bool = False) -> dict:
+    """Write ``items`` as an LF dataset directory (``trn/tst/lbl.json.gz``, filter files,
+    ``dataset.json``, ``stats.json``, ``README.md``); returns the figures written to ``stats.json``."""
+    by_uid = _texts(items)
     has_text = {u for u, it in by_uid.items() if it.text}
     targets = {u: sorted({t for t in it.targets if t in has_text and t != u}) for u, it in by_uid.items() if it.text}
     label_uids = sorted({t for ts in targets.values() for t in ts})
-    label_id = {u: i for i, u in enumerate(label_uids)}
     points = sorted(u for u, ts in targets.items() if ts)
     rng = np.random.default_rng(SPLIT_SEED)
     perm = rng.permutation(len(points))
     n_test = int(round(TEST_SHARE * len(points)))
-    splits = {"tst": np.sort(perm[:n_test]), "trn": np.sort(perm[n_test:])}
+    splits = {"tst": [points[i] for i in np.sort(perm[:n_test]).tolist()],
+              "trn": [points[i] for i in np.sort(perm[n_test:]).tolist()]}
+    split = f"{int(100 * (1 - TEST_SHARE))}/{int(100 * TEST_SHARE)} at random over points, seed {SPLIT_SEED}"
+    return _write(out_dir, card, force, splits, {u: by_uid[u].text for u in label_uids},
+                  {u: (by_uid[u].text, targets[u], by_uid[u].group) for u in points}, split, "random")
+
+
+def write_new_items(old: list[Item], new: list[Item], out_dir: str | Path, card: DatasetCard, force: bool = False,
+                    max_label_points: int | None = None) -> dict:
+    """A *new items* dataset: train on every item of the older release ``old`` that points at
+    something, in its label space (the old items pointed at, with their old texts; labels with more
+    than ``max_label_points`` training points dropped, as trivial head labels); test on the items
+    of the newer release ``new`` that the old one does not have, with their new texts and those of
+    their targets that are old labels. The test filter file is written empty: a new item is no label
+    of the old space, and a label that only shares its text (an older build, a sibling) is a wrong
+    answer, as it is in a deployment. Returns the figures of ``stats.json``."""
+    old_by_uid, new_by_uid = _texts(old), _texts(new)
+    has_text = {u for u, it in old_by_uid.items() if it.text}
+    targets = {u: sorted({t for t in it.targets if t in has_text and t != u})
+               for u, it in old_by_uid.items() if it.text}
+    if max_label_points is not None:
+        counts: dict[str, int] = {}
+        for ts in targets.values():
+            for t in ts:
+                counts[t] = counts.get(t, 0) + 1
+        targets = {u: [t for t in ts if counts[t] <= max_label_points] for u, ts in targets.items()}
+    label_uids = sorted({t for ts in targets.values() for t in ts})
+    labels = set(label_uids)
+    train = sorted(u for u, ts in targets.items() if ts)
+    new_targets = {u: sorted({t for t in it.targets if t in labels}) for u, it in new_by_uid.items()
+                   if u not in old_by_uid and it.text}
+    test = sorted(u for u, ts in new_targets.items() if ts)
+    points = {u: (old_by_uid[u].text, targets[u], old_by_uid[u].group) for u in train}
+    points.update({u: (new_by_uid[u].text, new_targets[u], new_by_uid[u].group) for u in test})
+    split = ("new items: trains on every item of the older release, tests on the items that are new in the newer "
+             "one (none of them is a label, so the test filter file is empty)")
+    return _write(out_dir, card, force, {"tst": test, "trn": train}, {u: old_by_uid[u].text for u in label_uids},
+                  points, split, "new-items", filter_test=False)
+
+
+def _write(out_dir, card: DatasetCard, force: bool, splits: dict[str, list[str]], labels: dict[str, str],
+           points: dict[str, tuple[str, list[str], str]], split: str, test_split: str, filter_test: bool = True) -> dict:
+    """The dataset directory: ``splits`` (point uids of ``trn`` and ``tst``), ``labels`` (uid ->
+    text, in label-id order), ``points`` (uid -> text, target uids, group)."""
+    label_id = {u: i for i, u in enumerate(labels)}
     filter_names = {"trn": "filter_labels_train.txt", "tst": "filter_labels_test.txt"}
     with atomic_directory(out_dir, force) as staging:
-        write_lines(staging / "lbl.json.gz", _lines({"uid": u, "title": by_uid[u].text} for u in label_uids))
-        for split, rows in splits.items():
-            uids = [points[i] for i in rows.tolist()]
-            write_lines(staging / f"{split}.json.gz", _lines(
-                {"uid": u, "title": by_uid[u].text, "target_ind": [label_id[t] for t in targets[u]],
-                 "group": by_uid[u].group} for u in uids))
-            pairs = "".join(f"{r} {label_id[u]}\n" for r, u in enumerate(uids) if u in label_id)
-            (staging / filter_names[split]).write_text(pairs)
+        write_lines(staging / "lbl.json.gz", _lines({"uid": u, "title": t} for u, t in labels.items()))
+        for name, uids in splits.items():
+            write_lines(staging / f"{name}.json.gz", _lines(
+                {"uid": u, "title": points[u][0], "target_ind": [label_id[t] for t in points[u][1]],
+                 "group": points[u][2]} for u in uids))
+            keep = filter_test or name != "tst"
+            pairs = "".join(f"{r} {label_id[u]}\n" for r, u in enumerate(uids) if u in label_id) if keep else ""
+            (staging / filter_names[name]).write_text(pairs)
         meta = {"name": card.name, "domain": card.domain, "summary": card.summary,
                 "propensity": {"A": card.propensity_a, "B": card.propensity_b, "why": card.propensity_why},
-                "text": card.text, "labels": card.labels, "license": card.license,
-                "split": f"{int(100 * (1 - TEST_SHARE))}/{int(100 * TEST_SHARE)} at random over points, seed {SPLIT_SEED}",
-                "sources": [asdict(p) for p in card.sources],
+                "text": card.text, "labels": card.labels, "license": card.license, "split": split,
+                **({"test_split": test_split} if test_split != "random" else {}),  # random: as the suite was built
+                # the pins' sizes (what a download stops at) are left out: the suite's files predate them
+                "sources": [{k: v for k, v in asdict(p).items() if k != "size"} for p in card.sources],
                 "rebuild": f"gandalf datasets build {card.name} --out DIR"}
         (staging / "dataset.json").write_text(json.dumps(meta, indent=1) + "\n")
         from ..dataset import load_dataset
@@ -102,7 +153,7 @@ def write_related_items(items: list[Item], out_dir: str | Path, card: DatasetCar
 
         stats = dataset_stats(load_dataset(staging, name=card.name))
         stats = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in stats.items()}
-        stats["points_that_are_labels"] = sum(1 for u in points if u in label_id)
+        stats["points_that_are_labels"] = sum(1 for u in splits["trn"] + splits["tst"] if u in label_id)
         (staging / "stats.json").write_text(json.dumps(stats, indent=1) + "\n")
         (staging / "README.md").write_text(_readme(card, meta, stats))
     return stats
@@ -131,7 +182,7 @@ Domain: {card.domain}. License: {card.license}.
 | --- | --- |
 {table}
 
-Built from these Debian packages (bookworm):
+{card.sources_heading}
 {sources}
 
 Rebuild it byte for byte: `{meta['rebuild']}`.

@@ -33,7 +33,8 @@ class DebianPackage:
 
     @property
     def file_name(self) -> str:
-        return self.pool.rsplit("/", 1)[-1]
+        # a release's index is named by its whole path: every release's is called Packages.xz
+        return self.pool.replace("/", "_") if self.pool.startswith("dists/") else self.pool.rsplit("/", 1)[-1]
 
 
 def cache_dir() -> Path:

@@ -35,15 +35,18 @@ def parse(connection: sqlite3.Connection) -> list[Item]:
             if go_id != "all"]
 
 
-def build(out_dir: str | Path, mirror: str = DEFAULT_MIRROR, log=None, force: bool = False) -> dict:
-    deb = fetch(PACKAGE, mirror, log)
+def read_terms(deb: Path) -> list[Item]:
+    """The items of a ``r-bioc-go.db`` package's SQLite file."""
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "GO.sqlite"
         for _, content in package_files(deb, lambda p: p == DATABASE):
             db.write_bytes(content)
         connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         try:
-            items = parse(connection)
+            return parse(connection)
         finally:
             connection.close()
-    return write_related_items(items, out_dir, CARD, force)
+
+
+def build(out_dir: str | Path, mirror: str = DEFAULT_MIRROR, log=None, force: bool = False) -> dict:
+    return write_related_items(read_terms(fetch(PACKAGE, mirror, log)), out_dir, CARD, force)
