@@ -230,13 +230,13 @@ def test_debian_packages_index_parse_by_hand():
     index = (
         "Package: a\nVersion: 1\nDepends: libc6 (>= 2.14), b | c:any\nRecommends: d\n"
         "Description: the a tool\n a long description line: Depends: zzz\n .\n more\nSection: utils\n\n"
-        "Package: b\nPre-Depends: e\nSuggests: f (<< 3) | g\nDescription: b library\nSection: libs\n\n"
+        "Package: b\nSource: bsrc (1.0-1)\nPre-Depends: e\nSuggests: f (<< 3) | g\nDescription: b library\nSection: libs\n\n"
         "Package: a\nVersion: 2\nDepends: x\nDescription: a again\n\n"
         "Package: h\nDescription: no relations\n")
     items = {it.uid: it for it in debian_new.parse(index)}
     assert list(items) == ["a", "b", "h"]
-    assert items["a"] == Item("a", "the a tool", ("libc6", "b", "c", "d"), "utils")
-    assert items["b"] == Item("b", "b library", ("e", "f", "g"), "libs")
+    assert items["a"] == Item("a", "the a tool", ("libc6", "b", "c", "d"), "a")  # no Source: its own family
+    assert items["b"] == Item("b", "b library", ("e", "f", "g"), "bsrc")
     assert items["h"].targets == ()
 
 

@@ -54,6 +54,11 @@ class DatasetCard:
                            "Amazon and Wikipedia (fitting them needs click data, which this source does not have)")
     sources: tuple[DebianPackage, ...] = field(default_factory=tuple)
     sources_heading: str = "Built from these Debian packages (bookworm):"
+    group: str = ""  # what an item's group is, for the README (default: "<domain> group")
+
+    def __post_init__(self) -> None:
+        if not self.group:
+            object.__setattr__(self, "group", f"{self.domain} group")
 
 
 def _normalise(text: str) -> str:
@@ -174,7 +179,7 @@ Domain: {card.domain}. License: {card.license}.
 
 - point text: {card.text}
 - labels: {card.labels}; label feature: the label item's own text (`lbl.json.gz`, line i = label i)
-- split: {meta['split']}; `group` in `trn/tst.json.gz` is the item's {card.domain} group (for group splits)
+- split: {meta['split']}; `group` in `trn/tst.json.gz` is the item's {card.group} (for group splits)
 - filter files: `row label` pairs where the point is itself that label; removed before scoring
 - propensity: {card.propensity_why}
 

@@ -4,7 +4,8 @@ alternative) that exist in the same index, labels with more than 500 training po
 and the like), as ``debian-bookworm`` is built; test on the packages that Debian 12 (bookworm)
 adds, each labelled with those of its relations that are bullseye labels. The label space is
 bullseye's: a new package's relations to other new packages are not in it, as they are not for a
-deployed model meeting a new item. Group: the package's section.
+deployed model meeting a new item. Group: the package's source package (its family: the binaries
+built from one source arrive in a release together), for validation that holds families out.
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ CARD = DatasetCard(
     labels="the packages it depends on, pre-depends on, recommends or suggests (every alternative) that are "
            f"bullseye labels (labels with more than {MAX_LABEL_POINTS} training points dropped)",
     license="the package descriptions' (Debian main: DFSG-free)", sources=(OLD_INDEX, NEW_INDEX),
-    sources_heading="Built from these Debian package indexes (bullseye's to train, bookworm's to test):")
+    sources_heading="Built from these Debian package indexes (bullseye's to train, bookworm's to test):",
+    group="source package (the family it is built with)")
 
 
 def parse(index: str) -> list[Item]:
     """Items of a Debian ``Packages`` index: name, one-line description, related packages (version
-    constraints and architecture qualifiers dropped), section; the first stanza of a name wins."""
+    constraints and architecture qualifiers dropped), source package (the name itself when the
+    stanza names none); the first stanza of a name wins."""
     items, seen = [], set()
     for stanza in index.split("\n\n"):
         fields: dict[str, str] = {}
@@ -49,7 +52,8 @@ def parse(index: str) -> list[Item]:
         seen.add(name)
         related = [alternative.split()[0].split(":")[0] for relation in RELATIONS
                    for alternative in re.split(r"[,|]", fields.get(relation, "")) if alternative.strip()]
-        items.append(Item(name, fields.get("Description", ""), tuple(dict.fromkeys(related)), fields.get("Section", "")))
+        source = fields.get("Source", name).split()[0]  # "Source: foo (1.2-3)" names a source of another version
+        items.append(Item(name, fields.get("Description", ""), tuple(dict.fromkeys(related)), source))
     return items
 
 

@@ -20,7 +20,8 @@ CARD = DatasetCard(
     text="the GO term's name", labels="its direct parents (is a, part of, regulates, positively / negatively "
     "regulates) that the earlier release has as labels", license="CC BY 4.0 (Gene Ontology Consortium)",
     sources=(OLD_PACKAGE, NEW_PACKAGE),
-    sources_heading="Built from these Debian packages (bullseye's GO.db 3.12 to train, bookworm's 3.16 to test):")
+    sources_heading="Built from these Debian packages (bullseye's GO.db 3.12 to train, bookworm's 3.16 to test):",
+    group="GO namespace (BP, MF or CC)")
 
 
 def build(out_dir: str | Path, mirror: str = DEFAULT_MIRROR, log=None, force: bool = False) -> dict:
