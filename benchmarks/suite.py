@@ -29,7 +29,7 @@ from gandalf_xmc.metrics import evaluate, inverse_propensity
 from gandalf_xmc.models.registry import build_model, model_config
 from gandalf_xmc.settings import apply_settings, parse_settings
 from gandalf_xmc.workflow.auto import AUTO_CANDIDATES
-from gandalf_xmc.workflow.validation import PROTOCOLS, carve_validation
+from gandalf_xmc.workflow.validation import BENCHMARK_PROTOCOLS, PROTOCOLS, carve_validation
 
 HERE = Path(__file__).resolve().parent
 METRICS = ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5")
@@ -109,7 +109,7 @@ def main() -> None:
     ap.add_argument("--split", choices=("valid", "test"), default="valid")
     ap.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--protocol", default="random", choices=tuple(PROTOCOLS),
+    ap.add_argument("--protocol", default="random", choices=(*PROTOCOLS, *BENCHMARK_PROTOCOLS),
                     help="how validation points are chosen (gandalf_xmc.workflow.validation)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()

@@ -79,3 +79,46 @@ def test_cli_records_the_protocol_and_refuses_group_without_groups(tiny_dir, tmp
     code, _, err = run_cli(["train", "--data", str(tiny_dir), "--out", str(tmp_path / "g"), "--valid-protocol", "group"],
                            capsys)
     assert code == 2 and err.startswith("error: the group protocol needs a 'group' key"), err
+
+
+def test_future_protocol_takes_held_out_items_out_of_the_label_space():
+    import numpy as np
+    import scipy.sparse as sp
+
+    from gandalf_xmc.data.dataset import Split, XMCDataset
+    from gandalf_xmc.workflow.validation import carve_validation
+
+    labels = ["L0", "L1", "L2", "L3"]
+    Y = sp.csr_matrix(np.array([[0, 1, 1, 0], [1, 0, 1, 0], [1, 1, 0, 1], [0, 1, 0, 1]], dtype=np.float32))
+    uids = ["L0", "x", "L2", "y"]  # points 0 and 2 are themselves labels L0 and L2
+    fp = np.array([[0, 0], [2, 2]])
+    ds = XMCDataset("toy", labels, ["zero", "one", "two", "three"], {"trn": Split(uids, ["a", "b", "c", "d"], Y, fp)})
+    for seed in range(6):
+        rest, valid = carve_validation(ds, 0.5, seed, "future")
+        held = set(valid.uids)
+        gone = [j for j, u in enumerate(labels) if u in held]
+        keep = [j for j in range(4) if j not in gone]
+        assert rest.label_uids == [labels[j] for j in keep] and rest.n_labels == len(keep)
+        assert rest.label_texts == [ds.label_texts[j] for j in keep]
+        rows = {u: i for i, u in enumerate(uids)}
+        assert rest.train.Y.toarray().tolist() == [Y.toarray()[rows[u], keep].tolist() for u in rest.train.uids]
+        assert valid.Y.toarray().tolist() == [Y.toarray()[rows[u], keep].tolist() for u in valid.uids]
+        # a training point keeps its own label's pair (renumbered); a held-out item has no own label left
+        assert {(rest.train.uids[r], rest.label_uids[j]) for r, j in rest.train.filter_pairs.tolist()} == {
+            (u, u) for u in rest.train.uids if u in ("L0", "L2")}
+        assert valid.filter_pairs.size == 0
+
+
+def test_future_protocol_is_for_benchmarks_only(tiny_dir, tmp_path):
+    import pytest
+
+    from gandalf_xmc.augment import AugmentConfig
+    from gandalf_xmc.data import load_dataset
+    from gandalf_xmc.errors import ConfigError
+    from gandalf_xmc.models.registry import model_config
+    from gandalf_xmc.workflow.pipeline import train_model
+
+    with pytest.raises(ConfigError, match="the future protocol is for benchmarks/suite.py"):
+        train_model(load_dataset(tiny_dir), tmp_path / "m", model_config("linear"), AugmentConfig("none"),
+                    valid_protocol="future", progress=False)
+    assert not (tmp_path / "m").exists()

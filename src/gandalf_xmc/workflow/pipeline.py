@@ -19,7 +19,7 @@ from ..metrics import inverse_propensity
 from ..metrics.ranking import prepare
 from ..models.registry import build_model, config_seed, load_trained
 from . import auto
-from .validation import carve_validation
+from .validation import BENCHMARK_PROTOCOLS, PROTOCOLS, carve_validation
 
 
 @dataclass
@@ -94,6 +94,9 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config, augment:
 
 def _train_into(dataset: XMCDataset, out: Path, model_config, augment: AugmentConfig, valid_fraction: float,
                 resume: bool, progress: bool, auto_config, valid_protocol: str):
+    if valid_protocol in BENCHMARK_PROTOCOLS:  # it drops labels, and the model validated is the one saved
+        raise ConfigError(f"the {valid_protocol} protocol is for benchmarks/suite.py; train with one of "
+                          f"{', '.join(PROTOCOLS)}")
     rest, valid = carve_validation(dataset, valid_fraction, config_seed(model_config), valid_protocol)
     inv = inverse_propensity(rest.original_train_Y(), *dataset.propensity_constants())
     search = None

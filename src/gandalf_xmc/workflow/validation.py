@@ -8,6 +8,14 @@ A protocol says which points are held out, so that validation resembles what the
 * ``new-items``: a uniform share, and every training point that is a near-duplicate of a held-out
   point (TF-IDF cosine >= ``NEAR_DUPLICATE``) or a sibling of one (the same set of labels) leaves
   the training part, as items new to a catalogue have no copies in it.
+
+One protocol changes the label space and is for the benchmarks only (:data:`BENCHMARK_PROTOCOLS`;
+``gandalf train`` keeps the model it validates, and that model must know every label):
+
+* ``future``: a uniform share, held out *as if it did not exist yet*: the labels that are
+  held-out items leave the label space (their columns, their label points, their filter pairs),
+  so a held-out item is scored on the other labels only, with nothing filtered: an older label of
+  the same text is a miss, as it is for an item that a later release adds.
 """
 
 from __future__ import annotations
@@ -26,6 +34,9 @@ PROTOCOLS = {
     "group": "whole groups of points (the data's group key) held out together",
     "new-items": "a uniform share; their near-duplicates and same-label siblings leave training",
 }
+BENCHMARK_PROTOCOLS = {
+    "future": "a uniform share, as if it did not exist yet: its own labels leave the label space",
+}
 NEAR_DUPLICATE = 0.8  # TF-IDF cosine at which two texts count as copies of one item
 
 
@@ -41,7 +52,7 @@ def carve_validation(dataset: XMCDataset, fraction: float, seed: int, protocol: 
 
     from ..data.dataset import Split, XMCDataset  # here: the CLI lists PROTOCOLS without numpy or data code
 
-    if protocol not in PROTOCOLS:
+    if protocol not in PROTOCOLS and protocol not in BENCHMARK_PROTOCOLS:
         raise ConfigError(f"unknown validation protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}")
     tr = dataset.train
     n = dataset.n_original
@@ -69,8 +80,43 @@ def carve_validation(dataset: XMCDataset, fraction: float, seed: int, protocol: 
 
     kept = np.concatenate([train_idx, np.arange(n, len(tr))])
     rest = XMCDataset(dataset.name, dataset.label_uids, dataset.label_texts, {"trn": pick(kept)},
-                      n_original_train=train_idx.size if len(tr) > n else None, path=dataset.path)
+                      n_original_train=train_idx.size if len(tr) > n else None, path=dataset.path,
+                      propensity=dataset.propensity)
+    if protocol == "future":
+        if len(tr) > n:
+            raise ConfigError("the future protocol cannot drop labels from label points already in the training "
+                              "file (a directory written by gandalf augment): give the original dataset")
+        held = set(tr.uids[i] for i in valid_idx)
+        gone = np.array([j for j, uid in enumerate(dataset.label_uids) if uid in held], dtype=np.int64)
+        return _without_labels(rest, gone), _split_without_labels(pick(valid_idx), gone, dataset.n_labels)
     return rest, pick(valid_idx)
+
+
+def _split_without_labels(split: Split, gone: np.ndarray, n_labels: int) -> Split:
+    """``split`` with the label columns ``gone`` removed (and their filter pairs; the others renumbered)."""
+    import numpy as np
+
+    from ..data.dataset import Split
+
+    keep = np.setdiff1d(np.arange(n_labels), gone)
+    new_id = np.full(n_labels, -1, dtype=np.int64)
+    new_id[keep] = np.arange(keep.size)
+    fp = split.filter_pairs.reshape(-1, 2)
+    fp = fp[new_id[fp[:, 1]] >= 0]
+    fp = np.stack([fp[:, 0], new_id[fp[:, 1]]], axis=1)
+    Y = split.Y.tocsc()[:, keep].tocsr()
+    Y.sort_indices()
+    return Split(split.uids, split.texts, Y, fp, groups=split.groups)
+
+
+def _without_labels(dataset: XMCDataset, gone: np.ndarray) -> XMCDataset:
+    """``dataset`` (one training split) with the labels ``gone`` out of its label space."""
+    from dataclasses import replace
+
+    keep = sorted(set(range(dataset.n_labels)) - set(gone.tolist()))
+    return replace(dataset, label_uids=[dataset.label_uids[j] for j in keep],
+                   label_texts=[dataset.label_texts[j] for j in keep],
+                   splits={"trn": _split_without_labels(dataset.train, gone, dataset.n_labels)})
 
 
 def _group_holdout(groups: list[str | None] | None, n_valid: int, rng: np.random.Generator) -> np.ndarray:
