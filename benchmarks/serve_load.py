@@ -2,7 +2,7 @@
 concurrency levels, over held-out queries.
 
     python benchmarks/serve_load.py MODEL_DIR [--data debian-bookworm] [--concurrency 1 4 16]
-                                    [--requests 2000] [--k 5]
+                                    [--requests 2000] [--k 5] [--no-access-log]
 
 Starts ``gandalf serve MODEL_DIR --port 0`` in its own process, then for each concurrency level c
 runs c client threads, each on its own keep-alive connection, sending ``POST /predict`` with one
@@ -29,8 +29,8 @@ import numpy as np
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def start_server(model_dir: Path) -> tuple[subprocess.Popen, str, int]:
-    proc = subprocess.Popen([sys.executable, "-m", "gandalf_xmc.cli", "serve", str(model_dir), "--port", "0"],
+def start_server(model_dir: Path, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str, int]:
+    proc = subprocess.Popen([sys.executable, "-m", "gandalf_xmc.cli", "serve", str(model_dir), "--port", "0", *extra],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     deadline = time.time() + 300
     while time.time() < deadline:
@@ -94,13 +94,14 @@ def main() -> None:
     ap.add_argument("--concurrency", nargs="+", type=int, default=[1, 4, 16])
     ap.add_argument("--requests", type=int, default=2000, help="requests per concurrency level")
     ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--no-access-log", action="store_true", help="serve without the access log")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
 
     from gandalf_xmc.data import load_dataset
 
     texts = load_dataset(args.data).test.texts
-    proc, host, port = start_server(args.model_dir)
+    proc, host, port = start_server(args.model_dir, ("--no-access-log",) if args.no_access_log else ())
     try:
         run_level(host, port, texts[-100:], 1, 100, args.k)  # warm-up, on other queries than the timed ones
         rows = [run_level(host, port, texts, c, args.requests, args.k) for c in args.concurrency]
