@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import importlib
 
-_NAMES = (
-    "AugmentConfig", "TEMPERED_GRAPH", "preset", "BATCH_TRANSFORMS", "TRAINING_SETS", "LABEL_UID_PREFIX",
-    "FeatureMix", "LabelMix", "SynonymReplacement", "combine", "extra_mask", "extra_points",
-    "gandalf_points", "graph_for", "mixer_for", "select_labels", "tail_weights", "training_set",
-    "uniform_sample", "TrainingSet", "build_training_set",
+_NAMES = (  # training_sets.__all__ (tests/test_contract.py holds the two together)
+    "AugmentConfig", "TEMPERED_GRAPH", "preset", "AUGMENTATIONS", "TRAINING_SETS", "LABEL_UID_PREFIX",
+    "FeatureMix", "LabelMix", "SynonymReplacement", "combine", "extra_points", "gandalf_points", "graph_for",
+    "select_labels", "tail_weights", "training_set", "uniform_sample", "TrainingSet", "build_training_set",
 )
 _WHERE = {name: "training_sets" for name in _NAMES}
 
