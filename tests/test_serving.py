@@ -201,7 +201,8 @@ def test_an_in_catalogue_query_leaves_its_own_label_out(saved_model, tmp_path, c
     code, out, err = run_cli(["predict", str(directory), "--input", str(queries), "-k", "2"], capsys)
     assert code == 0, err
     assert [json.loads(line) for line in out.splitlines()] == [
-        {"uid": own, "text": "red apple", "labels": expected}, {"text": "red apple", "labels": plain[:2]}]
+        {"uid": own, "title": "red apple", "text": "red apple", "labels": expected},
+        {"title": "red apple", "text": "red apple", "labels": plain[:2]}]
 
 
 @pytest.mark.serve
@@ -252,3 +253,15 @@ def test_the_server_has_info_and_an_access_log(saved_model):
         proc.terminate()
         _, err = proc.communicate(timeout=30)
     assert re.search(r'"POST /predict HTTP/1.1" 200', err) and re.search(r'"GET /info HTTP/1.1" 200', err), err
+
+
+def test_predict_input_keeps_every_field_of_a_json_line(saved_model, tmp_path, capsys):
+    directory, model = saved_model
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(json.dumps({"uid": 7, "title": "red apple", "shop": "north", "n": [1, 2]}) + "\n" + "plain whale\n")
+    code, out, err = run_cli(["predict", str(directory), "--input", str(queries), "-k", "1"], capsys)
+    assert code == 0, err
+    first, second = (json.loads(line) for line in out.splitlines())
+    assert first == {"uid": "7", "title": "red apple", "shop": "north", "n": [1, 2], "text": "red apple",
+                     "labels": model.predict_labels(["red apple"], 1)[0]}
+    assert second == {"text": "plain whale", "labels": model.predict_labels(["plain whale"], 1)[0]}

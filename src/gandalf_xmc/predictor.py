@@ -90,9 +90,10 @@ def _load_light(d: Path):
 
 
 def _queries(source: str):
-    """``(text, uid or None)`` of each query of a file (one a line; JSON lines with a 'title' or
-    'text' and optionally the query's own 'uid'), or of stdin for '-' (lines bounded as
-    :mod:`.inputs` bounds them; a device or FIFO named as the file is refused)."""
+    """``(text, uid or None, the line's other fields)`` of each query of a file (one a line; JSON
+    lines with a 'title' or 'text', optionally the query's own 'uid', and any other fields, which
+    the answers keep), or of stdin for '-' (lines bounded as :mod:`.inputs` bounds them; a device
+    or FIFO named as the file is refused)."""
     from .inputs import bounded_lines, open_input
 
     fh = sys.stdin.buffer if source == "-" else open_input(source)
@@ -114,9 +115,10 @@ def _queries(source: str):
                 uid = obj.get("uid")
                 if uid is not None and (isinstance(uid, bool) or not isinstance(uid, (str, int))):
                     raise DataFormatError(name, lineno, "'uid' must be a string or an integer")
-                yield text, None if uid is None else str(uid)
+                fields = {k: v for k, v in obj.items() if k not in ("uid", "text", "labels")}
+                yield text, None if uid is None else str(uid), fields
             else:
-                yield line, None
+                yield line, None, {}
     finally:
         if source != "-":
             fh.close()
@@ -124,9 +126,10 @@ def _queries(source: str):
 
 def predict_lines(predictor: Predictor, source: str, out: str | Path | None, k: int, batch: int = 2048,
                   force: bool = False) -> int:
-    """Rank the labels of every query of ``source`` and write one JSON line a query (``uid`` when
-    the query gave one, ``text``, ``labels``: a query's own label, by its uid, is left out) to
-    ``out`` or stdout; returns the number of queries. ``out`` follows
+    """Rank the labels of every query of ``source`` and write one JSON line a query: ``uid`` when
+    the query gave one, the JSON line's other fields as they were, ``text`` and ``labels`` (a
+    query's own label, by its uid, is left out), to ``out`` or stdout; returns the number of
+    queries. ``out`` follows
     :func:`.data.atomic.check_output_file`'s rule (``force``; never the query file nor inside the
     model directory)."""
     from .data.atomic import output_file
@@ -143,8 +146,8 @@ def predict_lines(predictor: Predictor, source: str, out: str | Path | None, k: 
 
     def _ranked(queries):
         texts, uids = [q[0] for q in queries], [q[1] for q in queries]
-        for text, uid, labels in zip(texts, uids, predictor.predict_labels(texts, k, uids)):
-            answer = {"text": text, "labels": labels} if uid is None else {"uid": uid, "text": text, "labels": labels}
+        for (text, uid, fields), labels in zip(queries, predictor.predict_labels(texts, k, uids)):
+            answer = {**({} if uid is None else {"uid": uid}), **fields, "text": text, "labels": labels}
             yield json.dumps(answer, ensure_ascii=False) + "\n"
 
     n = 0
