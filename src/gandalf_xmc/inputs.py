@@ -1,6 +1,6 @@
 """Reading other people's files with bounded memory: only regular files are opened (a FIFO would
 wait forever, ``/dev/zero`` never ends), a line is read at most ``MAX_LINE_BYTES`` at a time (a
-6 GB line inflated from a 28 MB gzip stops at the limit instead of at the OOM killer), and a
+gzip that inflates into one endless line stops at the limit, not at the OOM killer), and a
 compressed file may not inflate past the memory the machine has. Standard library only: the
 query reader of ``gandalf predict`` uses it on its fast start."""
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DataFormatError, GandalfError
+from .inputs import available_memory
 from .jsonio import JSONProblem, loads
 from .predictor import Predictor, load_predictor
 
@@ -175,7 +176,7 @@ def _listen(host: str, port: int):
     import socket
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # proto named: asyncio turns Nagle off only on sockets that say TCP (proto 0 cost 40 ms a request)
+    # the protocol named: asyncio turns Nagle off only on sockets that say TCP (docs/benchmarks.md, "Serving")
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -246,7 +247,7 @@ def prepare(model_dir: str | Path, weights: str = "auto") -> tuple[Predictor, Fi
     started = time.perf_counter()
     files = predictor.model.mapped_files()
     size = sum(os.path.getsize(f) for f in files)
-    hold = weights == "memory" or (weights == "auto" and size <= _available_memory() // 2)
+    hold = weights == "memory" or (weights == "auto" and size <= available_memory() // 2)
     if hold:
         moved = predictor.model.hold_in_memory()
         what = f"copied {moved / 2**30:.1f} GiB of weights into memory"
@@ -261,17 +262,6 @@ def prepare(model_dir: str | Path, weights: str = "auto") -> tuple[Predictor, Fi
               "never by copying over its files", file=sys.stderr, flush=True)
     predictor.predict_labels(["warm up"], 1)  # and compile
     return predictor, guard
-
-
-def _available_memory() -> int:
-    """MemAvailable (Linux), else the physical memory, in bytes."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def run_server(model_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, max_batch: int = 1024,

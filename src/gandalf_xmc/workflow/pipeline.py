@@ -115,8 +115,7 @@ def _train_into(dataset: XMCDataset, out: Path, model_config, augment: AugmentCo
         if auto_config.candidates is None:
             kind = "neural" if hasattr(model_config, "family") else "linear"
             auto_config = replace(auto_config, candidates=auto.candidates_for(kind))
-        # enough labels that one is left after a row's filtered pairs go (k = 1 made a row whose top
-        # label is filtered a miss, and the recorded gains disagreed with the validation P@1)
+        # enough labels that one is left after a row's filtered pairs go, as validation P@1 counts them
         filtered = np.bincount(np.asarray(valid.filter_pairs, dtype=np.int64).reshape(-1, 2)[:, 0], minlength=1)
 
         def point_hits(trained) -> np.ndarray:
