@@ -200,15 +200,17 @@ class TextFeaturizer:
         np.save(d / "features_idf.npy", self.vectorizer.idf_.astype(np.float64))
 
     @classmethod
-    def load(cls, directory: str | Path) -> TextFeaturizer:
+    def load(cls, directory: str | Path, spec: dict | None = None, idf: np.ndarray | None = None) -> TextFeaturizer:
+        """The featurizer saved in ``directory``; ``spec`` and ``idf``: its ``features.json`` and
+        word idf when the caller has read them already."""
         from .engine.level_store import load_array
         from .jsonio import read_json_file
 
         d = Path(directory)
-        spec = read_json_file(d / "features.json")
+        spec = read_json_file(d / "features.json") if spec is None else spec
         feat = cls(spec["ngram_max"], spec["min_df"], spec["max_features"], spec.get("char_ngrams"))
         feat.vectorizer = feat._new_vectorizer({term: i for i, term in enumerate(spec["vocabulary"])})
-        feat.vectorizer.idf_ = load_array(d / "features_idf.npy")
+        feat.vectorizer.idf_ = load_array(d / "features_idf.npy") if idf is None else idf
         if feat.char_ngrams:
             feat.char_vectorizer = feat._new_char_vectorizer({t: i for i, t in enumerate(spec["char_vocabulary"])})
             feat.char_vectorizer.idf_ = load_array(d / "features_char_idf.npy")

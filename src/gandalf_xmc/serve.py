@@ -256,7 +256,8 @@ def prepare(model_dir: str | Path, weights: str = "auto") -> tuple[Predictor, Fi
         what = f"read {moved / 2**30:.1f} GiB of mapped weights into the page cache"
     if time.perf_counter() - started > 1.0:
         print(f"{what} in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
-    guard = FileGuard(predictor.model.mapped_files()) if predictor.model.mapped_files() else None
+    still_mapped = predictor.model.mapped_files()
+    guard = FileGuard(still_mapped) if still_mapped else None
     if guard is not None:
         print("serving weights mapped from files: replace this model by renaming a new directory into place, "
               "never by copying over its files", file=sys.stderr, flush=True)

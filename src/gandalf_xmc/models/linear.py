@@ -31,15 +31,14 @@ import scipy.sparse as sp
 from ..engine.beam_search import TreeWeights
 from ..engine.label_tree import LabelTree, build_tree, label_vectors
 from ..engine.level_chunks import map_chunks, write_chunks
-from ..engine.level_store import is_spilled, load_array, page_in, read_level, write_level
+from ..engine.level_store import is_spilled, page_in, read_level, write_level
 from ..engine.linear_solver import SolverConfig, train_level
 from ..engine.records import ExtraPoints, TrainResult, Validation, validation_metrics
 from ..errors import ConfigError
 from ..features import TextFeaturizer
-from ..jsonio import read_json_file
 from ..settings import check_ranges
 from .base import LabelledModel
-from .linear_check import check_arrays, check_level_rows, check_spec, level_rows, load_bounds
+from .linear_check import check_level_rows, level_rows, read_saved
 
 
 @dataclass
@@ -362,17 +361,11 @@ class XRLinear(LabelledModel):
     @classmethod
     def load(cls, directory: str | Path) -> XRLinear:
         d = Path(directory)
-        spec = read_json_file(d / "model.json")
-        features = read_json_file(d / "features.json")
-        check_spec(spec, features, d)  # the checks the numpy-only reader runs too
+        spec, features, idf, order, bounds = read_saved(d)  # the checks the numpy-only reader runs too
         model = cls(LinearConfig.from_dict(spec["model"]))
         model.n_labels = int(spec["n_labels"])
         model.result = TrainResult(**spec["result"]) if spec.get("result") else None
-        model.featurizer = TextFeaturizer.load(d)
-        order = load_array(d / "tree_order.npy")
-        bounds = load_bounds(d / "tree_bounds.npz")
-        check_arrays(d, model.n_labels, int(spec["n_levels"]), len(features["vocabulary"]),
-                     model.featurizer.vectorizer.idf_, order, bounds)
+        model.featurizer = TextFeaturizer.load(d, spec=features, idf=idf)
         model.tree = LabelTree(order, bounds)
         levels = [_read_weights(d, t, model.featurizer.n_features + 1, level_rows(t, model.n_labels, bounds))
                   for t in range(int(spec["n_levels"]))]

@@ -105,3 +105,20 @@ def load_bounds(path: Path) -> list[np.ndarray]:
         if names != {f"arr_{i}" for i in range(len(names))}:
             raise DataFormatError(path, None, "expected arrays arr_0, arr_1, ... (one a level)")
         return [archive[f"arr_{i}"] for i in range(len(names))]
+
+
+def read_saved(directory: Path) -> tuple[dict, dict, np.ndarray, np.ndarray, list[np.ndarray]]:
+    """``(model.json, features.json, idf, tree order, tree bounds)`` of a saved linear model, each
+    read once and checked by :func:`check_spec` and :func:`check_arrays`: what both readers start
+    from (the levels are read by each, with :func:`level_rows` rows)."""
+    from ..engine.level_store import load_array
+    from ..jsonio import read_json_file
+
+    spec = read_json_file(directory / "model.json")
+    features = read_json_file(directory / "features.json")
+    check_spec(spec, features, directory)
+    idf = load_array(directory / "features_idf.npy")
+    order = load_array(directory / "tree_order.npy")
+    bounds = load_bounds(directory / "tree_bounds.npz")
+    check_arrays(directory, spec["n_labels"], spec["n_levels"], len(features["vocabulary"]), idf, order, bounds)
+    return spec, features, idf, order, bounds

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engine.level_store import load_array, map_level
+from ..engine.level_store import map_level
 from ..errors import DataFormatError
-from ..jsonio import read_json_file
 from ..text import tfidf_row
 from .base import LabelledModel
-from .linear_check import check_arrays, check_level_rows, check_spec, level_rows, load_bounds
+from .linear_check import check_level_rows, level_rows, read_saved
 
 
 def can_read(spec) -> bool:
@@ -58,20 +57,14 @@ class LinearReader(LabelledModel):
 
     def __init__(self, directory: str | Path):
         d = Path(directory)
-        spec = read_json_file(d / "model.json")
+        spec, features, self.idf, self.order, self.bounds = read_saved(d)
         if not can_read(spec):
             raise ValueError("this linear model needs the full reader")
-        features = read_json_file(d / "features.json")
-        check_spec(spec, features, d)
         self.config = spec["model"]
         self.n_labels = int(spec["n_labels"])
         self.vocabulary = {term: i for i, term in enumerate(features["vocabulary"])}
         self.ngram_max = int(features["ngram_max"])
-        self.idf = load_array(d / "features_idf.npy")
         self.n_features = len(features["vocabulary"])
-        self.order = load_array(d / "tree_order.npy")
-        self.bounds = load_bounds(d / "tree_bounds.npz")
-        check_arrays(d, self.n_labels, int(spec["n_levels"]), self.n_features, self.idf, self.order, self.bounds)
         self.levels = [_CSR(d, t, self.n_features + 1, level_rows(t, self.n_labels, self.bounds))
                        for t in range(int(spec["n_levels"]))]
         for t, level in enumerate(self.levels):
