@@ -62,8 +62,8 @@ with tempfile.TemporaryDirectory() as out:
     trained = train_model(ds, Path(out) / "model", config, aug, progress=False)
 model = trained.model
 chosen = trained.search["chosen"] if trained.search else None
-best_epoch, examples_per_second = model.result.best_epoch, model.result.examples_per_second
-valid = {k: model.result.history[best_epoch][k] for k in ("P@1", "P@5", "PSP@1", "PSP@5")}
+best_epoch, examples_per_second = trained.validated.best_epoch, model.result.examples_per_second
+valid = {k: trained.validated.history[best_epoch][k] for k in ("P@1", "P@5", "PSP@1", "PSP@5")}
 train_seconds = time.perf_counter() - t0
 texts = ds.test.texts
 model.predict(texts[:50], k=10)  # warm up

@@ -4,11 +4,16 @@ test split (``--split test``, for reporting only).
 
     python benchmarks/suite.py --models linear --augments none gandalf auto --seeds 0 1 2
     python benchmarks/suite.py --models linear --set beam=20 --set solver.C=2 --datasets gene-ontology jargon
+    python benchmarks/suite.py --augments none --hold-out 0.05   # what a model without its refit loses
 
 The validation share is 5% of the training points, raised to reach 1,000 points where the data
 allows, at most 20% (small datasets would otherwise be judged on a few dozen points). Seed s
 carves split s and trains with seed s. ``--set`` changes a setting of the model (dotted names
-reach nested settings). Writes ``benchmarks/results/suite-<split>.json`` (or ``--out``).
+reach nested settings). ``auto`` runs ``gandalf train``'s pipeline (``train_model``: its own
+validation split carved from the training part, the winner trained again on all of it).
+``--hold-out F`` trains on the training part less a random share F, as a final model that is not
+trained again after its validation run. Writes ``benchmarks/results/suite-<split>.json`` (or
+``--out``).
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ def augment_config(name: str, seed: int) -> AugmentConfig:
 
 
 def run_one(dataset: str, model: str, augment: str, seed: int, split: str, settings: dict, threads: int | None,
-            protocol: str = "random") -> dict:
+            protocol: str = "random", hold_out: float = 0.0) -> dict:
     ds = load_dataset(dataset, splits=("trn", "tst") if split == "test" else ("trn",))
     frac = valid_fraction(ds.n_original_train or len(ds.train))
     if split == "valid":
@@ -53,8 +58,23 @@ def run_one(dataset: str, model: str, augment: str, seed: int, split: str, setti
     else:
         rest, target = ds, ds.test
     inv = inverse_propensity(rest.original_train_Y(), *ds.propensity_constants())
+    if hold_out:
+        rest, _ = carve_validation(rest, hold_out, seed + 1000)  # another seed than the validation split's
     t0 = time.perf_counter()
-    if model == "knn":
+    chosen = None
+    if augment == "auto":
+        import tempfile
+
+        from gandalf_xmc.workflow.pipeline import train_model
+
+        config = model_config(model, seed=seed, threads=threads) if model == "knn" else \
+            apply_settings(model_config(model, seed=seed, threads=threads), settings)
+        with tempfile.TemporaryDirectory(prefix="gandalf-suite-") as tmp:
+            trained = train_model(rest, Path(tmp) / "model", config, AugmentConfig("auto", seed=seed),
+                                  valid_fraction=valid_fraction(rest.n_original_train or len(rest.train)),
+                                  progress=False)
+        fitted, chosen = trained.model, trained.search["chosen"]
+    elif model == "knn":
         from gandalf_xmc.models.knn import TfidfKNN
 
         train = training_set(rest, augment_config(augment, seed))
@@ -73,7 +93,8 @@ def run_one(dataset: str, model: str, augment: str, seed: int, split: str, setti
     predict_seconds = time.perf_counter() - t0
     res = evaluate(pred, target.Y, inv, (1, 3, 5), target.filter_pairs)
     return {"dataset": dataset, "model": model, "augment": augment, "seed": seed, "split": split,
-            "protocol": protocol if split == "valid" else None, "n_train": len(rest.train),
+            "protocol": protocol if split == "valid" else None, "n_train": len(rest.train), "hold_out": hold_out,
+            "chosen": chosen,
             "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()},
             "n_eval": int(target.Y.shape[0]), "train_seconds": seconds,
             "queries_per_second": len(target.texts) / max(predict_seconds, 1e-9), **{m: res[m] for m in METRICS}}
@@ -88,8 +109,11 @@ def table(rows: list[dict]) -> str:
         out.append("|" + " --- |" * (len(METRICS) + 5))
         groups: dict = {}
         for r in sub:
-            groups.setdefault((r["model"], r["augment"], json.dumps(r["settings"])), []).append(r)
+            name = r["augment"] + (f" (hold-out {r['hold_out']})" if r.get("hold_out") else "")
+            groups.setdefault((r["model"], name, json.dumps(r["settings"])), []).append(r)
         for (model, augment, settings), rs in groups.items():
+            if any(r.get("chosen") for r in rs):
+                augment += " (chose " + ", ".join(r["chosen"] for r in rs) + ")"
             cells = []
             for m in METRICS:
                 v = np.array([r[m] for r in rs])
@@ -111,6 +135,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--protocol", default="random", choices=(*PROTOCOLS, *BENCHMARK_PROTOCOLS),
                     help="how validation points are chosen (gandalf_xmc.workflow.validation)")
+    ap.add_argument("--hold-out", type=float, default=0.0,
+                    help="train on the training part less this random share (a model not trained again after validation)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     settings = parse_settings(args.settings)
@@ -122,7 +148,7 @@ def main() -> None:
             for augment in args.augments:
                 for seed in args.seeds:
                     row = run_one(dataset, model, augment, seed, args.split, settings if model != "knn" else {},
-                                  args.threads, args.protocol)
+                                  args.threads, args.protocol, args.hold_out)
                     rows.append(row)
                     print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
     print(table(rows))

@@ -315,9 +315,13 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
           out: Path = typer.Option(..., "--out", help="Model directory to write."),
           epochs: Optional[int] = typer.Option(None, min=1, help="Epochs (models trained in epochs; default: the model's)."),
           valid_fraction: float = typer.Option(0.05, min=0.0, max=0.5,
-                                               help="Share of training points held out for model selection."),
+                                               help="Share of training points held out for model selection and the "
+                                                    "validation report (0: none; one run on every point)."),
           valid_protocol: ValidProtocol = typer.Option("random", help="Which points are held out: " + " | ".join(
               f"{name}: {what}" for name, what in PROTOCOLS.items()) + "."),
+          refit: bool = typer.Option(True, "--refit/--no-refit", help="After validation has chosen, train the final "
+                                     "model again on every training point (--no-refit keeps the validated model, "
+                                     "trained without the validation points: one run instead of two)."),
           seed: int = SEED_OPTION,
           settings: Optional[list[str]] = typer.Option(
               None, "--set", metavar="NAME=VALUE", help="Change one of the model's settings by its (dotted) name, e.g. "
@@ -357,7 +361,7 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
     aug = replace(base, **changes)
     trained = train_model(ds, out, config, aug, valid_fraction, resume, progress=_show_progress(progress),
                           auto_config=AutoConfig(budget_seconds=60 * auto_budget), force=force,
-                          valid_protocol=valid_protocol.value)
+                          valid_protocol=valid_protocol.value, refit=refit)
     res = trained.result
     if trained.search is not None:
         chosen = trained.search["chosen"]
@@ -365,10 +369,14 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
         sure = (f"; valid P@1 {gain['gain']:+.2f} over none, {100 * gain['level']:.0f}% interval "
                 f"{gain['interval'][0]:+.2f} to {gain['interval'][1]:+.2f}" if gain else "")
         _say(f"auto chose {chosen}{sure} (search recorded in {out / 'auto.json'})")
-    best = res.history[res.best_epoch] if res.history else {}
+    checked = trained.validated
+    best = checked.history[checked.best_epoch] if checked.history else {}
     valid = f"valid P@1 {best['P@1']:.2f}, PSP@5 {best['PSP@5']:.2f}" if "P@1" in best else "no validation split"
-    epochs_note = f"best epoch {res.best_epoch + 1} of {len(res.history)}, " if MODELS[model.value].in_epochs else ""
-    _say(f"trained {model.value} on {ds.name} ({training_set.value}) in {res.seconds:.1f} s; {epochs_note}{valid} -> {out}")
+    epochs_note = f"best epoch {checked.best_epoch + 1} of {len(checked.history)}, " if MODELS[model.value].in_epochs else ""
+    final = (f"; final model on all {trained.info['n_train']:,} training points in {res.seconds:.1f} s"
+             if trained.info["refit"] else "")
+    _say(f"trained {model.value} on {ds.name} ({training_set.value}) in {checked.seconds:.1f} s; {epochs_note}{valid}"
+         f"{final} -> {out}")
 
 
 @app.command()
@@ -490,8 +498,10 @@ def info(model_dir: Path = typer.Argument(..., help="A directory written by 'gan
     rows = [["kind", str(described["kind"])], ["labels", f"{described['labels']:,}" if described["labels"] else "-"],
             ["trained on", f"{t['dataset']} ({t['points']:,} points, augmentation {t['augment']})"
              if t["points"] is not None else "-"],
-            ["validation", ", ".join(f"{k} {v:.2f}" for k, v in described["validation"].items()) or
-             (f"none ({t['validation_points']} points held out)" if t["validation_points"] is not None else "-")],
+            ["validation", (", ".join(f"{k} {v:.2f}" for k, v in described["validation"].items()) or
+             (f"none ({t['validation_points']} points held out)" if t["validation_points"] is not None else "-"))
+             + (f" ({t['validation_points']:,} points held out; then trained again on every point)"
+                if t["refit"] else "")],
             ["training time", f"{t['seconds']:.1f} s" if isinstance(t["seconds"], (int, float)) else "-"],
             ["on disk", f"{described['bytes'] / 2**20:,.1f} MiB in {described['files']} files"
              + (" (and checkpoints)" if described["has_checkpoints"] else "")],

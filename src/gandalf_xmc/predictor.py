@@ -184,6 +184,9 @@ def model_info(model_dir: str | Path) -> dict:
     history = result.get("history") or []
     best = result.get("best_epoch")
     chosen = history[best] if isinstance(best, int) and 0 <= best < len(history) else {}
+    validation_run = training.get("validation_run") if isinstance(training.get("validation_run"), dict) else {}
+    if isinstance(validation_run.get("metrics"), dict):  # a refitted model's own history has no validation
+        chosen = validation_run["metrics"]
     files = [p for p in d.rglob("*") if p.is_file() and "checkpoints" not in p.relative_to(d).parts]
     augment = training.get("augment") if isinstance(training.get("augment"), dict) else {}
     return {
@@ -192,7 +195,7 @@ def model_info(model_dir: str | Path) -> dict:
         "training": {"dataset": training.get("dataset"), "source": training.get("source"),
                      "augment": augment.get("training_set"), "points": training.get("n_train"),
                      "validation_points": training.get("n_valid"), "valid_protocol": training.get("valid_protocol"),
-                     "seconds": result.get("seconds")},
+                     "refit": training.get("refit", False), "seconds": result.get("seconds")},
         "validation": {k: v for k, v in chosen.items() if isinstance(v, (int, float)) and "@" in k},
         "files": len(files), "bytes": sum(p.stat().st_size for p in files),
         "has_checkpoints": (d / "checkpoints").is_dir(),

@@ -68,7 +68,7 @@ def run_demo(data: str | Path | None, out_dir: str | Path, *, model: str = "line
             t0 = time.perf_counter()
             say(f"training {model} on {name} ...")
             trained = train_model(source, out_dir / f"model_{name}", model_config(model, seed=seed, epochs=epochs),
-                                  augment, progress=progress, force=True)
+                                  augment, valid_fraction=0.0, progress=progress, force=True)  # scored on test below
             pred = trained.predict(ds.test.texts, k=top_k)
             write_sparse_text(out_dir / f"pred_{name}.txt", pred)
             res = evaluate(pred, ds.test.Y, w, filter_pairs=ds.test.filter_pairs)

@@ -52,9 +52,10 @@ def execute(run: Run, data_dir: str | None, runs_dir: str, epochs: int | None) -
     in_epochs = MODELS[run.model].in_epochs
     cfg = model_config(run.model, seed=run.seed, epochs=epochs if in_epochs else None)
     with tempfile.TemporaryDirectory(prefix="gandalf-run-") as tmp:
-        trained = train_model(ds, Path(tmp) / "model", cfg, aug, progress=False)
+        # validation picks a neural model's epoch count; a linear model's would only be reported
+        trained = train_model(ds, Path(tmp) / "model", cfg, aug, progress=False, valid_fraction=0.05 if in_epochs else 0.0)
     model, n_train = trained.model, trained.info["n_train"]
-    history = model.result.history if in_epochs else []
+    history = trained.validated.history if in_epochs else []
     batch_size = cfg.train.batch_size if in_epochs else 1
     train_seconds = time.perf_counter() - started
     pred = model.predict(ds.test.texts, k=100)

@@ -93,6 +93,15 @@ def config_seed(config) -> int:
     return config.seed if hasattr(config, "seed") else config.train.seed
 
 
+def with_epochs(config, epochs: int):
+    """``config`` trained for ``epochs`` epochs (a copy; settings of a model without epochs come back as they are)."""
+    from dataclasses import replace
+
+    if not entry(model_name(config)).in_epochs:
+        return config
+    return replace(config, train=replace(config.train, epochs=epochs))
+
+
 def model_name(config) -> str:
     """The model a settings object is for (a neural family's ``family``, else its ``MODEL``)."""
     return getattr(config, "family", None) or type(config).MODEL

@@ -1,5 +1,11 @@
 """Train a model on a dataset with an augmentation, with a validation split carved from the
-original training points (never the test split), and write a self-contained model directory."""
+original training points (never the test split), and write a self-contained model directory.
+
+Validation chooses (the augmentation under ``auto``, the epoch count of a model trained in
+epochs) and reports; then the final model is trained again on every training point with what was
+chosen, so the saved model never loses the validation points (``refit=False`` keeps the validated
+model instead). ``training.json`` records both runs.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +17,13 @@ from pathlib import Path
 import numpy as np
 
 from ..augment import AugmentConfig, build_training_set, training_set
-from ..data.atomic import check_output_directory, output_lock, replace_directory
+from ..data.atomic import atomic_path, check_output_directory, output_lock, replace_directory
 from ..data.dataset import Split, XMCDataset
-from ..engine.records import ExtraPoints, Validation
+from ..engine.records import ExtraPoints, TrainResult, Validation
 from ..errors import ConfigError
 from ..metrics import inverse_propensity
 from ..metrics.ranking import prepare
-from ..models.registry import build_model, config_seed, load_trained
+from ..models.registry import MODELS, build_model, config_seed, load_trained, model_name, with_epochs
 from . import auto
 from .validation import BENCHMARK_PROTOCOLS, PROTOCOLS, carve_validation
 
@@ -30,6 +36,7 @@ class TrainedModel:
     model: object
     info: dict
     search: dict | None = None
+    validated: object | None = None  # the validation run's TrainResult (the final model's own when not refitted)
 
     @property
     def result(self):
@@ -37,22 +44,25 @@ class TrainedModel:
 
     def predict(self, texts: list[str], k: int = 100, progress: bool = False):
         return self.model.predict(texts, k=k, progress=progress)
+
+
 TRAINING_FILE = "training.json"
 AUTO_FILE = "auto.json"
+VALIDATION_RUN_FILE = "validation-run.json"  # under checkpoints/: a resumed run does not validate twice
 
 
-def fit_augmented(rest: XMCDataset, valid: Split, inv, model_config, augment: AugmentConfig,
+def fit_augmented(rest: XMCDataset, valid: Split | None, inv, model_config, augment: AugmentConfig,
                   checkpoint_dir: Path | None, resume: bool = False, progress: bool = True
                   ) -> tuple[object, int]:
-    """Train one model on ``rest`` with ``augment`` (model selection on ``valid``); returns it and
-    the number of training points it saw."""
+    """Train one model on ``rest`` with ``augment`` (model selection on ``valid``, with the labels'
+    inverse propensities ``inv``, when given); returns it and the number of training points it saw."""
     built = build_training_set(rest, augment)
     train, mask = built.split, built.extra
     extra = ExtraPoints(mask, augment.extra_weight, augment.extra_share, augment.extra_negatives) if mask.any() else None
     model = build_model(model_config)
     model.set_labels(rest.label_texts, rest.label_uids)
     model.fit(train.texts, train.Y, rest.label_texts,
-              valid=Validation(valid.texts, valid.Y, inv, valid.filter_pairs) if len(valid) else None,
+              valid=Validation(valid.texts, valid.Y, inv, valid.filter_pairs) if valid is not None and len(valid) else None,
               checkpoint_dir=checkpoint_dir, resume=resume, progress=progress, mixer=built.transform,
               extra=extra)
     return model, len(train)
@@ -61,7 +71,7 @@ def fit_augmented(rest: XMCDataset, valid: Split, inv, model_config, augment: Au
 def train_model(dataset: XMCDataset, out_dir: str | Path, model_config, augment: AugmentConfig,
                 valid_fraction: float = 0.05, resume: bool = False, progress: bool = True,
                 auto_config: auto.AutoConfig | None = None, force: bool = False,
-                valid_protocol: str = "random") -> TrainedModel:
+                valid_protocol: str = "random", refit: bool = True) -> TrainedModel:
     """Train and save to ``out_dir`` (weights, features, clusters, label texts, settings, history).
 
     Checkpoints go to ``out_dir/checkpoints`` so that ``resume=True`` continues an interrupted run.
@@ -69,7 +79,9 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config, augment:
     points' labels never leak into the extra points. ``augment.training_set == "auto"`` searches
     the candidates of :mod:`gandalf_xmc.workflow.auto` (settings in ``auto_config``) and writes the
     search to ``out_dir/auto.json``. ``valid_protocol`` says how the validation points are chosen
-    (:mod:`gandalf_xmc.workflow.validation`).
+    (:mod:`gandalf_xmc.workflow.validation`). With ``refit`` (the default) and a validation split,
+    the saved model is trained once more on every training point, with the augmentation chosen and,
+    for a model trained in epochs, the validation run's best epoch count.
 
     ``out_dir`` must be new or empty unless ``force`` (or ``resume``); it is never the dataset's
     directory. The finished model replaces it whole (checkpoints carried over), so an interrupted
@@ -84,7 +96,7 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config, augment:
             shutil.rmtree(out / "checkpoints")  # a fresh run does not mix with an older run's checkpoints
         try:
             return _train_into(dataset, out, model_config, augment, valid_fraction, resume, progress, auto_config,
-                               valid_protocol)
+                               valid_protocol, refit)
         except BaseException:
             # a new directory holding no checkpoint to resume from is removed again
             if not existed and out.is_dir() and not any(p.is_file() for p in out.rglob("*")):
@@ -93,47 +105,58 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config, augment:
 
 
 def _train_into(dataset: XMCDataset, out: Path, model_config, augment: AugmentConfig, valid_fraction: float,
-                resume: bool, progress: bool, auto_config, valid_protocol: str):
+                resume: bool, progress: bool, auto_config, valid_protocol: str, refit: bool) -> TrainedModel:
     if valid_protocol in BENCHMARK_PROTOCOLS:  # it drops labels, and the model validated is the one saved
         raise ConfigError(f"the {valid_protocol} protocol is for benchmarks/suite.py; train with one of "
                           f"{', '.join(PROTOCOLS)}")
     rest, valid = carve_validation(dataset, valid_fraction, config_seed(model_config), valid_protocol)
-    inv = inverse_propensity(rest.original_train_Y(), *dataset.propensity_constants())
-    search = None
-    if augment.training_set == "auto":
-        if not len(valid):
-            raise ConfigError("--augment auto needs a validation split (valid fraction > 0)")
-
-        sizes: dict[str, int] = {}  # training-set size of each trial run here (building one again costs a graph)
-
-        def fit_one(candidate: AugmentConfig, ckpt: Path, resume_trial: bool):
-            trained, sizes[json.dumps(asdict(candidate))] = fit_augmented(rest, valid, inv, model_config, candidate, ckpt,
-                                                                          resume_trial, progress)
-            return trained
-
-        auto_config = auto_config or auto.AutoConfig()
-        if auto_config.candidates is None:
-            kind = "neural" if hasattr(model_config, "family") else "linear"
-            auto_config = replace(auto_config, candidates=auto.candidates_for(kind))
-        # enough labels that one is left after a row's filtered pairs go, as validation P@1 counts them
-        filtered = np.bincount(np.asarray(valid.filter_pairs, dtype=np.int64).reshape(-1, 2)[:, 0], minlength=1)
-
-        def point_hits(trained) -> np.ndarray:
-            pred = trained.predict(valid.texts, k=1 + int(filtered.max()))
-            return prepare(pred, valid.Y, 1, valid.filter_pairs).hits[:, 0]
-
-        model, augment, search = auto.search(
-            fit_one, lambda m, d: m.save(d), load_trained, out / "checkpoints" / "auto", auto_config,
-            seed=augment.seed, resume=resume, log=(print if progress else (lambda _: None)), point_hits=point_hits)
-        n_train = sizes.get(json.dumps(asdict(augment))) or len(training_set(rest, augment))  # else: an earlier run's trial
+    if augment.training_set == "auto" and not len(valid):
+        raise ConfigError("--augment auto needs a validation split (valid fraction > 0)")
+    refitting = refit and len(valid) > 0
+    in_epochs = MODELS[model_name(model_config)].in_epochs
+    record_path = out / "checkpoints" / VALIDATION_RUN_FILE
+    request = json.loads(json.dumps({"model": asdict(model_config), "augment": asdict(augment),
+                                     "valid_fraction": valid_fraction, "valid_protocol": valid_protocol}, default=str))
+    done = json.loads(record_path.read_text()) if refitting and resume and record_path.is_file() else None
+    model, search = None, None
+    if done is not None and done.get("request") == request:  # the validation run finished before the interruption
+        augment, search = AugmentConfig.from_dict(done["augment"]), done["search"]
+        validated = TrainResult(**done["result"])
+        validation_run = done["validation_run"]
     else:
-        model, n_train = fit_augmented(rest, valid, inv, model_config, augment, out / "checkpoints", resume, progress)
+        model, augment, search, n_fit = _validation_run(rest, valid, dataset, out, model_config, augment, resume,
+                                                        progress, auto_config)
+        validated = model.result
+        best = validated.history[validated.best_epoch] if validated.history else {}
+        validation_run = {"n_train": n_fit, "n_valid": len(valid), "seconds": validated.seconds,
+                          "best_epoch": validated.best_epoch, "epochs": len(validated.history) if in_epochs else None,
+                          "metrics": {k: v for k, v in best.items() if "@" in k}}
+        if refitting:
+            shutil.rmtree(out / "checkpoints" / "final", ignore_errors=True)  # an earlier request's final run
+            out.joinpath("checkpoints").mkdir(parents=True, exist_ok=True)
+            with atomic_path(record_path) as tmp:
+                tmp.write_text(json.dumps({"request": request, "augment": asdict(augment), "search": search,
+                                           "result": asdict(validated), "validation_run": validation_run},
+                                          default=float) + "\n")
+    n_train = validation_run["n_train"]
+    if refitting:
+        model = None  # the validated model's memory is free before the final one trains
+        if in_epochs:
+            model_config = with_epochs(model_config, validated.best_epoch + 1)
+        if progress:
+            print(f"final model: {augment.training_set} on all {dataset.n_original_train or len(dataset.train):,} "
+                  "training points (validation chose; the final model keeps every point)", flush=True)
+        model, n_train = fit_augmented(dataset, None, None, model_config, augment, out / "checkpoints" / "final",
+                                       resume, progress)
     from .. import __version__
 
     info = {"gandalf_version": __version__, "dataset": dataset.name, "source": str(dataset.path) if dataset.path else None,
             "augment": asdict(augment), "valid_fraction": valid_fraction, "valid_protocol": valid_protocol,
-            "n_train": n_train,
-            "n_valid": len(valid), "propensity": list(dataset.propensity_constants())}
+            "n_train": n_train, "n_valid": len(valid), "refit": refitting,
+            "validation_run": validation_run, "propensity": list(dataset.propensity_constants())}
+    if refitting:
+        info["final_run"] = {"n_train": n_train, "seconds": model.result.seconds,
+                             "epochs": len(model.result.history) if in_epochs else None}
 
     def write(staging: Path) -> None:
         model.save(staging)  # with the labels (ids and texts)
@@ -142,7 +165,41 @@ def _train_into(dataset: XMCDataset, out: Path, model_config, augment: AugmentCo
             (staging / AUTO_FILE).write_text(json.dumps(search, indent=1) + "\n")
 
     replace_directory(out, write, keep=("checkpoints",))
-    return TrainedModel(model, info, search)
+    return TrainedModel(model, info, search, validated)
+
+
+def _validation_run(rest: XMCDataset, valid: Split, dataset: XMCDataset, out: Path, model_config,
+                    augment: AugmentConfig, resume: bool, progress: bool, auto_config
+                    ) -> tuple[object, AugmentConfig, dict | None, int]:
+    """Train on ``rest`` and score on ``valid``: one run, or ``auto``'s search. Returns the model
+    validated, the augmentation chosen, the search's record (``auto``) and the training-set size."""
+    inv = inverse_propensity(rest.original_train_Y(), *dataset.propensity_constants())
+    if augment.training_set != "auto":
+        model, n_train = fit_augmented(rest, valid, inv, model_config, augment, out / "checkpoints", resume, progress)
+        return model, augment, None, n_train
+    sizes: dict[str, int] = {}  # training-set size of each trial run here (building one again costs a graph)
+
+    def fit_one(candidate: AugmentConfig, ckpt: Path, resume_trial: bool):
+        trained, sizes[json.dumps(asdict(candidate))] = fit_augmented(rest, valid, inv, model_config, candidate, ckpt,
+                                                                      resume_trial, progress)
+        return trained
+
+    auto_config = auto_config or auto.AutoConfig()
+    if auto_config.candidates is None:
+        kind = "neural" if hasattr(model_config, "family") else "linear"
+        auto_config = replace(auto_config, candidates=auto.candidates_for(kind))
+    # enough labels that one is left after a row's filtered pairs go, as validation P@1 counts them
+    filtered = np.bincount(np.asarray(valid.filter_pairs, dtype=np.int64).reshape(-1, 2)[:, 0], minlength=1)
+
+    def point_hits(trained) -> np.ndarray:
+        pred = trained.predict(valid.texts, k=1 + int(filtered.max()))
+        return prepare(pred, valid.Y, 1, valid.filter_pairs).hits[:, 0]
+
+    model, augment, search = auto.search(
+        fit_one, lambda m, d: m.save(d), load_trained, out / "checkpoints" / "auto", auto_config,
+        seed=augment.seed, resume=resume, log=(print if progress else (lambda _: None)), point_hits=point_hits)
+    n_train = sizes.get(json.dumps(asdict(augment))) or len(training_set(rest, augment))  # else: an earlier run's trial
+    return model, augment, search, n_train
 
 
 def write_predictions(model, texts: list[str], n_labels: int, out: str | Path, k: int = 100, batch_size: int = 8192,
