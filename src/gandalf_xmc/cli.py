@@ -369,6 +369,8 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
         sure = (f"; valid P@1 {gain['gain']:+.2f} over none, {100 * gain['level']:.0f}% interval "
                 f"{gain['interval'][0]:+.2f} to {gain['interval'][1]:+.2f}" if gain else "")
         _say(f"auto chose {chosen}{sure} (search recorded in {out / 'auto.json'})")
+        if not trained.search.get("decided", {"sure": True})["sure"]:
+            _say(f"note: {trained.search['decided']['why']}")
     checked = trained.validated
     best = checked.history[checked.best_epoch] if checked.history else {}
     valid = f"valid P@1 {best['P@1']:.2f}, PSP@5 {best['PSP@5']:.2f}" if "P@1" in best else "no validation split"

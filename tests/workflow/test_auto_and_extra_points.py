@@ -284,3 +284,22 @@ def test_recorded_gains_equal_the_validation_p1_difference_when_top_labels_are_f
     hits = {t["name"]: auto._unpack(t) for t in record["trials"]}
     assert 100 * hits["identity"].mean() == pytest.approx(by_name["identity"], abs=0.01)
     assert 100 * hits["none"].mean() == pytest.approx(by_name["none"], abs=0.01)
+
+
+def test_auto_says_when_validation_is_too_small_to_decide():
+    gain = {"gain": 1.5, "interval": [-0.9, 3.8], "level": 0.9}
+    unsure = auto.decided("identity", gain, 1200, 0.2)
+    assert not unsure["sure"] and "-0.90 to +3.80" in unsure["why"] and "1,200 points" in unsure["why"]
+    assert auto.decided("identity", {**gain, "interval": [-0.1, 3.8]}, 1200, 0.2)["sure"]
+    assert auto.decided("none", None, 1200, 0.2)["sure"]  # keeping the data as it is needs no evidence
+    few = auto.decided("none", None, auto.MIN_VALID_POINTS - 1, 0.2)
+    assert not few["sure"] and "too few" in few["why"]
+
+
+def test_train_auto_records_whether_it_decided(tiny_dir, tmp_path, capsys):
+    code, out, err = run_cli(["train", "--data", str(tiny_dir), "--augment", "auto", "--valid-fraction", "0.25",
+                              "--out", str(tmp_path / "m"), "--no-progress"], capsys)
+    assert code == 0, err
+    record = json.loads((tmp_path / "m" / "auto.json").read_text())
+    assert record["decided"]["sure"] is False  # one validation point
+    assert "note: validation has 1 point, too few to decide" in out

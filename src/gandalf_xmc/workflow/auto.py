@@ -85,6 +85,27 @@ def choose(trials: list[dict], p1_tolerance: float) -> str:
     return max(admissible, key=lambda t: (t["valid"]["PSP@5"], t["valid"]["P@1"]))["name"]
 
 
+MIN_VALID_POINTS = 200  # below this a 90% interval of a P@1 gain spans several points whatever the data
+
+
+def decided(winner: str, gain: dict | None, n_valid: int, p1_tolerance: float) -> dict:
+    """Whether validation was large enough to stand behind the choice: the winner's 90% interval of
+    its P@1 gain over "none" lies above ``-p1_tolerance`` (the loss the rule allows), on at least
+    :data:`MIN_VALID_POINTS` points. ``why`` says it in a line when not."""
+    if n_valid < MIN_VALID_POINTS:
+        return {"sure": False, "why": f"validation has {n_valid:,} point{'s' if n_valid != 1 else ''}, too few to decide (at least "
+                f"{MIN_VALID_POINTS}: raise --valid-fraction); {winner} was chosen on them"}
+    if winner == "none" or gain is None:
+        return {"sure": True, "why": ""}
+    lo, hi = gain["interval"]
+    if lo >= -p1_tolerance:
+        return {"sure": True, "why": ""}
+    return {"sure": False, "why": f"validation ({n_valid:,} points) is too small to decide on P@1: {winner}'s gain over "
+            f"none lies in {lo:+.2f} to {hi:+.2f} ({100 * gain['level']:.0f}% interval), which allows a larger loss "
+            f"than the rule's {p1_tolerance}; it won on PSP@5. A larger --valid-fraction, or none, is the safer choice "
+            "where P@1 matters most"}
+
+
 def search(fit_one: Callable[[AugmentConfig, Path, bool], object], save: Callable[[object, Path], None],
            load: Callable[[Path], object], work_dir: Path, config: AutoConfig, seed: int = 0,
            resume: bool = False, log: Callable[[str], None] = print,
@@ -143,6 +164,8 @@ def search(fit_one: Callable[[AugmentConfig, Path, bool], object], save: Callabl
     if base is not None:
         record["p1_gain_over_none"] = {t["name"]: gain_interval(_unpack(base), _unpack(t), seed)
                                        for t in trials if "p1_hits" in t and t["name"] != "none"}
+        record["decided"] = decided(winner, record["p1_gain_over_none"].get(winner), base["p1_hits"]["n"],
+                                    config.p1_tolerance)
     for t in trials:  # only the winner's model is worth keeping
         if t["name"] != winner:
             shutil.rmtree(work_dir / t["name"] / "model", ignore_errors=True)
