@@ -11,12 +11,13 @@ import time
 import urllib.error
 import urllib.request
 
+import numpy as np
 import pytest
 
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.models.linear import LinearConfig, XRLinear
 
-from helpers import run_cli
+from helpers import run_cli, write_tiny_dataset
 
 
 @pytest.fixture
@@ -218,6 +219,12 @@ def test_the_server_leaves_an_in_catalogue_querys_own_label_out(saved_model):
             200, {"results": [expected, plain[:2]]})
         assert _call(f"{base}/predict", {"texts": ["red apple"], "uids": [own, own]})[0] == 400
         assert _call(f"{base}/predict", {"text": "red apple", "uid": 3})[0] == 400
+        new_item = [r for r in model.predict_labels(["red apple"], k=4)[0] if r["text"] != "red apple"][:2]
+        assert _call(f"{base}/predict", {"text": "red apple", "k": 2, "drop_namesakes": True}) == (
+            200, {"labels": new_item})
+        assert _call(f"{base}/predict", {"texts": ["red apple"], "k": 2, "drop_namesakes": True}) == (
+            200, {"results": [new_item]})
+        assert _call(f"{base}/predict", {"text": "red apple", "drop_namesakes": "yes"})[0] == 400
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -265,3 +272,43 @@ def test_predict_input_keeps_every_field_of_a_json_line(saved_model, tmp_path, c
     assert first == {"uid": "7", "title": "red apple", "shop": "north", "n": [1, 2], "text": "red apple",
                      "labels": model.predict_labels(["red apple"], 1)[0]}
     assert second == {"text": "plain whale", "labels": model.predict_labels(["plain whale"], 1)[0]}
+
+
+def test_a_new_items_namesakes_are_left_out(saved_model, tmp_path, capsys):
+    directory, model = saved_model
+    query = "  Red APPLE "  # reads as label L0's text, case and spacing aside
+    plain = model.predict_labels([query], k=4)[0]
+    expected = [r for r in plain if r["text"] != "red apple"][:2]
+    assert len(expected) == 2 and any(r["text"] == "red apple" for r in plain[:2])  # the namesake was ranked
+    assert model.predict_labels([query], k=2, drop_namesakes=True)[0] == expected
+    assert model.predict_labels(["whale"], k=2, drop_namesakes=True) == model.predict_labels(["whale"], k=2)
+    # every label of that text goes, however many there are
+    twin = XRLinear.load(directory)
+    twin.set_labels(["red apple", "red apple", "apple pie", "blue whale"], model.label_uids)
+    assert {r["id"] for r in twin.predict_labels([query], k=4, drop_namesakes=True)[0]} <= {"L2", "L3"}
+    assert twin.namesake_pairs([query, "pie", "apple pie"]).tolist() == [[0, 0], [0, 1], [2, 2]]
+    code, out, err = run_cli(["predict", str(directory), "--text", query, "-k", "2", "--json", "--drop-namesakes"],
+                             capsys)
+    assert code == 0, err
+    assert json.loads(out)["labels"] == expected
+    queries = tmp_path / "q.txt"
+    queries.write_text(query + "\n")
+    code, out, err = run_cli(["predict", str(directory), "--input", str(queries), "-k", "2", "--drop-namesakes"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["labels"] == expected
+
+
+def test_a_splits_predictions_leave_out_namesakes(saved_model, tiny_dir, tmp_path, capsys):
+    from gandalf_xmc.data.formats import read_sparse_text
+
+    directory, model = saved_model
+    data = write_tiny_dataset(tmp_path / "d", test=[("red apple", [1]), ("apple pie", [0, 2]), ("whale", [3])])
+    code, _, err = run_cli(["predict", str(directory), "--data", str(data), "--out", str(tmp_path / "p.txt"), "-k", "3",
+                            "--drop-namesakes", "--no-progress"], capsys)
+    assert code == 0, err
+    got = read_sparse_text(tmp_path / "p.txt").toarray()
+    full = model.predict(["red apple", "apple pie", "whale"], k=4).toarray()
+    for row, namesake in ((0, 0), (1, 2), (2, None)):
+        kept = [j for j in np.argsort(-full[row], kind="stable") if full[row, j] > 0 and j != namesake][:3]
+        assert sorted(np.flatnonzero(got[row]).tolist()) == sorted(kept)
+        np.testing.assert_allclose(got[row, kept], full[row, kept], rtol=1e-5)  # the file keeps 7 digits

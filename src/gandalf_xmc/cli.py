@@ -397,6 +397,9 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
                                                "lines for --input (default stdout)."),
             k: Optional[int] = typer.Option(None, "-k", min=1, help="Labels per query (default 5; 100 with --data)."),
             as_json: bool = typer.Option(False, "--json", help="With --text: print one JSON object."),
+            drop_namesakes: bool = typer.Option(False, "--drop-namesakes", help="The queries are new items, outside the "
+                                                "catalogue: leave out labels of exactly the query's text (an older "
+                                                "version, another build), as a filter file leaves out the item itself."),
             force: bool = typer.Option(False, "--force", help="Replace --out if it is an existing file (never one of "
                                        "this command's inputs)."),
             progress: Optional[bool] = PROGRESS_OPTION) -> None:
@@ -414,7 +417,7 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
         raise ConfigError("--uid goes with --text (in an --input file, give each JSON line a 'uid')")
     predictor = load_predictor(model_dir, light=data is None)  # numpy-only for queries: a fast start
     if text is not None:
-        ranked = predictor.predict_labels([text], k or 5, None if uid is None else [uid])[0]
+        ranked = predictor.predict_labels([text], k or 5, None if uid is None else [uid], drop_namesakes)[0]
         if as_json:
             print(json.dumps({"text": text, "labels": ranked}, ensure_ascii=False))
         else:
@@ -428,7 +431,7 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
     if input_file is not None:
         from .predictor import predict_lines
 
-        n = predict_lines(predictor, input_file, out, k or 5, force=force)
+        n = predict_lines(predictor, input_file, out, k or 5, force=force, drop_namesakes=drop_namesakes)
         if out is not None and str(out) != "-":
             _say(f"wrote the top-{k or 5} labels of {n:,} queries to {out}")
         return
@@ -454,7 +457,7 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
 
     kk = k or 100
     write_predictions(predictor.model, texts, predictor.n_labels, out, k=kk, progress=_show_progress(progress),
-                      force=force, inputs=(directory,), closed=(model_dir,))
+                      force=force, inputs=(directory,), closed=(model_dir,), drop_namesakes=drop_namesakes)
     if str(out) != "-":
         _say(f"wrote top-{kk} predictions of {len(texts):,} points to {out}")
 

@@ -31,10 +31,12 @@ class Predictor:
     def n_labels(self) -> int:
         return len(self.model.label_uids)
 
-    def predict_labels(self, texts: list[str], k: int = 5, uids: list[str | None] | None = None) -> list[list[dict]]:
+    def predict_labels(self, texts: list[str], k: int = 5, uids: list[str | None] | None = None,
+                       drop_namesakes: bool = False) -> list[list[dict]]:
         """See :meth:`.models.base.LabelledModel.predict_labels` (``uids``: in-catalogue queries'
-        own ids, whose labels are left out)."""
-        return self.model.predict_labels(texts, k, uids)
+        own ids, whose labels are left out; ``drop_namesakes``: the queries are new items, and
+        labels of exactly their text are left out)."""
+        return self.model.predict_labels(texts, k, uids, drop_namesakes)
 
     def knows_words_of(self, text: str) -> bool:
         """Whether some word of ``text`` is in the model's vocabulary (True when it cannot tell)."""
@@ -125,11 +127,11 @@ def _queries(source: str):
 
 
 def predict_lines(predictor: Predictor, source: str, out: str | Path | None, k: int, batch: int = 2048,
-                  force: bool = False) -> int:
+                  force: bool = False, drop_namesakes: bool = False) -> int:
     """Rank the labels of every query of ``source`` and write one JSON line a query: ``uid`` when
     the query gave one, the JSON line's other fields as they were, ``text`` and ``labels`` (a
-    query's own label, by its uid, is left out), to ``out`` or stdout; returns the number of
-    queries. ``out`` follows
+    query's own label, by its uid, is left out; with ``drop_namesakes`` so are labels of exactly
+    its text), to ``out`` or stdout; returns the number of queries. ``out`` follows
     :func:`.data.atomic.check_output_file`'s rule (``force``; never the query file nor inside the
     model directory)."""
     from .data.atomic import output_file
@@ -146,7 +148,7 @@ def predict_lines(predictor: Predictor, source: str, out: str | Path | None, k: 
 
     def _ranked(queries):
         texts, uids = [q[0] for q in queries], [q[1] for q in queries]
-        for (text, uid, fields), labels in zip(queries, predictor.predict_labels(texts, k, uids)):
+        for (text, uid, fields), labels in zip(queries, predictor.predict_labels(texts, k, uids, drop_namesakes)):
             answer = {**({} if uid is None else {"uid": uid}), **fields, "text": text, "labels": labels}
             yield json.dumps(answer, ensure_ascii=False) + "\n"
 

@@ -87,10 +87,10 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
 
     kind = getattr(predictor.model, "kind", "model")
 
-    def ranked(texts: list[str], k: int, uids: list | None = None) -> list[list[dict]]:
+    def ranked(texts: list[str], k: int, uids: list | None = None, drop_namesakes: bool = False) -> list[list[dict]]:
         if guard is not None:
             guard.check()
-        return predictor.predict_labels(texts, k, uids)
+        return predictor.predict_labels(texts, k, uids, drop_namesakes)
 
     def error(status: int, message: str) -> JSONResponse:
         return JSONResponse({"error": message}, status_code=status)
@@ -127,7 +127,7 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
             return error(400, f"the body is not JSON: {exc}")
         if not isinstance(payload, dict):
             return error(400, 'expected a JSON object: {"text": "..."} or {"texts": [...]}, optional "k"')
-        unknown = set(payload) - {"text", "texts", "k", "uid", "uids"}
+        unknown = set(payload) - {"text", "texts", "k", "uid", "uids", "drop_namesakes"}
         if unknown:
             return error(400, f"unknown field(s): {', '.join(sorted(unknown))}")
         k = payload.get("k", min(5, max_k))
@@ -135,13 +135,16 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
             return error(422, f"k must be an integer from 1 to {max_k}")
         if ("text" in payload) == ("texts" in payload):
             return error(400, 'give exactly one of "text" (a string) and "texts" (a list of strings)')
+        drop_namesakes = payload.get("drop_namesakes", False)
+        if not isinstance(drop_namesakes, bool):
+            return error(400, '"drop_namesakes" must be true or false')
         if "text" in payload:
             if not isinstance(payload["text"], str):
                 return error(400, '"text" must be a string')
             if "uids" in payload or not isinstance(payload.get("uid", ""), str):
                 return error(400, '"uid" (the query\'s own id, a string) goes with "text", "uids" with "texts"')
             uid = payload.get("uid")
-            answer = await run_in_threadpool(ranked, [payload["text"]], k, None if uid is None else [uid])
+            answer = await run_in_threadpool(ranked, [payload["text"]], k, None if uid is None else [uid], drop_namesakes)
             return JSONResponse({"labels": answer[0]})
         texts = payload["texts"]
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
@@ -152,7 +155,7 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
         if "uid" in payload or (uids is not None and not (
                 isinstance(uids, list) and len(uids) == len(texts) and all(u is None or isinstance(u, str) for u in uids))):
             return error(400, '"uids" goes with "texts": a list as long as it, of strings or null')
-        results = await run_in_threadpool(ranked, texts, k, uids) if texts else []
+        results = await run_in_threadpool(ranked, texts, k, uids, drop_namesakes) if texts else []
         return JSONResponse({"results": results})
 
     async def not_found(request: Request, exc) -> JSONResponse:

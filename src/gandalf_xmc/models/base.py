@@ -39,6 +39,11 @@ def read_labels(path: str | Path) -> tuple[list[str], list[str]]:
     return uids, texts
 
 
+def folded_text(text: str) -> str:
+    """``text`` with case and runs of white space folded: two texts that read the same are equal."""
+    return " ".join(str(text).lower().split())
+
+
 class LabelledModel:
     """Mixin of every model: ``label_uids`` / ``label_texts`` and :meth:`predict_labels`."""
 
@@ -53,26 +58,36 @@ class LabelledModel:
             label_uids = self.label_uids
         self.label_texts = texts
         self.label_uids = [str(u) for u in label_uids] if label_uids is not None else [str(i) for i in range(len(texts))]
-        self._label_index = None
+        self._label_index = self._text_index = None
 
-    def predict_labels(self, texts: list[str], k: int = 5, uids: list[str | None] | None = None) -> list[list[dict]]:
+    def predict_labels(self, texts: list[str], k: int = 5, uids: list[str | None] | None = None,
+                       drop_namesakes: bool = False) -> list[list[dict]]:
         """For each text, its top ``k`` labels best first, as ``{"id", "text", "score"}``.
 
         ``uids``: each query's own id where it is an item of the catalogue (None where not): the
         label with that id, the query itself, is left out of its answer, as the field's filter
-        files leave it out of scoring (a package is not its own dependency)."""
+        files leave it out of scoring (a package is not its own dependency).
+
+        ``drop_namesakes``: the queries are new items, outside the catalogue: every label whose
+        text is exactly the query's (case and spacing folded), such as an older version or another
+        build of the item, is left out of its answer, as a filter file would leave out the item
+        itself (label points teach a label's own text to name it; docs/benchmarks.md, "New items")."""
         if self.label_uids is None:
             raise RuntimeError("fit or load the model first")
         if uids is not None and len(uids) != len(texts):
             raise ValueError(f"{len(uids)} uids for {len(texts)} texts")
         k = max(1, min(int(k), len(self.label_uids)))
-        own = self._own_labels(uids) if uids is not None else [-1] * len(texts)
-        P = self.predict(list(texts), k=min(k + 1, len(self.label_uids)) if max(own, default=-1) >= 0 else k)
+        leave_out = [set() if j < 0 else {j} for j in (self._own_labels(uids) if uids is not None else [-1] * len(texts))]
+        if drop_namesakes:
+            for left, text in zip(leave_out, texts):
+                left.update(self._namesakes(text))
+        most = max((len(left) for left in leave_out), default=0)
+        P = self.predict(list(texts), k=min(k + most, len(self.label_uids)))
         out = []
         for i in range(P.shape[0]):
             lo, hi = P.indptr[i], P.indptr[i + 1]
-            ranked = sorted(((s, j) for s, j in zip(P.data[lo:hi].tolist(), P.indices[lo:hi].tolist()) if j != own[i]),
-                            key=lambda sc: (-sc[0], sc[1]))[:k]
+            ranked = sorted(((s, j) for s, j in zip(P.data[lo:hi].tolist(), P.indices[lo:hi].tolist())
+                             if j not in leave_out[i]), key=lambda sc: (-sc[0], sc[1]))[:k]
             out.append([{"id": self.label_uids[j], "text": self.label_texts[j], "score": round(s, 6)} for s, j in ranked])
         return out
 
@@ -83,6 +98,24 @@ class LabelledModel:
             index = {u: j for j, u in enumerate(self.label_uids)}
             self._label_index = index
         return [-1 if u is None else index.get(str(u), -1) for u in uids]
+
+    def namesake_pairs(self, texts: list[str]):
+        """``(row, label)`` pairs, one a label whose text is exactly that of query ``row`` (folded):
+        what ``drop_namesakes`` leaves out, as an ``(n, 2)`` array of filter pairs."""
+        import numpy as np
+
+        pairs = [(i, j) for i, text in enumerate(texts) for j in self._namesakes(text)]
+        return np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+
+    def _namesakes(self, text: str) -> list[int]:
+        """The labels whose text is ``text``, case and spacing folded."""
+        index = getattr(self, "_text_index", None)
+        if index is None:
+            index = {}
+            for j, label_text in enumerate(self.label_texts):
+                index.setdefault(folded_text(label_text), []).append(j)
+            self._text_index = index
+        return index.get(folded_text(text), [])
 
     def page_in(self) -> int:
         """Bring weights read mapped from disk into memory before serving; returns the bytes read
@@ -109,4 +142,4 @@ class LabelledModel:
         if len(uids) != n_labels:
             raise DataFormatError(path, None, f"has {len(uids):,} labels but the model has {n_labels:,}")
         self.label_uids, self.label_texts = uids, texts
-        self._label_index = None
+        self._label_index = self._text_index = None

@@ -93,8 +93,9 @@ def decided(winner: str, gain: dict | None, n_valid: int, p1_tolerance: float) -
     its P@1 gain over "none" lies above ``-p1_tolerance`` (the loss the rule allows), on at least
     :data:`MIN_VALID_POINTS` points. ``why`` says it in a line when not."""
     if n_valid < MIN_VALID_POINTS:
-        return {"sure": False, "why": f"validation has {n_valid:,} point{'s' if n_valid != 1 else ''}, too few to decide (at least "
-                f"{MIN_VALID_POINTS}: raise --valid-fraction); {winner} was chosen on them"}
+        points = f"{n_valid:,} point{'s' if n_valid != 1 else ''}"
+        return {"sure": False, "why": f"validation has {points}, too few to decide (at least {MIN_VALID_POINTS}: "
+                f"raise --valid-fraction); {winner} was chosen on them"}
     if winner == "none" or gain is None:
         return {"sure": True, "why": ""}
     lo, hi = gain["interval"]

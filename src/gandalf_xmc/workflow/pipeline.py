@@ -203,17 +203,27 @@ def _validation_run(rest: XMCDataset, valid: Split, dataset: XMCDataset, out: Pa
 
 
 def write_predictions(model, texts: list[str], n_labels: int, out: str | Path, k: int = 100, batch_size: int = 8192,
-                      progress: bool = True, force: bool = False, inputs: tuple = (), closed: tuple = ()) -> None:
+                      progress: bool = True, force: bool = False, inputs: tuple = (), closed: tuple = (),
+                      drop_namesakes: bool = False) -> None:
     """Predict ``texts`` in batches and stream each batch's top-``k`` to ``out`` (sparse text
     matrix), so memory holds one batch of predictions however many texts there are. ``out``
-    follows :func:`..data.atomic.check_output_file`'s rule with ``force``, ``inputs`` and ``closed``."""
+    follows :func:`..data.atomic.check_output_file`'s rule with ``force``, ``inputs`` and ``closed``.
+    ``drop_namesakes``: labels of exactly a query's text are left out of its row (new items)."""
     from tqdm.auto import tqdm
 
     from ..data.formats import write_sparse_text_stream
+    from ..metrics.ranking import remove_pairs
+    from ..sparse_ops import top_k_per_row
 
     def blocks():
         for start in tqdm(range(0, len(texts), batch_size), desc="predict", unit="batch", disable=not progress):
-            yield model.predict(texts[start:start + batch_size], k=k)
+            batch = texts[start:start + batch_size]
+            if not drop_namesakes:
+                yield model.predict(batch, k=k)
+                continue
+            pairs = model.namesake_pairs(batch)
+            most = int(np.bincount(pairs[:, 0]).max()) if pairs.size else 0
+            yield top_k_per_row(remove_pairs(model.predict(batch, k=min(k + most, n_labels)), pairs), k)
 
     from ..data.atomic import output_file
 
