@@ -277,6 +277,25 @@ def test_an_unknown_query_warns(model_dir, capsys):
     assert code == 0 and "warning" not in err
 
 
+@pytest.mark.parametrize("query", ["", "   ", "!!! zzz"])
+def test_empty_and_unknown_queries_get_no_labels_and_a_flag_everywhere(model_dir, tmp_path, capsys, query):
+    from gandalf_xmc.models.registry import load_trained
+    from gandalf_xmc.predictor import load_predictor
+
+    for model in (load_trained(model_dir), load_predictor(model_dir, light=True).model):  # the full and the light reader
+        assert model.predict_labels([query, "red apple"], k=2)[0] == []
+        assert len(model.predict_labels([query, "red apple"], k=2)[1]) == 2
+        assert model.known_queries([query, "red apple"]) == [False, True]
+    code, out, err = run_cli(["predict", str(model_dir), "--text", query, "--json"], capsys)
+    assert code == 0 and json.loads(out) == {"text": query, "labels": [], "out_of_vocabulary": True}
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(json.dumps({"title": query}) + "\n" + json.dumps({"title": "red apple"}) + "\n")
+    code, out, err = run_cli(["predict", str(model_dir), "--input", str(queries), "-k", "2"], capsys)
+    first, second = [json.loads(line) for line in out.splitlines()]
+    assert first == {"title": query, "text": query, "labels": [], "out_of_vocabulary": True}
+    assert "out_of_vocabulary" not in second and len(second["labels"]) == 2
+
+
 @pytest.mark.neural
 def test_resume_with_a_foreign_checkpoint(work, capsys):
     tmp, data = work

@@ -225,6 +225,10 @@ def test_the_server_leaves_an_in_catalogue_querys_own_label_out(saved_model):
         assert _call(f"{base}/predict", {"texts": ["red apple"], "k": 2, "drop_namesakes": True}) == (
             200, {"results": [new_item]})
         assert _call(f"{base}/predict", {"text": "red apple", "drop_namesakes": "yes"})[0] == 400
+        # an empty or unknown query: no labels and a flag, not the labels' prior
+        assert _call(f"{base}/predict", {"text": "", "k": 2}) == (200, {"labels": [], "out_of_vocabulary": True})
+        code, answer = _call(f"{base}/predict", {"texts": ["red apple", "zzz qqq", " "], "k": 2})
+        assert code == 200 and answer["out_of_vocabulary"] == [1, 2] and answer["results"][1:] == [[], []]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -265,13 +269,13 @@ def test_the_server_has_info_and_an_access_log(saved_model):
 def test_predict_input_keeps_every_field_of_a_json_line(saved_model, tmp_path, capsys):
     directory, model = saved_model
     queries = tmp_path / "q.jsonl"
-    queries.write_text(json.dumps({"uid": 7, "title": "red apple", "shop": "north", "n": [1, 2]}) + "\n" + "plain whale\n")
+    queries.write_text(json.dumps({"uid": 7, "title": "red apple", "shop": "north", "n": [1, 2]}) + "\n" + "plain apple pie\n")
     code, out, err = run_cli(["predict", str(directory), "--input", str(queries), "-k", "1"], capsys)
     assert code == 0, err
     first, second = (json.loads(line) for line in out.splitlines())
     assert first == {"uid": "7", "title": "red apple", "shop": "north", "n": [1, 2], "text": "red apple",
                      "labels": model.predict_labels(["red apple"], 1)[0]}
-    assert second == {"text": "plain whale", "labels": model.predict_labels(["plain whale"], 1)[0]}
+    assert second == {"text": "plain apple pie", "labels": model.predict_labels(["plain apple pie"], 1)[0]}
 
 
 def test_a_new_items_namesakes_are_left_out(saved_model, tmp_path, capsys):
@@ -281,7 +285,8 @@ def test_a_new_items_namesakes_are_left_out(saved_model, tmp_path, capsys):
     expected = [r for r in plain if r["text"] != "red apple"][:2]
     assert len(expected) == 2 and any(r["text"] == "red apple" for r in plain[:2])  # the namesake was ranked
     assert model.predict_labels([query], k=2, drop_namesakes=True)[0] == expected
-    assert model.predict_labels(["whale"], k=2, drop_namesakes=True) == model.predict_labels(["whale"], k=2)
+    other = model.predict_labels(["green apple juice"], k=2)
+    assert len(other[0]) == 2 and model.predict_labels(["green apple juice"], k=2, drop_namesakes=True) == other
     # every label of that text goes, however many there are
     twin = XRLinear.load(directory)
     twin.set_labels(["red apple", "red apple", "apple pie", "blue whale"], model.label_uids)

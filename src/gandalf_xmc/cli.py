@@ -418,14 +418,16 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
     predictor = load_predictor(model_dir, light=data is None)  # numpy-only for queries: a fast start
     if text is not None:
         ranked = predictor.predict_labels([text], k or 5, None if uid is None else [uid], drop_namesakes)[0]
+        known = predictor.known_queries([text])[0]
         if as_json:
-            print(json.dumps({"text": text, "labels": ranked}, ensure_ascii=False))
+            print(json.dumps({"text": text, "labels": ranked, **({} if known else {"out_of_vocabulary": True})},
+                             ensure_ascii=False))
         else:
             shown = text if len(text) <= 80 else text[:77] + "..."
             _table(f"top {k or 5} labels for {shown!r}", ["rank", "label", "text", "score"],
                    [[str(i + 1), r["id"], r["text"], f"{r['score']:.3f}"] for i, r in enumerate(ranked)], ("rank", "score"))
-        if not predictor.knows_words_of(text):
-            print("warning: none of the query's words is in the model's vocabulary: the labels above are its prior",
+        if not known:
+            print("warning: none of the query's words is in the model's vocabulary: no labels (out_of_vocabulary)",
                   file=sys.stderr)
         return
     if input_file is not None:

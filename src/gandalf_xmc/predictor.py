@@ -38,12 +38,9 @@ class Predictor:
         labels of exactly their text are left out)."""
         return self.model.predict_labels(texts, k, uids, drop_namesakes)
 
-    def knows_words_of(self, text: str) -> bool:
-        """Whether some word of ``text`` is in the model's vocabulary (True when it cannot tell)."""
-        if hasattr(self.model, "vocabulary"):  # the numpy-only reader: its features end with the bias
-            return self.model.features(text)[0].size > 1
-        featurizer = getattr(self.model, "featurizer", None)
-        return featurizer is None or featurizer.transform([text]).nnz > 0
+    def known_queries(self, texts: list[str]) -> list[bool]:
+        """Whether the model knows a word of each text (see :meth:`.models.base.LabelledModel.known_queries`)."""
+        return self.model.known_queries(texts)
 
     def check_labels(self, uids: list[str], texts: list[str], where) -> None:
         """Refuse a dataset whose labels are not the model's (ids and texts compared)."""
@@ -148,8 +145,11 @@ def predict_lines(predictor: Predictor, source: str, out: str | Path | None, k: 
 
     def _ranked(queries):
         texts, uids = [q[0] for q in queries], [q[1] for q in queries]
-        for (text, uid, fields), labels in zip(queries, predictor.predict_labels(texts, k, uids, drop_namesakes)):
-            answer = {**({} if uid is None else {"uid": uid}), **fields, "text": text, "labels": labels}
+        known = predictor.known_queries(texts)
+        for (text, uid, fields), labels, knows in zip(queries, predictor.predict_labels(texts, k, uids, drop_namesakes),
+                                                      known):
+            answer = {**({} if uid is None else {"uid": uid}), **fields, "text": text, "labels": labels,
+                      **({} if knows else {"out_of_vocabulary": True})}
             yield json.dumps(answer, ensure_ascii=False) + "\n"
 
     n = 0

@@ -87,10 +87,11 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
 
     kind = getattr(predictor.model, "kind", "model")
 
-    def ranked(texts: list[str], k: int, uids: list | None = None, drop_namesakes: bool = False) -> list[list[dict]]:
+    def ranked(texts: list[str], k: int, uids: list | None = None, drop_namesakes: bool = False
+               ) -> tuple[list[list[dict]], list[bool]]:
         if guard is not None:
             guard.check()
-        return predictor.predict_labels(texts, k, uids, drop_namesakes)
+        return predictor.predict_labels(texts, k, uids, drop_namesakes), predictor.known_queries(texts)
 
     def error(status: int, message: str) -> JSONResponse:
         return JSONResponse({"error": message}, status_code=status)
@@ -144,8 +145,9 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
             if "uids" in payload or not isinstance(payload.get("uid", ""), str):
                 return error(400, '"uid" (the query\'s own id, a string) goes with "text", "uids" with "texts"')
             uid = payload.get("uid")
-            answer = await run_in_threadpool(ranked, [payload["text"]], k, None if uid is None else [uid], drop_namesakes)
-            return JSONResponse({"labels": answer[0]})
+            answer, known = await run_in_threadpool(ranked, [payload["text"]], k, None if uid is None else [uid],
+                                                    drop_namesakes)
+            return JSONResponse({"labels": answer[0], **({} if known[0] else {"out_of_vocabulary": True})})
         texts = payload["texts"]
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             return error(400, '"texts" must be a list of strings')
@@ -155,8 +157,9 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
         if "uid" in payload or (uids is not None and not (
                 isinstance(uids, list) and len(uids) == len(texts) and all(u is None or isinstance(u, str) for u in uids))):
             return error(400, '"uids" goes with "texts": a list as long as it, of strings or null')
-        results = await run_in_threadpool(ranked, texts, k, uids, drop_namesakes) if texts else []
-        return JSONResponse({"results": results})
+        results, known = await run_in_threadpool(ranked, texts, k, uids, drop_namesakes) if texts else ([], [])
+        unknown = [i for i, knows in enumerate(known) if not knows]
+        return JSONResponse({"results": results, **({"out_of_vocabulary": unknown} if unknown else {})})
 
     async def not_found(request: Request, exc) -> JSONResponse:
         return error(404, "no such endpoint: GET /health, GET /info, POST /predict")

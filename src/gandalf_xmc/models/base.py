@@ -62,7 +62,8 @@ class LabelledModel:
 
     def predict_labels(self, texts: list[str], k: int = 5, uids: list[str | None] | None = None,
                        drop_namesakes: bool = False) -> list[list[dict]]:
-        """For each text, its top ``k`` labels best first, as ``{"id", "text", "score"}``.
+        """For each text, its top ``k`` labels best first, as ``{"id", "text", "score"}``; none for
+        a text without a word the model knows (:meth:`known_queries`: empty or out of vocabulary).
 
         ``uids``: each query's own id where it is an item of the catalogue (None where not): the
         label with that id, the query itself, is left out of its answer, as the field's filter
@@ -77,6 +78,7 @@ class LabelledModel:
         if uids is not None and len(uids) != len(texts):
             raise ValueError(f"{len(uids)} uids for {len(texts)} texts")
         k = max(1, min(int(k), len(self.label_uids)))
+        known = self.known_queries(texts)
         leave_out = [set() if j < 0 else {j} for j in (self._own_labels(uids) if uids is not None else [-1] * len(texts))]
         if drop_namesakes:
             for left, text in zip(leave_out, texts):
@@ -88,8 +90,19 @@ class LabelledModel:
             lo, hi = P.indptr[i], P.indptr[i + 1]
             ranked = sorted(((s, j) for s, j in zip(P.data[lo:hi].tolist(), P.indices[lo:hi].tolist())
                              if j not in leave_out[i]), key=lambda sc: (-sc[0], sc[1]))[:k]
-            out.append([{"id": self.label_uids[j], "text": self.label_texts[j], "score": round(s, 6)} for s, j in ranked])
+            out.append([{"id": self.label_uids[j], "text": self.label_texts[j], "score": round(s, 6)} for s, j in ranked]
+                       if known[i] else [])
         return out
+
+    def known_queries(self, texts: list[str]) -> list[bool]:
+        """For each text, whether the model knows one of its words (an empty text never): a query
+        it does not know gets no labels from :meth:`predict_labels` rather than the labels' prior.
+        Models without a vocabulary of their own (a sentence encoder) know every non-empty text."""
+        featurizer = getattr(self, "featurizer", None)
+        if featurizer is None:
+            return [bool(str(t).strip()) for t in texts]
+        X = featurizer.transform([str(t) for t in texts])
+        return [bool(n) for n in (X.indptr[1:] - X.indptr[:-1]).tolist()]
 
     def _own_labels(self, uids: list[str | None]) -> list[int]:
         """Each uid's label index, -1 for None or a uid that is no label."""

@@ -80,6 +80,9 @@ class LinearReader(LabelledModel):
         values = np.array([*values, float(self.config["bias"])], dtype=np.float32)
         return ids, values
 
+    def known_queries(self, texts: list[str]) -> list[bool]:
+        return [self.features(t)[0].size > 1 for t in texts]  # more than the bias feature
+
     def _margins(self, level: _CSR, nodes: np.ndarray, ids: np.ndarray, values: np.ndarray) -> np.ndarray:
         out = np.zeros(nodes.size, dtype=np.float64)
         for c, node in enumerate(nodes.tolist()):
