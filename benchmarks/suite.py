@@ -9,8 +9,9 @@ test split (``--split test``, for reporting only).
 The validation share is 5% of the training points, raised to reach 1,000 points where the data
 allows, at most 20% (small datasets would otherwise be judged on a few dozen points). Seed s
 carves split s and trains with seed s. ``--set`` changes a setting of the model (dotted names
-reach nested settings). ``auto`` runs ``gandalf train``'s pipeline (``train_model``: its own
-validation split carved from the training part, the winner trained again on all of it).
+reach nested settings). ``auto`` and models that choose on validation (``linear-knn``) run ``gandalf train``'s pipeline
+(``train_model``: its own validation split carved from the training part, then the final model
+trained again on all of it with what was chosen).
 ``--hold-out F`` trains on the training part less a random share F, as a final model that is not
 trained again after its validation run. Writes ``benchmarks/results/suite-<split>.json`` (or
 ``--out``).
@@ -62,7 +63,9 @@ def run_one(dataset: str, model: str, augment: str, seed: int, split: str, setti
         rest, _ = carve_validation(rest, hold_out, seed + 1000)  # another seed than the validation split's
     t0 = time.perf_counter()
     chosen = None
-    if augment == "auto":
+    from gandalf_xmc.models.registry import entry
+
+    if augment == "auto" or hasattr(entry(model).load_module(), "refit_config"):  # validation chooses for it
         import tempfile
 
         from gandalf_xmc.workflow.pipeline import train_model
@@ -70,10 +73,12 @@ def run_one(dataset: str, model: str, augment: str, seed: int, split: str, setti
         config = model_config(model, seed=seed, threads=threads) if model == "knn" else \
             apply_settings(model_config(model, seed=seed, threads=threads), settings)
         with tempfile.TemporaryDirectory(prefix="gandalf-suite-") as tmp:
-            trained = train_model(rest, Path(tmp) / "model", config, AugmentConfig("auto", seed=seed),
+            trained = train_model(rest, Path(tmp) / "model", config, augment_config(augment, seed),
                                   valid_fraction=valid_fraction(rest.n_original_train or len(rest.train)),
                                   progress=False)
-        fitted, chosen = trained.model, trained.search["chosen"]
+        fitted, chosen = trained.model, trained.search["chosen"] if trained.search else None
+        if hasattr(fitted, "knn_weight"):
+            chosen = f"knn weight {fitted.knn_weight:g}"
     elif model == "knn":
         from gandalf_xmc.models.knn import TfidfKNN
 

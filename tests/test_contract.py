@@ -51,3 +51,50 @@ def test_the_command_line_offers_every_graph_kind_and_model():
 
     assert [k.value for k in cli.GraphKind] == list(GRAPH_KINDS)
     assert [m.value for m in cli.TrainableModel] == list(MODELS)
+
+
+# ------------------------------------------------------------------------------------- model rows
+
+def _rows():
+    from gandalf_xmc.models.registry import MODELS
+
+    return [pytest.param(name, marks=getattr(pytest.mark, entry.extra)) if entry.extra else name
+            for name, entry in MODELS.items()]
+
+
+@pytest.mark.parametrize("name", _rows())
+def test_every_model_trains_saves_loads_and_predicts_alike(name, tmp_path):
+    """Each row of the model table: trained through the workflow (validation, then the final model
+    on every point), saved, read back by ``load_trained`` as the same kind with the same
+    predictions, trained again to the same predictions, and ranked with ids."""
+    import json
+
+    import numpy as np
+
+    from gandalf_xmc.augment import AugmentConfig
+    from gandalf_xmc.data import load_dataset
+    from gandalf_xmc.models.registry import MODELS, load_trained, model_config
+    from gandalf_xmc.workflow.pipeline import train_model
+
+    from helpers import write_tiny_dataset
+
+    words = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "peach"]
+    train = [(f"{size} {w} and {words[(j + 1) % 8]}", [j, (j + 1) % 8]) for j, w in enumerate(words)
+             for size in ("small", "big", "ripe", "sweet")]
+    ds = load_dataset(write_tiny_dataset(tmp_path / "d", train=train, labels=[f"{w} fruit" for w in words],
+                                         test=[(f"fresh {w}", [j]) for j, w in enumerate(words)], filters=None))
+    config = model_config(name, seed=0, epochs=2 if MODELS[name].in_epochs else None)
+    first = train_model(ds, tmp_path / "a", config, AugmentConfig("identity", seed=0), valid_fraction=0.25,
+                        progress=False)
+    again = train_model(ds, tmp_path / "b", config, AugmentConfig("identity", seed=0), valid_fraction=0.25,
+                        progress=False)
+    loaded = load_trained(tmp_path / "a")
+    assert type(loaded) is type(first.model)
+    assert json.loads((tmp_path / "a" / "model.json").read_text())["kind"] in (name, "neural")
+    texts = ds.test.texts
+    want = first.model.predict(texts, k=5).toarray()
+    np.testing.assert_allclose(loaded.predict(texts, k=5).toarray(), want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(again.model.predict(texts, k=5).toarray(), want, rtol=1e-4, atol=1e-6)
+    assert first.info["n_train"] == 32 + 8 and first.info["validation_run"]["n_valid"] == 8
+    ranked = loaded.predict_labels(texts, k=3)
+    assert all(len(r) == 3 and {x["id"] for x in r} <= set(ds.label_uids) for r in ranked)

@@ -84,6 +84,15 @@ class TfidfKNN(LabelledModel):
 
     def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> sp.csr_matrix:
         """Top-``k`` label scores for each text (``len(texts) x L`` CSR)."""
+        return self._scores(texts, k, share=False)
+
+    def vote(self, texts: list[str], k: int = 100) -> sp.csr_matrix:
+        """:meth:`predict`'s scores divided by the sum of the text's neighbour weights: the share
+        of its neighbours that carry each label (soft targets counted by their value), in [0, 1],
+        comparable from one query to the next."""
+        return self._scores(texts, k, share=True)
+
+    def _scores(self, texts: list[str], k: int, share: bool) -> sp.csr_matrix:
         if self.featurizer is None or self.XT is None or self.Y is None:
             raise RuntimeError("fit the model before predicting")
         cfg = self.config
@@ -92,7 +101,11 @@ class TfidfKNN(LabelledModel):
             Q = self.featurizer.transform(texts[start:start + cfg.batch_size])
             sims = top_k_per_row(Q @ self.XT, cfg.n_neighbours, distinct=True)
             sims.data = np.power(np.maximum(sims.data, 0.0), cfg.power)
-            blocks.append(top_k_per_row(sims @ self.Y, k, distinct=True))
+            scores = top_k_per_row(sims @ self.Y, k, distinct=True)
+            if share:
+                total = np.asarray(sims.sum(axis=1)).ravel()
+                scores = sp.csr_matrix(sp.diags(1.0 / np.where(total > 0, total, 1.0)) @ scores, dtype=np.float32)
+            blocks.append(scores)
         if not blocks:
             return sp.csr_matrix((0, self.Y.shape[1]), dtype=np.float32)
         return sp.vstack(blocks, format="csr", dtype=np.float32)

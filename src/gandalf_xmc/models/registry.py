@@ -70,6 +70,8 @@ MODELS: dict[str, ModelEntry] = {e.name: e for e in (
                "gandalf_xmc.models.classifier", "NeuralXMC", True, "neural"),
     ModelEntry("knn", "TF-IDF k nearest training points, training-free (a reference)",
                "gandalf_xmc.models.knn", "TfidfKNN", False),
+    ModelEntry("linear-knn", "XR-Linear's scores plus the TF-IDF neighbours' vote, weighted as validation chooses",
+               "gandalf_xmc.models.blend", "LinearKnnBlend", False),
 )}
 MODEL_NAMES = tuple(MODELS)
 
@@ -93,13 +95,17 @@ def config_seed(config) -> int:
     return config.seed if hasattr(config, "seed") else config.train.seed
 
 
-def with_epochs(config, epochs: int):
-    """``config`` trained for ``epochs`` epochs (a copy; settings of a model without epochs come back as they are)."""
+def refit_config(config, result):
+    """``config`` with what its validation run chose fixed, for the final model trained on every
+    point (a copy): a model trained in epochs keeps the best epoch count; a model module may define
+    ``refit_config(config, result)`` for choices of its own (the blend's weight)."""
     from dataclasses import replace
 
-    if not entry(model_name(config)).in_epochs:
-        return config
-    return replace(config, train=replace(config.train, epochs=epochs))
+    e = entry(model_name(config))
+    if e.in_epochs:
+        config = replace(config, train=replace(config.train, epochs=result.best_epoch + 1))
+    own = getattr(e.load_module(), "refit_config", None)
+    return own(config, result) if own is not None else config
 
 
 def model_name(config) -> str:

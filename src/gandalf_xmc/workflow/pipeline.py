@@ -23,7 +23,7 @@ from ..engine.records import ExtraPoints, TrainResult, Validation
 from ..errors import ConfigError
 from ..metrics import inverse_propensity
 from ..metrics.ranking import prepare
-from ..models.registry import MODELS, build_model, config_seed, load_trained, model_name, with_epochs
+from ..models.registry import MODELS, build_model, config_seed, load_trained, model_name, refit_config
 from . import auto
 from .validation import BENCHMARK_PROTOCOLS, PROTOCOLS, carve_validation
 
@@ -80,8 +80,9 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config, augment:
     the candidates of :mod:`gandalf_xmc.workflow.auto` (settings in ``auto_config``) and writes the
     search to ``out_dir/auto.json``. ``valid_protocol`` says how the validation points are chosen
     (:mod:`gandalf_xmc.workflow.validation`). With ``refit`` (the default) and a validation split,
-    the saved model is trained once more on every training point, with the augmentation chosen and,
-    for a model trained in epochs, the validation run's best epoch count.
+    the saved model is trained once more on every training point, with the augmentation chosen and
+    what else validation chose (a neural model's epoch count, the blend's weight:
+    :func:`.models.registry.refit_config`).
 
     ``out_dir`` must be new or empty unless ``force`` (or ``resume``); it is never the dataset's
     directory. The finished model replaces it whole (checkpoints carried over), so an interrupted
@@ -141,8 +142,7 @@ def _train_into(dataset: XMCDataset, out: Path, model_config, augment: AugmentCo
     n_train = validation_run["n_train"]
     if refitting:
         model = None  # the validated model's memory is free before the final one trains
-        if in_epochs:
-            model_config = with_epochs(model_config, validated.best_epoch + 1)
+        model_config = refit_config(model_config, validated)
         if progress:
             print(f"final model: {augment.training_set} on all {dataset.n_original_train or len(dataset.train):,} "
                   "training points (validation chose; the final model keeps every point)", flush=True)
