@@ -186,3 +186,21 @@ def test_augment_offers_only_what_it_writes(tmp_path, capsys):
     written = [row.name for row in AUGMENTATIONS.values() if row.writes_files]
     assert code == 2 and "labelmix" not in written and f"is not one of {', '.join(repr(n) for n in written)}" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_list_options_take_commas_and_repeats_alike(tiny_dir, tmp_path, capsys):
+    model_dir = tmp_path / "model"
+    assert run_cli(["train", "--data", str(tiny_dir), "--out", str(model_dir), "--no-progress"], capsys)[0] == 0
+    pred = tmp_path / "pred.txt"
+    assert run_cli(["predict", str(model_dir), "--data", str(tiny_dir), "--out", str(pred), "--no-progress"], capsys)[0] == 0
+    answers = []
+    for ks in (["-k", "1,3,5"], ["-k", "1", "-k", "3", "-k", "5"], ["-k", "5,1", "-k", "3"], []):
+        code, out, err = run_cli(["evaluate", str(pred), "--data", str(tiny_dir), "--json", *ks], capsys)
+        assert code == 0, err
+        answers.append(json.loads(out))
+    assert answers[0] == answers[1] == answers[2] == answers[3] and "P@3" in answers[0]
+    for bad in ("1,,3", "0", "x"):
+        code, _, err = run_cli(["evaluate", str(pred), "--data", str(tiny_dir), "-k", bad], capsys)
+        assert code == 2 and err.startswith("error: -k: ") and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli(["reproduce", "--out", str(tmp_path / "r"), "--models", "linear,nonesuch"], capsys)
+    assert code == 2 and "--models: unknown model 'nonesuch'" in err

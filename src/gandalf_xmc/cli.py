@@ -117,6 +117,24 @@ def _graph_config(base, kind, delta, top_k, shrinkage, point_weights, co_label_s
     return config
 
 
+def _listed(values: list[str], option: str) -> list[str]:
+    """A list option's items: every option takes ``A,B,C`` and repeats alike (``-k 1,3 -k 5``)."""
+    from .errors import ConfigError
+
+    items = [item.strip() for value in values for item in value.split(",")]
+    if not items or any(not item for item in items):
+        raise ConfigError(f"{option}: an empty item in {','.join(values)!r} (give A,B,C or repeat the option)")
+    return items
+
+
+def _whole_numbers(items: list[str], option: str) -> list[int]:
+    from .errors import ConfigError
+
+    if not all(item.isdigit() and int(item) >= 1 for item in items):
+        raise ConfigError(f"{option}: expected whole numbers of at least 1, got {','.join(items)!r}")
+    return [int(item) for item in items]
+
+
 def _table(title: str, columns: list[str], rows: list[list[str]], right: tuple[str, ...] = ()):
     """A table on a terminal; plain tab-separated lines, never cut to a width, when stdout is a
     pipe or a file (the title goes to stderr there, so the lines stay data)."""
@@ -258,7 +276,7 @@ def evaluate(pred_file: Path = typer.Argument(..., help="Predictions: sparse mat
                                                          "scipy .npz matrix (one row a point)."),
              data: Optional[str] = DATA_OPTION,
              split: str = typer.Option("tst", help="Which split the predictions are for."),
-             k: list[int] = typer.Option([1, 3, 5], "-k", min=1, help="A cut-off (repeat for several)."),
+             k: list[str] = typer.Option(["1,3,5"], "-k", help="Cut-offs: -k 1,3,5 or -k 1 -k 3 -k 5."),
              a: Optional[float] = typer.Option(None, "-A", help="Propensity A (default: the dataset's)."),
              b: Optional[float] = typer.Option(None, "-B", help="Propensity B (default: the dataset's)."),
              bins: bool = typer.Option(False, "--bins", help="Also report each of five label-frequency bins' share of P@k."),
@@ -272,7 +290,7 @@ def evaluate(pred_file: Path = typer.Argument(..., help="Predictions: sparse mat
 
     ds = _load(data, splits=tuple(dict.fromkeys(("trn", split))), derive_filters=derive_filters)
     target = ds.split(split)
-    ks = tuple(sorted(set(k)))
+    ks = tuple(sorted(set(_whole_numbers(_listed(k, "-k"), "-k"))))
     pa, pb = ds.propensity_constants(a, b)  # checked there
     pred = read_predictions(pred_file, expect_shape=(len(target), ds.n_labels))
     w = inverse_propensity(ds.original_train_Y(), pa, pb)
@@ -595,7 +613,8 @@ def demo(data: Optional[str] = DATA_OPTION,
 @app.command()
 def reproduce(data: Optional[str] = DATA_OPTION,
               out: Path = typer.Option(..., "--out", help="REPORT_DIR: report.md, PNG figures, results.json, runs/."),
-              models: list[ModelName] = typer.Option(["linear"], "--models", help="Table 3's models (repeat the option)."),
+              models: list[str] = typer.Option(["linear"], "--models", help="Table 3's models: --models linear,astec "
+                                               "or --models linear --models astec (" + " | ".join(MODELS) + ")."),
               ablation_model: ModelName = typer.Option("linear", "--ablation-model",
                                                        help="The model of every other table (the paper's InceptionXML role)."),
               seeds: int = typer.Option(3, min=1, help="Seeds 0..N-1 for every run."),
@@ -612,7 +631,13 @@ def reproduce(data: Optional[str] = DATA_OPTION,
     from .experiments.reproduce import ReproduceConfig
     from .experiments.reproduce import reproduce as run_reproduce
 
-    config = ReproduceConfig(models=tuple(m.value for m in models), ablation_model=ablation_model.value,
+    chosen = _listed(models, "--models")
+    unknown = [m for m in chosen if m not in MODELS]
+    if unknown:
+        from .errors import ConfigError
+
+        raise ConfigError(f"--models: unknown model {unknown[0]!r}; choose from {', '.join(MODELS)}")
+    config = ReproduceConfig(models=tuple(dict.fromkeys(chosen)), ablation_model=ablation_model.value,
                              seeds=tuple(range(seeds)), epochs=epochs or None, quick=quick, parallel=parallel)
     run_reproduce(data, out, config, log=_say, force=force)
 
