@@ -98,3 +98,60 @@ def test_every_model_trains_saves_loads_and_predicts_alike(name, tmp_path):
     assert first.info["n_train"] == 32 + 8 and first.info["validation_run"]["n_valid"] == 8
     ranked = loaded.predict_labels(texts, k=3)
     assert all(len(r) == 3 and {x["id"] for x in r} <= set(ds.label_uids) for r in ranked)
+
+
+# ----------------------------------------------------------------------------------------- layers
+
+# Each top-level module or package of gandalf_xmc and its layer: a unit imports only from lower
+# layers (docs/architecture.md). A new unit must be given its layer here.
+LAYERS = {
+    "errors": 0,
+    "jsonio": 1, "inputs": 1, "paths": 1, "settings": 1, "text": 1, "sparse_ops": 1, "metrics": 1,
+    "data": 2,
+    "graph": 3, "engine": 3, "sentence": 3,
+    "features": 4,
+    "augment": 5,
+    "models": 6,
+    "workflow": 7, "predictor": 7,
+    "experiments": 8, "serve": 8,
+    "cli": 9,
+}
+
+
+def _imported_units(path, package_parts):
+    """The gandalf_xmc units that the module at ``path`` imports (relative and absolute imports)."""
+    import ast
+
+    units = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = list(package_parts[:len(package_parts) - node.level + 1])
+            target = base + [part for part in (node.module or "").split(".") if part]
+            units |= {target[0]} if target else {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gandalf_xmc."):
+            units.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            units |= {alias.name.split(".")[1] for alias in node.names if alias.name.startswith("gandalf_xmc.")}
+    return units
+
+
+def test_layers_only_look_down():
+    from pathlib import Path
+
+    root = Path(gandalf_xmc.__file__).parent
+    unranked, upward = set(), []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        if parts == ("__init__",) or parts == ("__main__",):
+            continue  # the package's own entry points sit above everything
+        unit = parts[0]
+        if unit not in LAYERS:
+            unranked.add(unit)
+            continue
+        for other in _imported_units(path, parts[:-1]) - {unit, "__version__"}:
+            if other not in LAYERS:
+                unranked.add(other)
+            elif LAYERS[other] >= LAYERS[unit]:
+                upward.append(f"{'/'.join(parts)}.py imports {other} (layer {LAYERS[other]} >= {LAYERS[unit]})")
+    assert not unranked, f"give these units a layer in LAYERS: {sorted(unranked)}"
+    assert not upward, "\n".join(upward)
