@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine: creates .venv, installs the package, then
 #   bash run.sh demo   -> runs `gandalf demo` on the embedded dataset
-#   bash run.sh test   -> runs the test suite (then again for the core package at its lowest versions)
+#   bash run.sh test   -> checks the style (ruff), runs the test suite, then again for the core package
+#                         at its lowest versions
 #   bash run.sh <any gandalf sub-command and options>
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -19,6 +20,9 @@ fi
 cmd=${1:-demo}; shift || true
 case "$cmd" in
     test)
+        if [ $# -eq 0 ]; then
+            .venv/bin/ruff check --quiet src tests benchmarks  # the style rules of pyproject.toml, first: seconds
+        fi
         .venv/bin/python -m pytest "$@"
         if [ $# -eq 0 ]; then
             # Then the core package alone (no extras) at the lowest versions its ranges allow, on the
