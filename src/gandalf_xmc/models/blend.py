@@ -108,11 +108,11 @@ class LinearKnnBlend(LabelledModel):
         record: dict = {"epoch": 0}
         if valid is not None:
             inputs = list(valid.inputs)
-            tree, vote = self._parts(inputs)
+            tree, vote = self.parts(inputs)
             tried = {}
             weights = self.config.weights if self.config.knn_weight is None else (self.config.knn_weight,)
             for w in weights:
-                tried[w] = validation_metrics(self._blend(tree, vote, w, 10), valid)
+                tried[w] = validation_metrics(self.combine(tree, vote, w, 10), valid)
             best = max(weights, key=lambda w: (tried[w]["P@1"], -weights.index(w)))
             self.knn_weight = float(best)
             record.update(tried[best])
@@ -130,13 +130,14 @@ class LinearKnnBlend(LabelledModel):
                   flush=True)
         return self
 
-    def _parts(self, texts: list[str], k: int = 0) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    def parts(self, texts: list[str], k: int = 0) -> tuple[sp.csr_matrix, sp.csr_matrix]:
         """The tree's top candidates and the neighbours' votes (a share in [0, 1]) for ``texts``:
         ``candidates`` labels of each, or ``k`` where more are asked for."""
         k = min(max(self.config.candidates, k), self.n_labels)
         return sp.csr_matrix(self.tree.predict(texts, k=k)), self.knn.vote(texts, k=k)
 
-    def _blend(self, tree: sp.csr_matrix, vote: sp.csr_matrix, weight: float, k: int) -> sp.csr_matrix:
+    def combine(self, tree: sp.csr_matrix, vote: sp.csr_matrix, weight: float, k: int) -> sp.csr_matrix:
+        """The top ``k`` of ``tree + weight * vote`` (the parts of :meth:`parts`) a row."""
         return top_k_per_row(tree + weight * vote if weight else tree, min(k, self.n_labels))
 
     @property
@@ -147,8 +148,8 @@ class LinearKnnBlend(LabelledModel):
         """Top-``k`` blended label scores for each text (``len(texts) x L`` CSR)."""
         if self.result is None and self.tree.weights is None:
             raise RuntimeError("fit or load the model first")
-        tree, vote = self._parts(list(texts), k)
-        return self._blend(tree, vote, self.knn_weight, k)
+        tree, vote = self.parts(list(texts), k)
+        return self.combine(tree, vote, self.knn_weight, k)
 
     def save(self, directory: str | Path) -> None:
         """The two parts in ``linear/`` and ``knn/``, the labels and ``model.json`` (the weight used)."""
