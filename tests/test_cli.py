@@ -204,3 +204,15 @@ def test_list_options_take_commas_and_repeats_alike(tiny_dir, tmp_path, capsys):
         assert code == 2 and err.startswith("error: -k: ") and len(err.strip().splitlines()) == 1
     code, _, err = run_cli(["reproduce", "--out", str(tmp_path / "r"), "--models", "linear,nonesuch"], capsys)
     assert code == 2 and "--models: unknown model 'nonesuch'" in err
+
+
+def test_the_demo_writes_a_directory_a_dataset_and_says_how_to_rerun(tiny_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(["demo", "--data", str(tiny_dir), "--model", "knn", "--no-progress"], capsys)
+    assert code == 0, err
+    assert (tmp_path / "gandalf-demo" / "tiny-knn" / "results.json").is_file()
+    code, _, err = run_cli(["demo", "--data", str(tiny_dir), "--model", "knn", "--no-progress"], capsys)
+    assert code == 2 and err.strip() == ("error: gandalf-demo/tiny-knn holds an earlier demo of this dataset and model: "
+                                         "add --force to run it again there, or give another --out")
+    code, _, err = run_cli(["demo", "--data", str(tiny_dir), "--model", "knn", "--no-progress", "--force"], capsys)
+    assert code == 0, err

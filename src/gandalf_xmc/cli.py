@@ -598,14 +598,22 @@ def analyze(data: Optional[str] = DATA_OPTION,
 
 @app.command()
 def demo(data: Optional[str] = DATA_OPTION,
-         out: Path = typer.Option(Path("gandalf-demo"), "--out", help="Where models, predictions and results.json go."),
+         out: Optional[Path] = typer.Option(None, "--out", help="Where models, predictions and results.json go "
+                                            "(default: gandalf-demo/DATASET-MODEL, one directory a dataset and model)."),
          model: ModelName = typer.Option("linear", "--model", help=" | ".join(MODELS)),
          epochs: Optional[int] = typer.Option(None, min=1, help="Epochs (models trained in epochs)."),
          seed: int = SEED_OPTION, force: bool = FORCE_OPTION, progress: Optional[bool] = PROGRESS_OPTION) -> None:
     """Run the pipeline on a dataset: stats, augment, train and predict without augmentation and with
     label points (the paper's Gandalf, identity, tempered), evaluate; print one comparison table."""
+    from .data.suite import resolve
+    from .errors import ConfigError
     from .experiments.demo import run_demo
 
+    if out is None:
+        out = Path("gandalf-demo") / f"{resolve(data).name}-{model.value}"
+        if out.is_dir() and any(out.iterdir()) and not force:
+            raise ConfigError(f"{out} holds an earlier demo of this dataset and model: add --force to run it again "
+                              "there, or give another --out")
     run_demo(data, out, model=model.value, seed=seed, epochs=epochs, force=force, progress=_show_progress(progress),
              say=_say, table=_table)
 
