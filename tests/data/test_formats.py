@@ -89,6 +89,19 @@ def test_text_layout_dataset(tmp_path):
     assert ds.test.Y.shape == (1, 2)
 
 
+def test_a_text_layout_of_unequal_lengths_names_both_files(tmp_path):
+    from gandalf_xmc.errors import DataFormatError
+
+    d = tmp_path / "textds"
+    d.mkdir()
+    (d / "lbl_X.txt").write_text("l zero\nl one\n")
+    (d / "trn_X.txt").write_text("a b\n")  # one text short of its targets
+    (d / "trn_X_Y.txt").write_text("2 2\n0:1\n1:1 0:1\n")
+    with pytest.raises(DataFormatError) as err:
+        load_dataset(d, splits=("trn",))
+    assert str(err.value) == f"{d / 'trn_X.txt'}: 1 texts (lines) but trn_X_Y.txt has 2 rows: the two files need one line for each point"
+
+
 def test_embedded_dataset_matches_its_readme():
     ds = load_dataset()
     assert ds.name == "debian-bookworm"

@@ -132,7 +132,10 @@ def _read_split_text_layout(directory: Path, split: str, n_labels: int) -> Split
     texts = read_text_lines(texts_path)
     if not texts:
         raise DataFormatError(texts_path, None, "file is empty (no points)")
-    Y = read_sparse_text(y_path, expect_shape=(len(texts), n_labels), relevance=True)
+    Y = read_sparse_text(y_path, expect_shape=(None, n_labels), relevance=True)
+    if Y.shape[0] != len(texts):  # either file may be at fault: the message names both
+        raise DataFormatError(texts_path, None, f"{len(texts):,} texts (lines) but {y_path.name} has {Y.shape[0]:,} "
+                                                "rows: the two files need one line for each point")
     return Split([str(i) for i in range(len(texts))], texts, Y)
 
 
