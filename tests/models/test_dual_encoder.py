@@ -142,3 +142,13 @@ def test_int8_dual_encoder_from_the_cli_travels_with_the_model(tiny_dir, tmp_pat
     code, out, err = run_cli(["train", "--model", "linear", "--data", str(tiny_dir), "--encoder-precision", "int8",
                               "--out", str(tmp_path / "l")], capsys)
     assert code == 2 and "dual-encoder only" in out + err
+
+
+def test_loading_the_encoder_shows_no_bar_and_leaves_the_setting_as_it_was(capfd, monkeypatch):
+    from transformers.utils import logging as hf_logging
+
+    monkeypatch.setattr(sentence, "_MODELS", {})  # load afresh
+    assert hf_logging.is_progress_bar_enabled()
+    sentence._model("float32")
+    assert "Loading weights" not in capfd.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()
