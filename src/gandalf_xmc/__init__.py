@@ -7,7 +7,8 @@ The names most programs need, importable from here (each is imported on first us
 
 * data: :func:`load_dataset`, :func:`dataset_stats`;
 * the label graph: :class:`GraphConfig`, :func:`label_graph`;
-* augmentation: :class:`AugmentConfig`, :func:`preset`, :func:`training_set`;
+* augmentation: :class:`AugmentConfig`, :func:`preset`, :func:`training_set` (a :class:`TrainingSet`,
+  which every model's ``fit`` takes whole);
 * models: :class:`XRLinear` / :class:`LinearConfig`, :class:`TfidfKNN`, :class:`NeuralXMC` /
   :class:`ModelConfig`, :func:`model_config`, :func:`load_trained`;
 * the whole pipeline (validation split, augmentation, checkpoints): :func:`train_model`;
@@ -23,7 +24,7 @@ __version__ = "0.1.0"
 _WHERE = {
     "load_dataset": "data", "dataset_stats": "data",
     "GraphConfig": "graph", "label_graph": "graph",
-    "AugmentConfig": "augment", "preset": "augment", "training_set": "augment",
+    "AugmentConfig": "augment", "preset": "augment", "training_set": "augment", "TrainingSet": "augment",
     "XRLinear": "models", "LinearConfig": "models", "TfidfKNN": "models", "NeuralXMC": "models",
     "ModelConfig": "models", "model_config": "models", "load_trained": "models",
     "train_model": "workflow.pipeline",

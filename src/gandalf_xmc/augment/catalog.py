@@ -26,12 +26,47 @@ TRANSFORM_PROBABILITY = 0.4
 
 @dataclass(frozen=True)
 class TrainingSet:
-    """A built training set: its points (original points first), which of them are label points
-    (``extra``, a boolean mask), and the transform applied while training (or None)."""
+    """A built training set, all that a model trains on: its points (original points first), which
+    of them are label points (``extra``, a boolean mask) and how they count (their loss weight, the
+    share drawn into each epoch, whether shortlist labels outside their targets are negatives),
+    and the transform applied while training (or None). Every model's ``fit`` takes it whole:
+    ``model.fit(training_set(ds, recipe), label_texts=ds.label_texts)``."""
 
     split: Split
     extra: np.ndarray
     transform: BatchTransform | None = None
+    extra_weight: float = 1.0
+    extra_share: float = 1.0
+    extra_negatives: bool = True
+
+    @property
+    def texts(self) -> list[str]:
+        return self.split.texts
+
+    @property
+    def Y(self):  # noqa: N802 - the field's name for the targets
+        return self.split.Y
+
+    @property
+    def uids(self) -> list[str]:
+        return self.split.uids
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    @property
+    def sample_weight(self) -> np.ndarray:
+        """Each point's loss weight: ``extra_weight`` for a label point, 1 for the others."""
+        return np.where(self.extra, self.extra_weight, 1.0)
+
+    @property
+    def extra_points(self):
+        """The label points as the models take them (an ``ExtraPoints``), or None without any."""
+        from ..engine.records import ExtraPoints
+
+        if not self.extra.any():
+            return None
+        return ExtraPoints(self.extra, self.extra_weight, self.extra_share, self.extra_negatives)
 
 
 @dataclass(frozen=True)

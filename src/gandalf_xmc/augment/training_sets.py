@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..data.dataset import Split, XMCDataset
+from ..data.dataset import XMCDataset
 from ..errors import ConfigError
 from ..graph import GraphConfig, RandomWalkConfig
 from .catalog import AUGMENTATIONS, TRAINING_SETS, TrainingSet, extra_points, graph_for
@@ -76,12 +76,15 @@ def build_training_set(dataset: XMCDataset, config: AugmentConfig) -> TrainingSe
     """The training set named by ``config.training_set`` (its row of :data:`AUGMENTATIONS`), with
     its label-point mask and transform."""
     config.validate()
-    return AUGMENTATIONS[config.training_set].build(dataset, config)
+    built = AUGMENTATIONS[config.training_set].build(dataset, config)
+    return replace(built, extra_weight=config.extra_weight, extra_share=config.extra_share,
+                   extra_negatives=config.extra_negatives)
 
 
-def training_set(dataset: XMCDataset, config: AugmentConfig) -> Split:
-    """The training split named by ``config.training_set`` (original points first)."""
-    return build_training_set(dataset, config).split
+def training_set(dataset: XMCDataset, config: AugmentConfig) -> TrainingSet:
+    """The training set named by ``config.training_set`` (original points first), with how its
+    label points count: what ``gandalf train`` trains on, for any model's ``fit``."""
+    return build_training_set(dataset, config)
 
 
 __all__ = ["AugmentConfig", "TEMPERED_GRAPH", "preset", "AUGMENTATIONS", "TRAINING_SETS", "LABEL_UID_PREFIX",

@@ -7,7 +7,8 @@ import importlib
 
 _WHERE = {"FAMILIES": "classifier", "ModelConfig": "classifier", "NeuralXMC": "classifier", "KNNConfig": "knn",
           "TfidfKNN": "knn", "LinearConfig": "linear", "XRLinear": "linear", "MODEL_NAMES": "registry",
-          "build_model": "registry", "load_trained": "registry", "model_config": "registry"}
+          "build_model": "registry", "load_trained": "registry", "model_config": "registry",
+          "BlendConfig": "blend", "LinearKnnBlend": "blend"}
 __all__ = sorted(_WHERE)
 
 

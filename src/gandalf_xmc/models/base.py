@@ -39,6 +39,25 @@ def read_labels(path: str | Path) -> tuple[list[str], list[str]]:
     return uids, texts
 
 
+def unpack_training_set(texts, Y, label_texts, mixer, extra):
+    """``(texts, Y, label_texts, mixer, extra)`` for a model's ``fit``: from a
+    :class:`~gandalf_xmc.augment.TrainingSet` given as ``texts`` (its points, targets, transform
+    and label points with their weight), else as given. ``label_texts`` is required either way."""
+    from ..augment.catalog import TrainingSet
+    from ..errors import ConfigError
+
+    if isinstance(texts, TrainingSet):
+        if Y is not None:
+            raise ConfigError("fit takes a TrainingSet alone (its targets are in it), or texts and Y")
+        texts, Y, mixer, extra = (texts.texts, texts.Y, texts.transform if mixer is None else mixer,
+                                  texts.extra_points if extra is None else extra)
+    elif Y is None:
+        raise ConfigError("fit needs the targets Y (or a TrainingSet, which holds them)")
+    if label_texts is None:
+        raise ConfigError("fit needs the labels' texts (label_texts=dataset.label_texts)")
+    return texts, Y, label_texts, mixer, extra
+
+
 def folded_text(text: str) -> str:
     """``text`` with case and runs of white space folded: two texts that read the same are equal."""
     return " ".join(str(text).lower().split())

@@ -29,7 +29,7 @@ from ..errors import ConfigError, DataFormatError
 from ..jsonio import read_json_file
 from ..settings import check_ranges
 from ..sparse_ops import top_k_per_row
-from .base import LabelledModel
+from .base import LabelledModel, unpack_training_set
 from .knn import KNNConfig, TfidfKNN
 from .linear import LinearConfig, XRLinear
 
@@ -93,12 +93,14 @@ class LinearKnnBlend(LabelledModel):
     def featurizer(self):  # the tree's vocabulary decides what a query knows (known_queries)
         return self.tree.featurizer
 
-    def fit(self, texts: list[str], Y: sp.spmatrix, label_texts: list[str], valid: Validation | None = None,
+    def fit(self, texts, Y: sp.spmatrix | None = None, label_texts: list[str] | None = None,
+            valid: Validation | None = None,
             example_weights: np.ndarray | None = None, checkpoint_dir=None, resume: bool = False, progress: bool = True,
             mixer=None, extra: ExtraPoints | None = None) -> LinearKnnBlend:
         """Train the tree and index the neighbours on the same points (arguments as
         :meth:`.linear.XRLinear.fit`); with ``valid`` and no fixed ``knn_weight``, choose the weight
         of highest validation P@1 (the earlier, smaller weight on a tie)."""
+        texts, Y, label_texts, mixer, extra = unpack_training_set(texts, Y, label_texts, mixer, extra)
         started = time.perf_counter()
         self.set_labels(label_texts, self.label_uids if self.label_uids and len(self.label_uids) == len(label_texts)
                         else None)

@@ -18,7 +18,7 @@ from ..errors import ConfigError
 from ..features import TextFeaturizer
 from ..settings import check_ranges
 from .astec import BagOfEmbeddings
-from .base import LabelledModel
+from .base import LabelledModel, unpack_training_set
 from .dual_encoder import FrozenEmbeddings
 from .inception import InceptionEncoder, WordVocabulary, token_bags
 from .neural import XMCNetwork
@@ -133,7 +133,7 @@ class NeuralXMC(LabelledModel):
             return self.tokens.vocab_size
         return self.config.dim if X is None else X.shape[1]
 
-    def fit(self, texts: list[str], Y: sp.csr_matrix, label_texts: list[str],
+    def fit(self, texts, Y: sp.csr_matrix | None = None, label_texts: list[str] | None = None,
             valid: Validation | None = None, example_weights: np.ndarray | None = None,
             checkpoint_dir: str | Path | None = None, resume: bool = False, progress: bool = True,
             mixer=None, extra: ExtraPoints | None = None) -> NeuralXMC:
@@ -145,6 +145,7 @@ class NeuralXMC(LabelledModel):
         points once (families that read TF-IDF rows or sentence embeddings only);
         ``extra`` marks the augmentation points and sets their loss weight and share of each epoch.
         """
+        texts, Y, label_texts, mixer, extra = unpack_training_set(texts, Y, label_texts, mixer, extra)
         cfg = self.config
         self.set_labels(label_texts)
         torch.manual_seed(cfg.train.seed)

@@ -21,7 +21,7 @@ from ..errors import ConfigError
 from ..features import TextFeaturizer
 from ..settings import check_ranges
 from ..sparse_ops import top_k_per_row
-from .base import LabelledModel
+from .base import LabelledModel, unpack_training_set
 
 
 @dataclass
@@ -56,7 +56,7 @@ class TfidfKNN(LabelledModel):
         self.Y: sp.csr_matrix | None = None
         self.result: TrainResult | None = None
 
-    def fit(self, texts: list[str], Y: sp.spmatrix, label_texts: list[str] | None = None, valid: Validation | None = None,
+    def fit(self, texts, Y: sp.spmatrix | None = None, label_texts: list[str] | None = None, valid: Validation | None = None,
             example_weights=None, checkpoint_dir=None, resume: bool = False, progress: bool = False, mixer=None,
             extra=None) -> TfidfKNN:
         """Index the training texts; ``Y`` may hold soft targets in [0, 1]. A text transform
@@ -65,8 +65,10 @@ class TfidfKNN(LabelledModel):
         from ..augment.transforms import append_text_draw
 
         started = time.perf_counter()
+        texts, Y, label_texts, mixer, extra = unpack_training_set(texts, Y, () if label_texts is None else label_texts,
+                                                                  mixer, extra)
         texts, Y = list(texts), sp.csr_matrix(Y, dtype=np.float32)
-        self.set_labels(list(label_texts) if label_texts is not None else [""] * Y.shape[1])
+        self.set_labels(list(label_texts) if len(label_texts) else [""] * Y.shape[1])
         if mixer is not None and mixer.acts_on == "features":
             raise ConfigError(f"knn indexes texts; {mixer.kind} mixes input vectors")
         if mixer is not None:

@@ -37,7 +37,7 @@ from ..engine.records import ExtraPoints, TrainResult, Validation, validation_me
 from ..errors import ConfigError
 from ..features import TextFeaturizer
 from ..settings import check_ranges
-from .base import LabelledModel
+from .base import LabelledModel, unpack_training_set
 from .linear_check import check_level_rows, level_rows, read_saved
 
 
@@ -188,10 +188,13 @@ class XRLinear(LabelledModel):
             raise RuntimeError("fit or load the model first")
         return self._with_bias(self.featurizer.transform(list(texts)))
 
-    def fit(self, texts: list[str], Y: sp.csr_matrix, label_texts: list[str], valid: Validation | None = None,
+    def fit(self, texts, Y: sp.csr_matrix | None = None, label_texts: list[str] | None = None,
+            valid: Validation | None = None,
             example_weights: np.ndarray | None = None, checkpoint_dir: str | Path | None = None,
             resume: bool = False, progress: bool = True, mixer=None, extra: ExtraPoints | None = None) -> XRLinear:
-        """Train on ``texts`` with (soft) targets ``Y`` (``N x L``) and the labels' texts.
+        """Train on ``texts`` with (soft) targets ``Y`` (``N x L``) and the labels' texts, or on a
+        :class:`~gandalf_xmc.augment.TrainingSet` given as ``texts`` (``Y`` left out), which brings
+        its label points' weight and its transform: ``fit(training_set(ds, recipe), label_texts=...)``.
 
         ``valid`` (a :class:`~gandalf_xmc.engine.records.Validation` of texts) is scored once at the end
         (the training record's only epoch); ``extra`` marks the augmentation points and their loss
@@ -201,6 +204,7 @@ class XRLinear(LabelledModel):
         restarts from the beginning. Levels too large for memory are written under
         ``checkpoint_dir`` (else the system's temporary directory) and removed with the model.
         """
+        texts, Y, label_texts, mixer, extra = unpack_training_set(texts, Y, label_texts, mixer, extra)
         from ..augment.conventional import append_mixed
         from ..augment.transforms import append_text_draw
 

@@ -21,13 +21,16 @@ if TYPE_CHECKING:
 
 
 class XMCModel(Protocol):
-    """What every model offers (see :class:`gandalf_xmc.models.linear.XRLinear` for the arguments)."""
+    """What every model offers (see :class:`gandalf_xmc.models.linear.XRLinear` for the arguments).
+    ``fit`` takes texts and targets, or a :class:`~gandalf_xmc.augment.TrainingSet` whole
+    (:func:`.base.unpack_training_set`)."""
 
     kind: str
     result: object
 
-    def fit(self, texts: list[str], Y, label_texts: list[str], valid: Validation | None = None, example_weights=None,
-            checkpoint_dir=None, resume: bool = False, progress: bool = True, mixer=None, extra=None) -> XMCModel: ...
+    def fit(self, texts, Y=None, label_texts: list[str] | None = None, valid: Validation | None = None,
+            example_weights=None, checkpoint_dir=None, resume: bool = False, progress: bool = True, mixer=None,
+            extra=None) -> XMCModel: ...
 
     def predict(self, texts: list[str], k: int = 100, progress: bool = False): ...
 

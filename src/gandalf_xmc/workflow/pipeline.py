@@ -19,7 +19,7 @@ import numpy as np
 from ..augment import AugmentConfig, build_training_set, training_set
 from ..data.atomic import atomic_path, check_output_directory, output_lock, replace_directory
 from ..data.dataset import Split, XMCDataset
-from ..engine.records import ExtraPoints, TrainResult, Validation
+from ..engine.records import TrainResult, Validation
 from ..errors import ConfigError
 from ..metrics import inverse_propensity
 from ..metrics.ranking import prepare
@@ -57,15 +57,12 @@ def fit_augmented(rest: XMCDataset, valid: Split | None, inv, model_config, augm
     """Train one model on ``rest`` with ``augment`` (model selection on ``valid``, with the labels'
     inverse propensities ``inv``, when given); returns it and the number of training points it saw."""
     built = build_training_set(rest, augment)
-    train, mask = built.split, built.extra
-    extra = ExtraPoints(mask, augment.extra_weight, augment.extra_share, augment.extra_negatives) if mask.any() else None
     model = build_model(model_config)
     model.set_labels(rest.label_texts, rest.label_uids)
-    model.fit(train.texts, train.Y, rest.label_texts,
+    model.fit(built, label_texts=rest.label_texts,
               valid=Validation(valid.texts, valid.Y, inv, valid.filter_pairs) if valid is not None and len(valid) else None,
-              checkpoint_dir=checkpoint_dir, resume=resume, progress=progress, mixer=built.transform,
-              extra=extra)
-    return model, len(train)
+              checkpoint_dir=checkpoint_dir, resume=resume, progress=progress)
+    return model, len(built)
 
 
 def train_model(dataset: XMCDataset, out_dir: str | Path, model_config, augment: AugmentConfig,
