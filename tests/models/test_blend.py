@@ -74,3 +74,16 @@ def test_validation_chooses_the_weight_of_best_p1_and_zero_is_among_them(fruit, 
     again = LinearKnnBlend.load(tmp_path / "m")
     assert again.knn_weight == blend.knn_weight
     assert (again.predict(valid.texts, k=5) != blend.predict(valid.texts, k=5)).nnz == 0
+
+
+def test_without_validation_the_weight_is_the_left_out_choice(fruit):
+    from gandalf_xmc.augment import preset, training_set
+    from gandalf_xmc.models.blend import UNVALIDATED_WEIGHT
+
+    plain = LinearKnnBlend(model_config("linear-knn", seed=0)).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts,
+                                                                   progress=False)
+    assert plain.knn_weight == UNVALIDATED_WEIGHT[False] == 0.1
+    recipe = training_set(fruit, preset("gandalf-tempered", 0))
+    with_points = LinearKnnBlend(model_config("linear-knn", seed=0)).fit(recipe, label_texts=fruit.label_texts,
+                                                                         progress=False)
+    assert with_points.knn_weight == UNVALIDATED_WEIGHT[True] == 0.35

@@ -5,7 +5,8 @@ score and ``vote`` the share of the query's TF-IDF neighbours (weighted as :clas
 weighs them) that carry l, in [0, 1]. Both parts train on the same points; each ranks its top
 ``candidates`` labels and the blend ranks their union. ``w`` is chosen on the validation split
 among :attr:`BlendConfig.weights` (0 among them, so on that split the blend is never below the
-tree alone in P@1); without a validation split the configured ``knn_weight`` is used. A model
+tree alone in P@1); without a validation split, the configured ``knn_weight``, else the weight
+chosen by leaving each dev dataset out (:data:`UNVALIDATED_WEIGHT`). A model
 retrained on every point after validation keeps the weight chosen (:func:`refit_config`).
 
 Why: the tree generalises over words, the neighbours remember near copies of the training texts
@@ -42,7 +43,7 @@ class BlendConfig:
     linear: LinearConfig = field(default_factory=LinearConfig)
     knn: KNNConfig = field(default_factory=KNNConfig)
     weights: tuple[float, ...] = (0.0, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.5)  # tried on validation, in order
-    knn_weight: float | None = None  # the weight used without validation; None: chosen on validation (else 0.5)
+    knn_weight: float | None = None  # fixed; None: chosen on validation (else UNVALIDATED_WEIGHT)
     candidates: int = 100  # labels each part ranks for the blend
     seed: int = 0
 
@@ -59,7 +60,9 @@ class BlendConfig:
                       "weights": tuple(d.get("weights", cls.weights))})
 
 
-UNVALIDATED_WEIGHT = 0.5  # knn_weight None and no validation split (docs/decisions.md, "Blending")
+# knn_weight None and no validation split: the weight that wins leaving each dev dataset out
+# (benchmarks/blend_weights.py; docs/decisions.md, "Blending"), with label points and without
+UNVALIDATED_WEIGHT = {True: 0.35, False: 0.1}
 
 
 def config_for(name: str, seed: int | None = None, threads: int | None = None, epochs: int | None = None) -> BlendConfig:
@@ -86,7 +89,7 @@ class LinearKnnBlend(LabelledModel):
         self.config = config or BlendConfig()
         self.tree = XRLinear(replace(self.config.linear, seed=self.config.seed))
         self.knn = TfidfKNN(replace(self.config.knn, seed=self.config.seed))
-        self.knn_weight = self.config.knn_weight if self.config.knn_weight is not None else UNVALIDATED_WEIGHT
+        self.knn_weight = self.config.knn_weight if self.config.knn_weight is not None else UNVALIDATED_WEIGHT[False]
         self.result: TrainResult | None = None
 
     @property
@@ -107,6 +110,8 @@ class LinearKnnBlend(LabelledModel):
         self.tree.fit(texts, Y, label_texts, example_weights=example_weights, checkpoint_dir=checkpoint_dir,
                       progress=progress, mixer=mixer, extra=extra)
         self.knn.fit(texts, Y, label_texts, mixer=mixer)
+        if self.config.knn_weight is None:  # the neighbours' vote is worth more where label points carry label texts
+            self.knn_weight = UNVALIDATED_WEIGHT[extra is not None and bool(np.any(extra.mask))]
         record: dict = {"epoch": 0}
         if valid is not None:
             inputs = list(valid.inputs)
