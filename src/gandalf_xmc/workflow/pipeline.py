@@ -2,7 +2,7 @@
 original training points (never the test split), and write a self-contained model directory.
 
 Validation chooses (the augmentation under ``auto``, the epoch count of a model trained in
-epochs) and reports; then the final model is trained again on every training point with what was
+epochs, the blend's weight) and reports; then the final model is trained again on every training point with what was
 chosen, so the saved model never loses the validation points (``refit=False`` keeps the validated
 model instead). ``training.json`` records both runs.
 """
