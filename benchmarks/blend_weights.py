@@ -18,12 +18,12 @@ import json
 from pathlib import Path
 
 import numpy as np
-from suite import augment_config, valid_fraction
+from suite import augment_config, run_grid, valid_fraction
 
-from gandalf_xmc.augment import build_training_set
+from gandalf_xmc.augment import training_set
 from gandalf_xmc.data import load_dataset
-from gandalf_xmc.data.suite import SUITE, build, is_available
-from gandalf_xmc.engine.records import ExtraPoints, Validation, validation_metrics
+from gandalf_xmc.data.suite import SUITE
+from gandalf_xmc.engine.records import Validation, validation_metrics
 from gandalf_xmc.metrics import inverse_propensity
 from gandalf_xmc.models.blend import BlendConfig, LinearKnnBlend
 from gandalf_xmc.models.registry import model_config
@@ -35,12 +35,9 @@ HERE = Path(__file__).resolve().parent
 def measure(dataset: str, augment: str, seed: int) -> dict:
     ds = load_dataset(dataset, splits=("trn",))
     rest, valid = carve_validation(ds, valid_fraction(ds.n_original_train or len(ds.train)), seed)
-    aug = augment_config(augment, seed)
-    built = build_training_set(rest, aug)
-    extra = ExtraPoints(built.extra, aug.extra_weight, aug.extra_share, aug.extra_negatives) if built.extra.any() else None
     config: BlendConfig = model_config("linear-knn", seed=seed)
-    blend = LinearKnnBlend(config).fit(built.split.texts, built.split.Y, rest.label_texts, progress=False,
-                                       mixer=built.transform, extra=extra)
+    blend = LinearKnnBlend(config).fit(training_set(rest, augment_config(augment, seed)), label_texts=rest.label_texts,
+                                       progress=False)
     v = Validation(valid.texts, valid.Y, inverse_propensity(rest.original_train_Y(), *ds.propensity_constants()),
                    valid.filter_pairs)
     tree, vote = blend.parts(list(valid.texts))
@@ -76,14 +73,7 @@ def main() -> None:
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    rows = []
-    for dataset in args.datasets:
-        if not is_available(dataset):
-            build(dataset)
-        for augment in args.augments:
-            for seed in args.seeds:
-                rows.append(measure(dataset, augment, seed))
-                print(json.dumps(rows[-1]), flush=True)
+    rows = run_grid(args.datasets, [(a, s) for a in args.augments for s in args.seeds], measure)
     loo = [row for augment in args.augments for row in leave_one_out(rows, augment)]
     print("\n| dataset | training set | weight chosen on the others | its P@1 | tree alone | own best weight | its P@1 |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

@@ -22,13 +22,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-from suite import augment_config
+from suite import augment_config, run_grid
 
-from gandalf_xmc.augment import build_training_set
+from gandalf_xmc.augment import training_set
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.data.stats import frequency_bins
-from gandalf_xmc.data.suite import build, is_available
-from gandalf_xmc.engine.records import ExtraPoints
 from gandalf_xmc.metrics import evaluate, inverse_propensity
 from gandalf_xmc.metrics.ranking import top_k_indices
 from gandalf_xmc.models.registry import build_model, model_config
@@ -42,12 +40,9 @@ def folded(text: str) -> str:
 
 def measure(dataset: str, augment: str, seed: int) -> dict:
     ds = load_dataset(dataset)
-    aug = augment_config(augment, seed)
-    built = build_training_set(ds, aug)
-    extra = ExtraPoints(built.extra, aug.extra_weight, aug.extra_share, aug.extra_negatives) if built.extra.any() else None
+    train = training_set(ds, augment_config(augment, seed))
     t0 = time.perf_counter()
-    model = build_model(model_config("linear", seed=seed)).fit(built.split.texts, built.split.Y, ds.label_texts,
-                                                               progress=False, mixer=built.transform, extra=extra)
+    model = build_model(model_config("linear", seed=seed)).fit(train, label_texts=ds.label_texts, progress=False)
     seconds = time.perf_counter() - t0
     test = ds.test
     pred = model.predict(test.texts, k=10)
@@ -94,13 +89,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=RESULTS / "new-items.json")
     args = ap.parse_args()
-    rows = []
-    for dataset in args.datasets:
-        if not is_available(dataset):
-            build(dataset)
-        for augment in args.augments:
-            rows.append(measure(dataset, augment, args.seed))
-            print(json.dumps(rows[-1]), flush=True)
+    rows = run_grid(args.datasets, [(a, args.seed) for a in args.augments], measure)
     print("\n| dataset | training set | P@1 | PSP@5 | namesakes left out: P@1 / PSP@5 | namesake top-1 % | "
           "of them right % | P@1 with namesake | P@1 without | top-1 in bins 1-5 % |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")

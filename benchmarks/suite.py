@@ -27,10 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gandalf_xmc.augment import AugmentConfig, build_training_set, training_set
+from gandalf_xmc.augment import AugmentConfig, training_set
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.data.suite import SUITE, build, is_available
-from gandalf_xmc.engine.records import ExtraPoints
 from gandalf_xmc.metrics import evaluate, inverse_propensity
 from gandalf_xmc.models.registry import build_model, model_config
 from gandalf_xmc.settings import apply_settings, parse_settings
@@ -86,12 +85,8 @@ def run_one(dataset: str, model: str, augment: str, seed: int, split: str, setti
         fitted = TfidfKNN().fit(train.texts, train.Y)
     else:
         config = apply_settings(model_config(model, seed=seed, threads=threads), settings)
-        aug = augment_config(augment, seed)
-        built = build_training_set(rest, aug)
-        train, mask = built.split, built.extra
-        extra = ExtraPoints(mask, aug.extra_weight, aug.extra_share, aug.extra_negatives) if mask.any() else None
-        fitted = build_model(config).fit(train.texts, train.Y, rest.label_texts, progress=False,
-                                         mixer=built.transform, extra=extra)
+        train = training_set(rest, augment_config(augment, seed))
+        fitted = build_model(config).fit(train, label_texts=rest.label_texts, progress=False)
     seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     pred = fitted.predict(target.texts, k=10)
@@ -103,6 +98,19 @@ def run_one(dataset: str, model: str, augment: str, seed: int, split: str, setti
             "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()},
             "n_eval": int(target.Y.shape[0]), "train_seconds": seconds,
             "queries_per_second": len(target.texts) / max(predict_seconds, 1e-9), **{m: res[m] for m in METRICS}}
+
+
+def run_grid(datasets: list[str], combinations: list[tuple], measure) -> list[dict]:
+    """``measure(dataset, *combination)`` for every dataset (built first where it is not) and
+    combination, each row printed as a JSON line as it comes; returns the rows."""
+    rows = []
+    for dataset in datasets:
+        if not is_available(dataset):
+            build(dataset)
+        for combination in combinations:
+            rows.append(measure(dataset, *combination))
+            print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in rows[-1].items()}), flush=True)
+    return rows
 
 
 def table(rows: list[dict]) -> str:
@@ -145,17 +153,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     settings = parse_settings(args.settings)
-    rows = []
-    for dataset in args.datasets:
-        if not is_available(dataset):
-            build(dataset)
-        for model in args.models:
-            for augment in args.augments:
-                for seed in args.seeds:
-                    row = run_one(dataset, model, augment, seed, args.split, settings if model != "knn" else {},
-                                  args.threads, args.protocol, args.hold_out)
-                    rows.append(row)
-                    print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+    rows = run_grid(args.datasets, [(m, a, s) for m in args.models for a in args.augments for s in args.seeds],
+                    lambda dataset, model, augment, seed: run_one(
+                        dataset, model, augment, seed, args.split, settings if model != "knn" else {}, args.threads,
+                        args.protocol, args.hold_out))
     print(table(rows))
     out = args.out or HERE / "results" / f"suite-{args.split}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
