@@ -301,7 +301,7 @@ def test_resume_with_a_foreign_checkpoint(work, capsys):
     tmp, data = work
     out = tmp / "m"
     code, _, err = run_cli(["train", "--model", "astec", "--data", str(data), "--out", str(out), "--epochs", "1",
-                            "--valid-fraction", "0"], capsys)
+                            "--valid-fraction", "0", "--keep-checkpoints"], capsys)
     assert code == 0, err
     import torch
 

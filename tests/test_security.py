@@ -25,7 +25,7 @@ def test_resume_refuses_a_pickled_payload_in_the_checkpoint(tmp_path, capsys):
     data = write_tiny_dataset(tmp_path / "data")
     out = tmp_path / "model"
     code, _, err = run_cli(["train", "--model", "astec", "--data", str(data), "--out", str(out), "--epochs", "1",
-                            "--valid-fraction", "0"], capsys)
+                            "--valid-fraction", "0", "--keep-checkpoints"], capsys)
     assert code == 0, err
     last = out / "checkpoints" / "last.pt"
     assert last.is_file()

@@ -346,6 +346,9 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
               "--set solver.max_iter=10 or --set beam=20 (repeatable; the names are the fields of the model's settings "
               "class, e.g. LinearConfig; values are JSON)."),
           resume: bool = typer.Option(False, help="Continue from OUT/checkpoints."),
+          keep_checkpoints: bool = typer.Option(False, "--keep-checkpoints", help="Keep OUT/checkpoints once the "
+                                                "run has finished (to continue it for more epochs with --resume); by "
+                                                "default they are removed."),
           encoder_precision: Precision = typer.Option("auto", help="dual-encoder's MiniLM: auto (bfloat16 where the CPU "
                                                       "has it natively, else float32) | float32 | bfloat16 | int8."),
           derive_filters: bool = DERIVE_OPTION, force: bool = FORCE_OPTION,
@@ -379,7 +382,7 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
     aug = replace(base, **changes)
     trained = train_model(ds, out, config, aug, valid_fraction, resume, progress=_show_progress(progress),
                           auto_config=AutoConfig(budget_seconds=60 * auto_budget), force=force,
-                          valid_protocol=valid_protocol.value, refit=refit)
+                          valid_protocol=valid_protocol.value, refit=refit, keep_checkpoints=keep_checkpoints)
     res = trained.result
     if trained.search is not None:
         chosen = trained.search["chosen"]

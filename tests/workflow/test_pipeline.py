@@ -69,7 +69,8 @@ def gandalf(*args, threads=1):
 def test_cli_resume_equals_an_uninterrupted_run(tiny_dir, tmp_path):
     base = ["train", "--model", "astec", "--data", str(tiny_dir), "--seed", "1", "--valid-fraction", "0.25", "--no-refit"]
     subprocess.run(gandalf(*base, "--epochs", "4", "--out", str(tmp_path / "whole")), check=True, capture_output=True)
-    subprocess.run(gandalf(*base, "--epochs", "2", "--out", str(tmp_path / "part")), check=True, capture_output=True)
+    subprocess.run(gandalf(*base, "--epochs", "2", "--out", str(tmp_path / "part"), "--keep-checkpoints"), check=True,
+                   capture_output=True)
     subprocess.run(gandalf(*base, "--epochs", "4", "--out", str(tmp_path / "part"), "--resume"), check=True,
                    capture_output=True)
     assert (tmp_path / "whole" / "weights.pt").read_bytes() == (tmp_path / "part" / "weights.pt").read_bytes()

@@ -88,14 +88,15 @@ def test_a_protocol_never_costs_the_final_model_points(fruit, tmp_path):
 
 def test_a_resumed_run_does_not_validate_again(fruit, tmp_path, monkeypatch):
     config = model_config("linear", seed=0)
-    first = train_model(fruit, tmp_path / "m", config, AugmentConfig("none"), valid_fraction=0.25, progress=False)
+    first = train_model(fruit, tmp_path / "m", config, AugmentConfig("none"), valid_fraction=0.25, progress=False,
+                        keep_checkpoints=True)  # as a run killed during its final training leaves them
     from gandalf_xmc.workflow import pipeline
 
     calls = []
     real = pipeline._validation_run
     monkeypatch.setattr(pipeline, "_validation_run", lambda *a, **k: calls.append(1) or real(*a, **k))
     again = train_model(fruit, tmp_path / "m", config, AugmentConfig("none"), valid_fraction=0.25, progress=False,
-                        resume=True)
+                        resume=True, keep_checkpoints=True)
     assert calls == [] and again.info["validation_run"] == first.info["validation_run"]
     same_model(again.model, first.model, fruit.test.texts)
     # another request validates afresh
@@ -119,3 +120,13 @@ def test_a_neural_final_model_trains_for_the_validated_epoch_count(fruit, tmp_pa
     assert mine.keys() == theirs.keys()
     for name in mine:  # float sums over two threads may round in another order: equal to 1e-5, not to the bit
         torch.testing.assert_close(mine[name], theirs[name], rtol=1e-5, atol=1e-6)
+
+
+def test_a_finished_run_removes_its_checkpoints_unless_asked_to_keep_them(fruit, tmp_path):
+    config = model_config("linear", seed=0)
+    train_model(fruit, tmp_path / "m", config, AugmentConfig("auto"), valid_fraction=0.25, progress=False,
+                auto_config=auto.AutoConfig(candidates=("none", "identity")))
+    assert not (tmp_path / "m" / "checkpoints").exists() and (tmp_path / "m" / "auto.json").is_file()
+    train_model(fruit, tmp_path / "k", config, AugmentConfig("auto"), valid_fraction=0.25, progress=False,
+                auto_config=auto.AutoConfig(candidates=("none", "identity")), keep_checkpoints=True)
+    assert (tmp_path / "k" / "checkpoints" / "auto" / "trials.json").is_file()

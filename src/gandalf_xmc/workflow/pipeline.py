@@ -68,7 +68,7 @@ def fit_augmented(rest: XMCDataset, valid: Split | None, inv, model_config, augm
 def train_model(dataset: XMCDataset, out_dir: str | Path, model_config, augment: AugmentConfig,
                 valid_fraction: float = 0.05, resume: bool = False, progress: bool = True,
                 auto_config: auto.AutoConfig | None = None, force: bool = False,
-                valid_protocol: str = "random", refit: bool = True) -> TrainedModel:
+                valid_protocol: str = "random", refit: bool = True, keep_checkpoints: bool = False) -> TrainedModel:
     """Train and save to ``out_dir`` (weights, features, clusters, label texts, settings, history).
 
     Checkpoints go to ``out_dir/checkpoints`` so that ``resume=True`` continues an interrupted run.
@@ -82,8 +82,10 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config, augment:
     :func:`.models.registry.refit_config`).
 
     ``out_dir`` must be new or empty unless ``force`` (or ``resume``); it is never the dataset's
-    directory. The finished model replaces it whole (checkpoints carried over), so an interrupted
-    run leaves the old directory, with this run's checkpoints to resume from.
+    directory. The finished model replaces it whole, so an interrupted run leaves the old
+    directory, with this run's checkpoints to resume from. A finished run removes its checkpoints
+    (the trials of ``auto``, a neural model's epochs) unless ``keep_checkpoints`` (to continue it
+    for more epochs with ``resume``).
     """
     out = check_output_directory(out_dir, force or resume, inputs=(dataset.path,),
                                  reusable="checkpoints" if resume else None)
@@ -93,8 +95,11 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config, augment:
         if not resume and (out / "checkpoints").exists():
             shutil.rmtree(out / "checkpoints")  # a fresh run does not mix with an older run's checkpoints
         try:
-            return _train_into(dataset, out, model_config, augment, valid_fraction, resume, progress, auto_config,
-                               valid_protocol, refit)
+            trained = _train_into(dataset, out, model_config, augment, valid_fraction, resume, progress, auto_config,
+                                  valid_protocol, refit)
+            if not keep_checkpoints:
+                shutil.rmtree(out / "checkpoints", ignore_errors=True)  # often larger than the model
+            return trained
         except BaseException:
             # a new directory holding no checkpoint to resume from is removed again
             if not existed and out.is_dir() and not any(p.is_file() for p in out.rglob("*")):
