@@ -380,6 +380,7 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
     if extra_weight is not None:
         changes["extra_weight"] = extra_weight
     aug = replace(base, **changes)
+    started = time.perf_counter()
     trained = train_model(ds, out, config, aug, valid_fraction, resume, progress=_show_progress(progress),
                           auto_config=AutoConfig(budget_seconds=60 * auto_budget), force=force,
                           valid_protocol=valid_protocol.value, refit=refit, keep_checkpoints=keep_checkpoints)
@@ -396,10 +397,10 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
     best = checked.history[checked.best_epoch] if checked.history else {}
     valid = f"valid P@1 {best['P@1']:.2f}, PSP@5 {best['PSP@5']:.2f}" if "P@1" in best else "no validation split"
     epochs_note = f"best epoch {checked.best_epoch + 1} of {len(checked.history)}, " if MODELS[model.value].in_epochs else ""
-    final = (f"; final model on all {trained.info['n_train']:,} training points in {res.seconds:.1f} s"
+    final = (f"; then the final model on all {trained.info['n_train']:,} training points ({res.seconds:.1f} s)"
              if trained.info["refit"] else "")
-    _say(f"trained {model.value} on {ds.name} ({training_set.value}) in {checked.seconds:.1f} s; {epochs_note}{valid}"
-         f"{final} -> {out}")
+    _say(f"trained {model.value} on {ds.name} ({training_set.value}) in {time.perf_counter() - started:.1f} s "
+         f"all told; {epochs_note}{valid}{final} -> {out}")
 
 
 @app.command()
