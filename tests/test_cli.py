@@ -216,3 +216,28 @@ def test_the_demo_writes_a_directory_a_dataset_and_says_how_to_rerun(tiny_dir, t
                                          "add --force to run it again there, or give another --out")
     code, _, err = run_cli(["demo", "--data", str(tiny_dir), "--model", "knn", "--no-progress", "--force"], capsys)
     assert code == 0, err
+
+
+def test_evaluate_scores_several_files_side_by_side_with_intervals(tiny_dir, tmp_path, capsys):
+    for name, augment in (("plain", "none"), ("points", "identity")):
+        assert run_cli(["train", "--data", str(tiny_dir), "--augment", augment, "--out", str(tmp_path / name),
+                        "--no-progress"], capsys)[0] == 0
+        assert run_cli(["predict", str(tmp_path / name), "--data", str(tiny_dir), "--out", str(tmp_path / f"{name}.txt"),
+                        "--no-progress"], capsys)[0] == 0
+    files = [str(tmp_path / "plain.txt"), str(tmp_path / "points.txt")]
+    alone = []
+    for f in files:
+        code, out, err = run_cli(["evaluate", f, "--data", str(tiny_dir), "--json"], capsys)
+        assert code == 0, err
+        alone.append(json.loads(out))
+    code, out, err = run_cli(["evaluate", *files, "--data", str(tiny_dir), "--json", "--bootstrap", "50"], capsys)
+    assert code == 0, err
+    both = json.loads(out)
+    assert list(both["files"]) == ["plain.txt", "points.txt"]
+    for name, single in zip(both["files"], alone):
+        scores = {m: v for m, v in both["files"][name].items() if m != "intervals"}
+        assert scores == {m: v for m, v in single.items() if "@" in m}
+    assert set(both["files"]["points.txt"]["intervals"]) >= {"P@1", "PSP@5", "P@1 - first"}
+    code, out, err = run_cli(["evaluate", *files, "--data", str(tiny_dir), "--bins"], capsys)
+    assert code == 0, err
+    assert "plain.txt\tpoints.txt" in out and "they add up to P@5" in out

@@ -272,44 +272,73 @@ def _has_test(data: Optional[str]) -> bool:
 
 
 @app.command()
-def evaluate(pred_file: Path = typer.Argument(..., help="Predictions: sparse matrix text (label:score a row) or a "
-                                                         "scipy .npz matrix (one row a point)."),
+def evaluate(pred_files: list[Path] = typer.Argument(..., help="Prediction files: sparse matrix text (label:score a "
+                                                          "row) or a scipy .npz matrix (one row a point); several are "
+                                                          "scored side by side."),
              data: Optional[str] = DATA_OPTION,
              split: str = typer.Option("tst", help="Which split the predictions are for."),
              k: list[str] = typer.Option(["1,3,5"], "-k", help="Cut-offs: -k 1,3,5 or -k 1 -k 3 -k 5."),
              a: Optional[float] = typer.Option(None, "-A", help="Propensity A (default: the dataset's)."),
              b: Optional[float] = typer.Option(None, "-B", help="Propensity B (default: the dataset's)."),
-             bins: bool = typer.Option(False, "--bins", help="Also report each of five label-frequency bins' share of P@k."),
+             bins: bool = typer.Option(False, "--bins", help="Also report each of five label-frequency bins' "
+                                       "contribution to P@k (the five add up to P@k)."),
+             bootstrap: int = typer.Option(0, min=0, help="Resamples of the test points for 90% intervals of P@k "
+                                           "and PSP@k, shared by every file, so a second file's difference from the "
+                                           "first gets its own interval (e.g. 1000; 0: none)."),
+             seed: int = SEED_OPTION,
              derive_filters: bool = DERIVE_OPTION,
              as_json: bool = typer.Option(False, "--json", help="Print one JSON object (metrics in percent).")) -> None:
-    """Score a prediction file: P@k, nDCG@k, PSP@k, PSnDCG@k, R@k, C@k (filter pairs removed)."""
+    """Score prediction files: P@k, nDCG@k, PSP@k, PSnDCG@k, R@k, C@k (filter pairs removed)."""
     from .data.formats import read_predictions
     from .data.stats import frequency_bins
-    from .metrics import bin_contributions, inverse_propensity
+    from .metrics import bin_contributions, bootstrap_intervals, inverse_propensity
     from .metrics import evaluate as evaluate_metrics
 
     ds = _load(data, splits=tuple(dict.fromkeys(("trn", split))), derive_filters=derive_filters)
     target = ds.split(split)
     ks = tuple(sorted(set(_whole_numbers(_listed(k, "-k"), "-k"))))
     pa, pb = ds.propensity_constants(a, b)  # checked there
-    pred = read_predictions(pred_file, expect_shape=(len(target), ds.n_labels))
     w = inverse_propensity(ds.original_train_Y(), pa, pb)
-    res = evaluate_metrics(pred, target.Y, w, ks, target.filter_pairs)
-    out = {f"{m}@{kk}": res[f"{m}@{kk}"] for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "C") for kk in ks}
-    if bins:
-        contrib = bin_contributions(pred, target.Y, frequency_bins(ds.label_frequencies()), max(ks), target.filter_pairs)
-        out.update({f"bin{i + 1}_P@{max(ks)}": float(c) for i, c in enumerate(contrib)})
+    preds = [read_predictions(f, expect_shape=(len(target), ds.n_labels)) for f in pred_files]
+    names = [f.name if [g.name for g in pred_files].count(f.name) == 1 else str(f) for f in pred_files]
+    scores = []
+    for pred in preds:
+        res = evaluate_metrics(pred, target.Y, w, ks, target.filter_pairs)
+        out = {f"{m}@{kk}": res[f"{m}@{kk}"] for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "C") for kk in ks}
+        if bins:
+            contrib = bin_contributions(pred, target.Y, frequency_bins(ds.label_frequencies()), max(ks),
+                                        target.filter_pairs)
+            out.update({f"bin{i + 1}_P@{max(ks)}": float(c) for i, c in enumerate(contrib)})
+        scores.append(out)
+    n_points = int(res["n_points"])
+    intervals = bootstrap_intervals(preds, target.Y, w, ks, target.filter_pairs, bootstrap, seed) if bootstrap else None
     if as_json:
-        print(json.dumps({**out, "propensity": {"A": pa, "B": pb}, "n_points": int(res["n_points"])}))
+        extra = {"propensity": {"A": pa, "B": pb}, "n_points": n_points}
+        if len(preds) == 1:
+            print(json.dumps({**scores[0], **extra, **({"intervals": intervals[0]} if intervals else {})}))
+        else:
+            print(json.dumps({"files": {name: {**sc, **({"intervals": iv} if intervals else {})}
+                                        for name, sc, iv in zip(names, scores, intervals or [None] * len(names))},
+                              **extra}))
         return
-    _table(f"{pred_file.name} on {ds.name}/{split} ({int(res['n_points']):,} points with labels)",
-           ["metric", *[f"@{kk}" for kk in ks]],
-           [[m, *[f"{out[f'{m}@{kk}']:.2f}" for kk in ks]] for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "C")],
-           right=tuple(f"@{kk}" for kk in ks))
+    where = f"{ds.name}/{split} ({n_points:,} points with labels)"
+    if len(preds) == 1:
+        _table(f"{names[0]} on {where}", ["metric", *[f"@{kk}" for kk in ks]],
+               [[m, *[f"{scores[0][f'{m}@{kk}']:.2f}" for kk in ks]] for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "C")],
+               right=tuple(f"@{kk}" for kk in ks))
+    else:
+        _table(f"{len(preds)} prediction files on {where}", ["metric", *names],
+               [[f"{m}@{kk}", *[f"{sc[f'{m}@{kk}']:.2f}" for sc in scores]]
+                for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "C") for kk in ks], right=tuple(names))
     _say(f"propensity A = {pa:g}, B = {pb:g} (PSP, PSnDCG)")
+    if intervals:
+        for name, iv in zip(names, intervals):
+            _say(f"{name}: 90% intervals over {bootstrap:,} resamples of the points: "
+                 + ", ".join(f"{m} {lo:.2f} to {hi:.2f}" for m, (lo, hi) in iv.items()))
     if bins:
-        _say(f"share of P@{max(ks)} by label-frequency bin (1 = head ... 5 = tail): "
-             + ", ".join(f"{out[f'bin{i + 1}_P@{max(ks)}']:.2f}" for i in range(5)))
+        for name, sc in zip(names, scores):
+            _say(f"{name}: contribution to P@{max(ks)} by label-frequency bin (1 = head ... 5 = tail; they add up "
+                 f"to P@{max(ks)}): " + ", ".join(f"{sc[f'bin{i + 1}_P@{max(ks)}']:.2f}" for i in range(5)))
 
 
 @app.command()

@@ -140,3 +140,32 @@ def test_psp_bin_contributions_by_hand():
     bins = np.array([0, 1, 1])
     # ideal: point 0 -> 3 + 1, point 1 -> 3; total 7
     np.testing.assert_allclose(bin_contributions(pred, truth, bins, k=2, inv_propensity=w), [100 / 7, 300 / 7])
+
+
+def test_bootstrap_intervals_resample_points_as_evaluate_scores_them():
+    """An independent route: draw the same resamples (same seed, same generator calls), score each
+    resample with ``evaluate`` on the resampled rows, and take the percentiles by hand."""
+    from gandalf_xmc.metrics import bootstrap_intervals
+
+    rng = np.random.default_rng(3)
+    truth = sp.random(40, 12, density=0.2, random_state=rng, format="csr")
+    truth.data[:] = 1
+    truth = truth[np.diff(truth.indptr) > 0]  # evaluate drops label-less points; keep the rows aligned
+    a = sp.random(truth.shape[0], 12, density=0.5, random_state=rng, format="csr")
+    b = sp.random(truth.shape[0], 12, density=0.5, random_state=rng, format="csr")
+    w = rng.uniform(1, 4, size=12)
+    got = bootstrap_intervals([a, b], truth, w, ks=(1, 3), n_boot=200, seed=7)
+    draws = np.random.default_rng(7)
+    draws = [draws.integers(0, truth.shape[0], truth.shape[0]) for _ in range(200)]
+    by_hand = {name: {m: [] for m in ("P@1", "P@3", "PSP@1", "PSP@3")} for name in "ab"}
+    for idx in draws:
+        for name, P in (("a", a), ("b", b)):
+            res = evaluate(P[idx], truth[idx], w, ks=(1, 3))
+            for m in by_hand[name]:
+                by_hand[name][m].append(res[m])
+    for m in ("P@1", "P@3", "PSP@1", "PSP@3"):
+        assert got[0][m] == pytest.approx(np.percentile(by_hand["a"][m], [5, 95]).tolist())
+        assert got[1][m] == pytest.approx(np.percentile(by_hand["b"][m], [5, 95]).tolist())
+        diff = np.array(by_hand["b"][m]) - np.array(by_hand["a"][m])
+        assert got[1][f"{m} - first"] == pytest.approx(np.percentile(diff, [5, 95]).tolist())
+    assert "P@1 - first" not in got[0]

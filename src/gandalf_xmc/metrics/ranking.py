@@ -178,3 +178,43 @@ def bin_contributions(predictions: sp.spmatrix, truth: sp.spmatrix, label_bins: 
     gained = np.bincount(label_bins[correct], weights=w[correct], minlength=n_bins)
     ideal_width = int(min(k, np.diff(prep.truth.indptr).max(initial=1)))
     return 100.0 * gained / _ideal_weights(prep.truth, w, ideal_width).sum()
+
+
+def bootstrap_intervals(predictions: list[sp.spmatrix], truth: sp.spmatrix, inv_propensity: np.ndarray | None,
+                        ks: tuple[int, ...] = (1, 3, 5), filter_pairs: np.ndarray | None = None, n_boot: int = 1000,
+                        seed: int = 0, level: float = 0.9) -> list[dict[str, list[float]]]:
+    """Percentile intervals of P@k (and PSP@k with ``inv_propensity``) for each prediction matrix,
+    over ``n_boot`` resamples of the test points, in percent; the resamples are shared by every
+    matrix (paired), so the entries after the first also hold ``"<metric> - first"``: the interval
+    of the difference from the first matrix. PSP@k is recomputed as a ratio on each resample, as
+    :func:`evaluate` computes it."""
+    kmax = max(ks)
+    per_file = []
+    for P in predictions:
+        prep = prepare(P, truth, kmax, filter_pairs)
+        hits = prep.hits.astype(np.float64)
+        parts = {f"P@{k}": (hits[:, :k].sum(axis=1) / k, None) for k in ks}
+        if inv_propensity is not None:
+            w = np.asarray(inv_propensity, dtype=np.float64)
+            w_hits = np.where(prep.hits, w[np.maximum(prep.top, 0)], 0.0)
+            ideal = _ideal_weights(prep.truth, w, int(min(kmax, np.diff(prep.truth.indptr).max(initial=1))))
+            parts.update({f"PSP@{k}": (w_hits[:, :k].sum(axis=1) / k, ideal[:, :k].sum(axis=1) / k) for k in ks})
+        per_file.append(parts)
+    n = next(iter(per_file[0].values()))[0].size
+    rng = np.random.default_rng(seed)
+    draws = [rng.integers(0, n, n) for _ in range(n_boot)]
+
+    def values(parts: dict) -> dict[str, np.ndarray]:
+        return {m: np.array([100.0 * (num[i].sum() / den[i].sum() if den is not None else num[i].mean()) for i in draws])
+                for m, (num, den) in parts.items()}
+
+    lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
+    sampled = [values(parts) for parts in per_file]
+    out = []
+    for f, vals in enumerate(sampled):
+        row = {m: [float(np.percentile(v, lo)), float(np.percentile(v, hi))] for m, v in vals.items()}
+        if f:
+            row.update({f"{m} - first": [float(np.percentile(v - sampled[0][m], lo)),
+                                         float(np.percentile(v - sampled[0][m], hi))] for m, v in vals.items()})
+        out.append(row)
+    return out
