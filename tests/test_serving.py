@@ -317,3 +317,31 @@ def test_a_splits_predictions_leave_out_namesakes(saved_model, tiny_dir, tmp_pat
         kept = [j for j in np.argsort(-full[row], kind="stable") if full[row, j] > 0 and j != namesake][:3]
         assert sorted(np.flatnonzero(got[row]).tolist()) == sorted(kept)
         np.testing.assert_allclose(got[row, kept], full[row, kept], rtol=1e-5)  # the file keeps 7 digits
+
+
+def test_predict_writes_each_format_for_queries_and_for_a_split(saved_model, tiny_dir, tmp_path, capsys):
+    from gandalf_xmc.data.formats import read_predictions, read_sparse_text
+
+    directory, model = saved_model
+    queries = tmp_path / "q.txt"
+    queries.write_text("red apple\napple pie recipe\n")
+    code, out, err = run_cli(["predict", str(directory), "--input", str(queries), "--format", "txt", "-k", "2"], capsys)
+    assert code == 0, err
+    text_rows = tmp_path / "q-pred.txt"
+    text_rows.write_text(out)
+    want = model.predict(["red apple", "apple pie recipe"], k=2).toarray()
+    np.testing.assert_allclose(read_sparse_text(text_rows).toarray(), want, rtol=1e-5)
+    code, _, err = run_cli(["predict", str(directory), "--input", str(queries), "--format", "npz", "-k", "2", "--out",
+                            str(tmp_path / "q.npz")], capsys)
+    assert code == 0, err
+    np.testing.assert_allclose(read_predictions(tmp_path / "q.npz", (2, 4)).toarray(), want, rtol=1e-6)
+    # a split as JSON lines: each point's uid, its text and its ranked labels
+    code, _, err = run_cli(["predict", str(directory), "--data", str(tiny_dir), "--format", "jsonl", "-k", "2", "--out",
+                            str(tmp_path / "split.jsonl")], capsys)
+    assert code == 0, err
+    ds = load_dataset(tiny_dir)
+    lines = [json.loads(line) for line in (tmp_path / "split.jsonl").read_text().splitlines()]
+    assert [line["uid"] for line in lines] == ds.test.uids
+    assert [line["labels"] for line in lines] == model.predict_labels(ds.test.texts, 2, ds.test.uids)
+    code, _, err = run_cli(["predict", str(directory), "--input", str(queries), "--format", "npz"], capsys)
+    assert code == 2 and "give --out FILE" in err

@@ -28,6 +28,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 
 # choices, from the tables that define them
 ModelName = Enum("ModelName", {n: n for n in MODELS}, type=str)
+PredictionFormat = Enum("PredictionFormat", {n: n for n in ("jsonl", "txt", "npz")}, type=str)
 TrainableModel = Enum("TrainableModel", {n: n for n in MODELS}, type=str)
 AugmentName = Enum("AugmentName", {n: n for n in TRAINING_SETS}, type=str)
 WrittenAugmentName = Enum("WrittenAugmentName", {row.name: row.name for row in AUGMENTATIONS.values() if row.writes_files},
@@ -447,6 +448,10 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
             out: Optional[Path] = typer.Option(None, "--out", help="Output file: sparse text predictions for --data, JSON "
                                                "lines for --input (default stdout)."),
             k: Optional[int] = typer.Option(None, "-k", min=1, help="Labels per query (default 5; 100 with --data)."),
+            fmt: Optional[PredictionFormat] = typer.Option(None, "--format", help="jsonl: ranked labels a line, each "
+                                                            "with the query's fields (--input's default) | txt: a "
+                                                            "sparse text matrix (--data's default) | npz: a scipy "
+                                                            "matrix, one row a query."),
             as_json: bool = typer.Option(False, "--json", help="With --text: print one JSON object."),
             drop_namesakes: bool = typer.Option(False, "--drop-namesakes", help="The queries are new items, outside the "
                                                 "catalogue: leave out labels of exactly the query's text (an older "
@@ -466,7 +471,13 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
         raise ConfigError("give one of --text QUERY, --input FILE (or -), or --data DATASET with --out FILE")
     if uid is not None and text is None:
         raise ConfigError("--uid goes with --text (in an --input file, give each JSON line a 'uid')")
-    predictor = load_predictor(model_dir, light=data is None)  # numpy-only for queries: a fast start
+    fmt_name = None if fmt is None else fmt.value
+    if fmt_name is not None and text is not None:
+        raise ConfigError("--format goes with --input or --data (--text prints a table, or JSON with --json)")
+    if fmt_name == "npz" and (out is None or str(out) == "-"):
+        raise ConfigError("--format npz writes a binary file: give --out FILE")
+    # numpy-only for ranked queries: a fast start; a matrix of scores needs the full model
+    predictor = load_predictor(model_dir, light=data is None and fmt_name in (None, "jsonl"))
     if text is not None:
         ranked = predictor.predict_labels([text], k or 5, None if uid is None else [uid], drop_namesakes)[0]
         known = predictor.known_queries([text])[0]
@@ -481,12 +492,23 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
             print("warning: none of the query's words is in the model's vocabulary: no labels (out_of_vocabulary)",
                   file=sys.stderr)
         return
-    if input_file is not None:
+    if input_file is not None and fmt_name in (None, "jsonl"):
         from .predictor import predict_lines
 
         n = predict_lines(predictor, input_file, out, k or 5, force=force, drop_namesakes=drop_namesakes)
         if out is not None and str(out) != "-":
             _say(f"wrote the top-{k or 5} labels of {n:,} queries to {out}")
+        return
+    from .workflow.pipeline import write_predictions
+
+    if input_file is not None:  # a matrix of the queries' scores, one row a line of the file
+        from .predictor import _queries
+
+        texts = [query[0] for query in _queries(input_file)]
+        write_predictions(predictor.model, texts, predictor.n_labels, "-" if out is None else out, k=k or 5,
+                          progress=_show_progress(progress), force=force,
+                          inputs=() if input_file == "-" else (input_file,), closed=(model_dir,),
+                          drop_namesakes=drop_namesakes, fmt=fmt_name)
         return
     if out is None:
         raise ConfigError("--data needs --out FILE (the prediction file)")
@@ -498,19 +520,25 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
     if find_split_file(directory, "lbl") is not None or (directory / "lbl_X.txt").exists():
         ds = _load(data, splits=(split,), derive_filters=False)
         predictor.check_labels(ds.label_uids, ds.label_texts, ds.path)
-        texts = ds.split(split).texts
+        texts, uids = ds.split(split).texts, ds.split(split).uids
     else:  # new points only: the model's labels, targets optional
         split_path = find_split_file(directory, split)
         if split_path is None:
             from .errors import DataFormatError
 
             raise DataFormatError(directory / f"{split}.json.gz", None, f"missing '{split}' split file")
-        texts = read_lf_json(split_path, predictor.n_labels, require_targets=None).texts
-    from .workflow.pipeline import write_predictions
-
+        points = read_lf_json(split_path, predictor.n_labels, require_targets=None)
+        texts, uids = points.texts, points.uids
     kk = k or 100
-    write_predictions(predictor.model, texts, predictor.n_labels, out, k=kk, progress=_show_progress(progress),
-                      force=force, inputs=(directory,), closed=(model_dir,), drop_namesakes=drop_namesakes)
+    if fmt_name == "jsonl":  # ranked labels with each point's uid (its own label left out, as filter files do)
+        from .predictor import predict_lines
+
+        predict_lines(predictor, None, out, kk, force=force, drop_namesakes=drop_namesakes,
+                      queries=((t, u, {}) for t, u in zip(texts, uids)), inputs=(directory,))
+    else:
+        write_predictions(predictor.model, texts, predictor.n_labels, out, k=kk, progress=_show_progress(progress),
+                          force=force, inputs=(directory,), closed=(model_dir,), drop_namesakes=drop_namesakes,
+                          fmt=fmt_name or "txt")
     if str(out) != "-":
         _say(f"wrote top-{kk} predictions of {len(texts):,} points to {out}")
 

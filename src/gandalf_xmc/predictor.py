@@ -123,19 +123,20 @@ def _queries(source: str):
             fh.close()
 
 
-def predict_lines(predictor: Predictor, source: str, out: str | Path | None, k: int, batch: int = 2048,
-                  force: bool = False, drop_namesakes: bool = False) -> int:
+def predict_lines(predictor: Predictor, source: str | None, out: str | Path | None, k: int, batch: int = 2048,
+                  force: bool = False, drop_namesakes: bool = False, queries=None, inputs: tuple = ()) -> int:
     """Rank the labels of every query of ``source`` and write one JSON line a query: ``uid`` when
     the query gave one, the JSON line's other fields as they were, ``text`` and ``labels`` (a
     query's own label, by its uid, is left out; with ``drop_namesakes`` so are labels of exactly
     its text), to ``out`` or stdout; returns the number of queries. ``out`` follows
     :func:`.data.atomic.check_output_file`'s rule (``force``; never the query file nor inside the
-    model directory)."""
+    model directory). ``queries``: ``(text, uid or None, fields)`` to rank instead of ``source``'s
+    lines (a dataset split's points), with ``inputs`` the files they come from."""
     from .data.atomic import output_file
 
     def lines():
         buffer = []
-        for query in _queries(source):
+        for query in (_queries(source) if queries is None else queries):
             buffer.append(query)
             if len(buffer) == batch:
                 yield from _ranked(buffer)
@@ -159,7 +160,7 @@ def predict_lines(predictor: Predictor, source: str, out: str | Path | None, k: 
             n += 1
         sys.stdout.flush()
         return n
-    inputs = () if source == "-" else (source,)
+    inputs = inputs or (() if source in (None, "-") else (source,))
     with output_file(out, force, inputs, closed=(predictor.directory,)) as fh:
         for line in lines():
             fh.write(line.encode("utf-8"))

@@ -206,10 +206,11 @@ def _validation_run(rest: XMCDataset, valid: Split, dataset: XMCDataset, out: Pa
 
 def write_predictions(model, texts: list[str], n_labels: int, out: str | Path, k: int = 100, batch_size: int = 8192,
                       progress: bool = True, force: bool = False, inputs: tuple = (), closed: tuple = (),
-                      drop_namesakes: bool = False) -> None:
-    """Predict ``texts`` in batches and stream each batch's top-``k`` to ``out`` (sparse text
-    matrix), so memory holds one batch of predictions however many texts there are. ``out``
-    follows :func:`..data.atomic.check_output_file`'s rule with ``force``, ``inputs`` and ``closed``.
+                      drop_namesakes: bool = False, fmt: str = "txt") -> None:
+    """Predict ``texts`` in batches and stream each batch's top-``k`` to ``out`` as a sparse text
+    matrix (``fmt="txt"``: memory holds one batch of predictions however many texts there are), or
+    as a scipy ``.npz`` matrix (``fmt="npz"``: all rows at once). ``out`` follows
+    :func:`..data.atomic.check_output_file`'s rule with ``force``, ``inputs`` and ``closed``.
     ``drop_namesakes``: labels of exactly a query's text are left out of its row (new items)."""
     from tqdm.auto import tqdm
 
@@ -230,4 +231,10 @@ def write_predictions(model, texts: list[str], n_labels: int, out: str | Path, k
     from ..data.atomic import output_file
 
     with output_file(out, force, inputs, closed) as fh:
-        write_sparse_text_stream(fh, len(texts), n_labels, blocks())
+        if fmt == "npz":
+            import scipy.sparse as sp
+
+            rows = list(blocks())
+            sp.save_npz(fh, sp.vstack(rows, format="csr") if rows else sp.csr_matrix((0, n_labels), dtype=np.float32))
+        else:
+            write_sparse_text_stream(fh, len(texts), n_labels, blocks())
