@@ -302,13 +302,13 @@ def evaluate(pred_files: list[Path] = typer.Argument(..., help="Prediction files
     w = inverse_propensity(ds.original_train_Y(), pa, pb)
     preds = [read_predictions(f, expect_shape=(len(target), ds.n_labels)) for f in pred_files]
     names = [f.name if [g.name for g in pred_files].count(f.name) == 1 else str(f) for f in pred_files]
+    label_bins = frequency_bins(ds.label_frequencies()) if bins else None
     scores = []
     for pred in preds:
         res = evaluate_metrics(pred, target.Y, w, ks, target.filter_pairs)
         out = {f"{m}@{kk}": res[f"{m}@{kk}"] for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "C") for kk in ks}
         if bins:
-            contrib = bin_contributions(pred, target.Y, frequency_bins(ds.label_frequencies()), max(ks),
-                                        target.filter_pairs)
+            contrib = bin_contributions(pred, target.Y, label_bins, max(ks), target.filter_pairs)
             out.update({f"bin{i + 1}_P@{max(ks)}": float(c) for i, c in enumerate(contrib)})
         scores.append(out)
     n_points = int(res["n_points"])
@@ -479,8 +479,8 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
     # numpy-only for ranked queries: a fast start; a matrix of scores needs the full model
     predictor = load_predictor(model_dir, light=data is None and fmt_name in (None, "jsonl"))
     if text is not None:
-        ranked = predictor.predict_labels([text], k or 5, None if uid is None else [uid], drop_namesakes)[0]
-        known = predictor.known_queries([text])[0]
+        answers, knows = predictor.rank_labels([text], k or 5, None if uid is None else [uid], drop_namesakes)
+        ranked, known = answers[0], knows[0]
         if as_json:
             print(json.dumps({"text": text, "labels": ranked, **({} if known else {"out_of_vocabulary": True})},
                              ensure_ascii=False))
@@ -502,9 +502,9 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
     from .workflow.pipeline import write_predictions
 
     if input_file is not None:  # a matrix of the queries' scores, one row a line of the file
-        from .predictor import _queries
+        from .predictor import read_queries
 
-        texts = [query[0] for query in _queries(input_file)]
+        texts = [query[0] for query in read_queries(input_file)]
         write_predictions(predictor.model, texts, predictor.n_labels, "-" if out is None else out, k=k or 5,
                           progress=_show_progress(progress), force=force,
                           inputs=() if input_file == "-" else (input_file,), closed=(model_dir,),

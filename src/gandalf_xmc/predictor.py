@@ -38,6 +38,11 @@ class Predictor:
         labels of exactly their text are left out)."""
         return self.model.predict_labels(texts, k, uids, drop_namesakes)
 
+    def rank_labels(self, texts: list[str], k: int = 5, uids: list[str | None] | None = None,
+                    drop_namesakes: bool = False) -> tuple[list[list[dict]], list[bool]]:
+        """:meth:`predict_labels` and whether the model knows a word of each text, at once."""
+        return self.model.rank_labels(texts, k, uids, drop_namesakes)
+
     def known_queries(self, texts: list[str]) -> list[bool]:
         """Whether the model knows a word of each text (see :meth:`.models.base.LabelledModel.known_queries`)."""
         return self.model.known_queries(texts)
@@ -88,7 +93,7 @@ def _load_light(d: Path):
     return LinearReader(d) if isinstance(spec, dict) and can_read(spec) else None
 
 
-def _queries(source: str):
+def read_queries(source: str):
     """``(text, uid or None, the line's other fields)`` of each query of a file (one a line; JSON
     lines with a 'title' or 'text', optionally the query's own 'uid', and any other fields, which
     the answers keep), or of stdin for '-' (lines bounded as :mod:`.inputs` bounds them; a device
@@ -136,7 +141,7 @@ def predict_lines(predictor: Predictor, source: str | None, out: str | Path | No
 
     def lines():
         buffer = []
-        for query in (_queries(source) if queries is None else queries):
+        for query in (read_queries(source) if queries is None else queries):
             buffer.append(query)
             if len(buffer) == batch:
                 yield from _ranked(buffer)
@@ -146,9 +151,8 @@ def predict_lines(predictor: Predictor, source: str | None, out: str | Path | No
 
     def _ranked(queries):
         texts, uids = [q[0] for q in queries], [q[1] for q in queries]
-        known = predictor.known_queries(texts)
-        for (text, uid, fields), labels, knows in zip(queries, predictor.predict_labels(texts, k, uids, drop_namesakes),
-                                                      known):
+        ranked, known = predictor.rank_labels(texts, k, uids, drop_namesakes)
+        for (text, uid, fields), labels, knows in zip(queries, ranked, known):
             answer = {**({} if uid is None else {"uid": uid}), **fields, "text": text, "labels": labels,
                       **({} if knows else {"out_of_vocabulary": True})}
             yield json.dumps(answer, ensure_ascii=False) + "\n"

@@ -91,7 +91,7 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
                ) -> tuple[list[list[dict]], list[bool]]:
         if guard is not None:
             guard.check()
-        return predictor.predict_labels(texts, k, uids, drop_namesakes), predictor.known_queries(texts)
+        return predictor.rank_labels(texts, k, uids, drop_namesakes)
 
     def error(status: int, message: str) -> JSONResponse:
         return JSONResponse({"error": message}, status_code=status)
@@ -275,16 +275,15 @@ def run_server(model_dir: str | Path, host: str = "127.0.0.1", port: int = 8000,
                max_k: int = 100, limits: ServeLimits | None = None, weights: str = "auto",
                access_log: bool = True) -> None:
     """Load the model, then serve until interrupted; ``access_log``: a line a request on stderr."""
+    import copy
+
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
     limits = limits or ServeLimits(max_batch=max_batch, max_k=max_k)
     sock = _listen(host, port)
     predictor, guard = prepare(model_dir, weights)
     app = create_app(predictor, limits.max_batch, limits.max_k, limits.max_body_bytes, guard)
-    import copy
-
-    from uvicorn.config import LOGGING_CONFIG
-
     log_config = copy.deepcopy(LOGGING_CONFIG)  # the access log on stderr with every other line, not stdout
     log_config["handlers"]["access"]["stream"] = "ext://sys.stderr"
     config = uvicorn.Config(app, host=host, port=sock.getsockname()[1], log_level="info", access_log=access_log,

@@ -39,10 +39,11 @@ def read_labels(path: str | Path) -> tuple[list[str], list[str]]:
     return uids, texts
 
 
-def unpack_training_set(texts, Y, label_texts, mixer, extra):
+def unpack_training_set(texts, Y, label_texts, mixer, extra, needs_label_texts: bool = True):
     """``(texts, Y, label_texts, mixer, extra)`` for a model's ``fit``: from a
     :class:`~gandalf_xmc.augment.TrainingSet` given as ``texts`` (its points, targets, transform
-    and label points with their weight), else as given. ``label_texts`` is required either way."""
+    and label points with their weight), else as given. ``label_texts`` is required either way
+    unless ``needs_label_texts`` is false."""
     from ..augment.catalog import TrainingSet
     from ..errors import ConfigError
 
@@ -53,7 +54,7 @@ def unpack_training_set(texts, Y, label_texts, mixer, extra):
                                   texts.extra_points if extra is None else extra)
     elif Y is None:
         raise ConfigError("fit needs the targets Y (or a TrainingSet, which holds them)")
-    if label_texts is None:
+    if label_texts is None and needs_label_texts:
         raise ConfigError("fit needs the labels' texts (label_texts=dataset.label_texts)")
     return texts, Y, label_texts, mixer, extra
 
@@ -92,6 +93,12 @@ class LabelledModel:
         text is exactly the query's (case and spacing folded), such as an older version or another
         build of the item, is left out of its answer, as a filter file would leave out the item
         itself (label points teach a label's own text to name it; docs/benchmarks.md, "New items")."""
+        return self.rank_labels(texts, k, uids, drop_namesakes)[0]
+
+    def rank_labels(self, texts: list[str], k: int = 5, uids: list[str | None] | None = None,
+                    drop_namesakes: bool = False) -> tuple[list[list[dict]], list[bool]]:
+        """:meth:`predict_labels`'s answers and, for each text, whether the model knows one of its
+        words (:meth:`known_queries`), computed once for both."""
         if self.label_uids is None:
             raise RuntimeError("fit or load the model first")
         if uids is not None and len(uids) != len(texts):
@@ -111,7 +118,7 @@ class LabelledModel:
                              if j not in leave_out[i]), key=lambda sc: (-sc[0], sc[1]))[:k]
             out.append([{"id": self.label_uids[j], "text": self.label_texts[j], "score": round(s, 6)} for s, j in ranked]
                        if known[i] else [])
-        return out
+        return out, known
 
     def known_queries(self, texts: list[str]) -> list[bool]:
         """For each text, whether the model knows one of its words (an empty text never): a query

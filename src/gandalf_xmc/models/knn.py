@@ -65,10 +65,10 @@ class TfidfKNN(LabelledModel):
         from ..augment.transforms import append_text_draw
 
         started = time.perf_counter()
-        texts, Y, label_texts, mixer, extra = unpack_training_set(texts, Y, () if label_texts is None else label_texts,
-                                                                  mixer, extra)
+        texts, Y, label_texts, mixer, extra = unpack_training_set(texts, Y, label_texts, mixer, extra,
+                                                                  needs_label_texts=False)
         texts, Y = list(texts), sp.csr_matrix(Y, dtype=np.float32)
-        self.set_labels(list(label_texts) if len(label_texts) else [""] * Y.shape[1])
+        self.set_labels(list(label_texts) if label_texts is not None else [""] * Y.shape[1])
         if mixer is not None and mixer.acts_on == "features":
             raise ConfigError(f"knn indexes texts; {mixer.kind} mixes input vectors")
         if mixer is not None:
