@@ -49,8 +49,14 @@ def augment_config(name: str, seed: int) -> AugmentConfig:
     return replace(base, seed=seed)
 
 
+def recipe_for(augment: str, seed: int, recipe: AugmentConfig | None) -> AugmentConfig:
+    return augment_config(augment, seed) if recipe is None else replace(recipe, seed=seed)
+
+
 def run_one(dataset: str, model: str, augment: str, seed: int, split: str, settings: dict, threads: int | None,
-            protocol: str = "random", hold_out: float = 0.0) -> dict:
+            protocol: str = "random", hold_out: float = 0.0, recipe: AugmentConfig | None = None) -> dict:
+    """One trained model scored on ``split``; ``recipe`` (its seed replaced by ``seed``) stands for
+    the augmentation named ``augment`` where a script compares variants the suite has no name for."""
     ds = load_dataset(dataset, splits=("trn", "tst") if split == "test" else ("trn",))
     frac = valid_fraction(ds.n_original_train or len(ds.train))
     if split == "valid":
@@ -72,7 +78,7 @@ def run_one(dataset: str, model: str, augment: str, seed: int, split: str, setti
         config = model_config(model, seed=seed, threads=threads) if model == "knn" else \
             apply_settings(model_config(model, seed=seed, threads=threads), settings)
         with tempfile.TemporaryDirectory(prefix="gandalf-suite-") as tmp:
-            trained = train_model(rest, Path(tmp) / "model", config, augment_config(augment, seed),
+            trained = train_model(rest, Path(tmp) / "model", config, recipe_for(augment, seed, recipe),
                                   valid_fraction=valid_fraction(rest.n_original_train or len(rest.train)),
                                   progress=False)
         fitted, chosen = trained.model, trained.search["chosen"] if trained.search else None
@@ -81,11 +87,11 @@ def run_one(dataset: str, model: str, augment: str, seed: int, split: str, setti
     elif model == "knn":
         from gandalf_xmc.models.knn import TfidfKNN
 
-        train = training_set(rest, augment_config(augment, seed))
+        train = training_set(rest, recipe_for(augment, seed, recipe))
         fitted = TfidfKNN().fit(train.texts, train.Y)
     else:
         config = apply_settings(model_config(model, seed=seed, threads=threads), settings)
-        train = training_set(rest, augment_config(augment, seed))
+        train = training_set(rest, recipe_for(augment, seed, recipe))
         fitted = build_model(config).fit(train, label_texts=rest.label_texts, progress=False)
     seconds = time.perf_counter() - t0
     t0 = time.perf_counter()

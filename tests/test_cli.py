@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -159,6 +160,25 @@ def test_console_script_keeps_exit_codes_and_output(tiny_dir, tmp_path):
     assert bad.returncode == 2
     assert len(bad.stderr.strip().splitlines()) == 1 and bad.stderr.startswith("error:"), bad.stderr
     assert not (tmp_path / "n").exists()
+
+
+def test_usage_errors_are_one_line_naming_the_command():
+    """A misspelt option, a missing argument and an unknown command: one line on stderr naming the
+    command and its help, exit 2; a bare `gandalf` still shows the help and exits 0."""
+    import subprocess
+    import sys
+
+    base = [str(Path(sys.executable).with_name("gandalf"))]  # the console script, named as users call it
+    cases = {("train", "--modle", "x"): ("error: gandalf train: ", "--modle", "(see 'gandalf train --help')"),
+             ("predict",): ("error: gandalf predict: ", "'model_dir'", "(see 'gandalf predict --help')"),
+             ("trian",): ("error: gandalf: ", "'trian'", "(see 'gandalf --help')")}
+    for args, (start, names, end) in cases.items():
+        got = subprocess.run(base + list(args), capture_output=True, text=True)
+        assert got.returncode == 2 and got.stdout == "", (args, got)
+        line = got.stderr.strip()
+        assert "\n" not in line and line.startswith(start) and names.lower() in line.lower() and line.endswith(end), line
+    bare = subprocess.run(base, capture_output=True, text=True)
+    assert bare.returncode == 0 and "train" in bare.stdout and bare.stdout.startswith("Usage: gandalf"), bare
 
 
 def test_tables_are_plain_tab_separated_lines_off_a_terminal(capsys):

@@ -55,6 +55,8 @@ TOP_K_OPTION = typer.Option(None, "--top-k", min=0, help="Cap of co-label target
 SHRINKAGE_OPTION = typer.Option(None, min=0.0, help="alpha in G_ji / (G_jj + alpha): shrinks P[i | j] of rare labels j.")
 POINT_WEIGHTS_OPTION = typer.Option(None, help="inverse-size: a point with n labels counts 1/n in co-occurrence.")
 CO_LABEL_SCALE_OPTION = typer.Option(None, min=0.0, max=1.0, help="Factor on an extra point's co-label targets.")
+SELF_SCALE_OPTION = typer.Option(None, min=0.0, max=1.0,
+                                 help="Factor on an extra point's own label's target (0: it teaches only its co-labels).")
 
 
 def _version(value: bool) -> None:
@@ -107,12 +109,13 @@ def _load(data, splits=("trn", "tst"), derive_filters: bool = True):
     return ds
 
 
-def _graph_config(base, kind, delta, top_k, shrinkage, point_weights, co_label_scale):
+def _graph_config(base, kind, delta, top_k, shrinkage, point_weights, co_label_scale, self_scale):
     """``base`` (a GraphConfig) with the options that were given, validated."""
     from dataclasses import replace
 
     given = {"kind": kind.value if kind else None, "delta": delta, "top_k": top_k, "shrinkage": shrinkage,
-             "point_weights": point_weights.value if point_weights else None, "co_label_scale": co_label_scale}
+             "point_weights": point_weights.value if point_weights else None, "co_label_scale": co_label_scale,
+             "self_scale": self_scale}
     config = replace(base, **{k: v for k, v in given.items() if v is not None})
     config.validate()
     return config
@@ -228,6 +231,7 @@ def augment(data: Optional[str] = DATA_OPTION,
             top_k: Optional[int] = TOP_K_OPTION, shrinkage: Optional[float] = SHRINKAGE_OPTION,
             point_weights: Optional[PointWeights] = POINT_WEIGHTS_OPTION,
             co_label_scale: Optional[float] = CO_LABEL_SCALE_OPTION,
+            self_scale: Optional[float] = SELF_SCALE_OPTION,
             labels_fraction: float = typer.Option(1.0, min=0.0, max=1.0, help="Share of labels that become points."),
             labels_sampling: Sampling = typer.Option("random", help="random | tail (five equi-voluminous bins, tail first)"),
             export: ExportFormat = typer.Option("lf", "--format", help="lf: LF JSON + sparse text targets (default); "
@@ -247,7 +251,8 @@ def augment(data: Optional[str] = DATA_OPTION,
 
     t0 = time.perf_counter()
     base = preset(training_set.value, seed)
-    config = replace(base, graph=_graph_config(base.graph, graph, delta, top_k, shrinkage, point_weights, co_label_scale),
+    graph_config = _graph_config(base.graph, graph, delta, top_k, shrinkage, point_weights, co_label_scale, self_scale)
+    config = replace(base, graph=graph_config,
                      labels_fraction=labels_fraction,
                      labels_sampling=labels_sampling.value)
     config.validate()
@@ -352,6 +357,7 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
           top_k: Optional[int] = TOP_K_OPTION, shrinkage: Optional[float] = SHRINKAGE_OPTION,
           point_weights: Optional[PointWeights] = POINT_WEIGHTS_OPTION,
           co_label_scale: Optional[float] = CO_LABEL_SCALE_OPTION,
+          self_scale: Optional[float] = SELF_SCALE_OPTION,
           extra_weight: Optional[float] = typer.Option(None, min=0.0, help="Loss weight of an extra (label) point; "
                                                        "originals weigh 1 (default 1, gandalf-tempered 0.5)."),
           extra_share: float = typer.Option(1.0, min=0.0, max=1.0, help="Share of the extra points drawn (afresh) into "
@@ -405,7 +411,7 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
 
         config = replace(config, encoder_precision=resolve_precision(encoder_precision.value))
     base = preset(training_set.value, seed)
-    changes = {"graph": _graph_config(base.graph, graph, delta, top_k, shrinkage, point_weights, co_label_scale),
+    changes = {"graph": _graph_config(base.graph, graph, delta, top_k, shrinkage, point_weights, co_label_scale, self_scale),
                "extra_share": extra_share, "extra_negatives": extra_negatives}
     if extra_weight is not None:
         changes["extra_weight"] = extra_weight
@@ -604,6 +610,7 @@ def analyze(data: Optional[str] = DATA_OPTION,
             top_k: Optional[int] = TOP_K_OPTION, shrinkage: Optional[float] = SHRINKAGE_OPTION,
             point_weights: Optional[PointWeights] = POINT_WEIGHTS_OPTION,
             co_label_scale: Optional[float] = CO_LABEL_SCALE_OPTION,
+            self_scale: Optional[float] = SELF_SCALE_OPTION,
             baseline: Optional[Path] = typer.Option(None, "--baseline", help="Predictions of a model trained without "
                                                     "the augmentation (as `gandalf predict --out`)."),
             augmented: Optional[Path] = typer.Option(None, "--augmented", help="Predictions of the same model trained "
@@ -625,7 +632,7 @@ def analyze(data: Optional[str] = DATA_OPTION,
     if (baseline is None) != (augmented is None):
         raise ConfigError("give both --baseline and --augmented, or neither")
     base = preset(training_set.value, seed)
-    config = _graph_config(graph_for(base), graph, delta, top_k, shrinkage, point_weights, co_label_scale)
+    config = _graph_config(graph_for(base), graph, delta, top_k, shrinkage, point_weights, co_label_scale, self_scale)
     ds = _load(data, splits=("trn", split) if baseline is not None else ("trn",), derive_filters=derive_filters)
     Y = ds.original_train_Y()
     freq = ds.label_frequencies()
@@ -716,11 +723,39 @@ def _terminate(signum, frame) -> None:
     raise KeyboardInterrupt  # unwinds like Ctrl-C: staging directories and temporary files are removed
 
 
+def _click_exceptions(name: str) -> tuple[type, ...]:
+    """``name`` from click and from the copy of click that newer typer releases carry
+    (``typer._click``), whichever are present."""
+    import importlib
+
+    found = []
+    for module in ("click.exceptions", "typer._click.exceptions"):
+        try:
+            found.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
+            pass
+    return tuple(found)
+
+
+_USAGE_ERRORS = _click_exceptions("UsageError")
+_ABORTS = _click_exceptions("Abort")
+
+
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit status 2 (no traceback)."""
     signal.signal(signal.SIGTERM, _terminate)
     try:
-        app()
+        code = app(standalone_mode=False)  # usage errors come back here, to be told on one line
+    except _USAGE_ERRORS as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group: its help, as older click gave it
+            print(exc.format_message())
+            sys.exit(0)
+        command = exc.ctx.command_path if exc.ctx is not None else "gandalf"
+        print(f"error: {command}: {exc.format_message()} (see '{command} --help')", file=sys.stderr)
+        sys.exit(2)
+    except _ABORTS:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
     except GandalfError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -730,6 +765,7 @@ def main() -> None:
     except MemoryError:
         print("error: out of memory", file=sys.stderr)
         sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 def run() -> None:

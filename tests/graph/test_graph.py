@@ -26,6 +26,19 @@ def test_cooccurrence_by_hand():
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+def test_self_scale_multiplies_only_the_self_entries_and_drops_zeros():
+    """By hand from the graph above: 0 leaves only co-labels (label 3, without co-labels, an empty
+    row and no stored zero); 0.5 with co_label_scale 0.5 halves every entry."""
+    without_self = label_graph(Y_HAND, GraphConfig(delta=0.1, self_scale=0.0))
+    np.testing.assert_allclose(without_self.toarray(), [[0, 2 / 3, 1 / 3, 0], [1, 0, 1 / 2, 0], [1 / 2, 1 / 2, 0, 0],
+                                                        [0, 0, 0, 0]], rtol=1e-6)
+    assert without_self.nnz == 6 and np.diff(without_self.indptr).tolist() == [2, 2, 2, 0]
+    halved = label_graph(Y_HAND, GraphConfig(delta=0.1, self_scale=0.5, co_label_scale=0.5)).toarray()
+    np.testing.assert_allclose(halved, 0.5 * label_graph(Y_HAND, GraphConfig(delta=0.1)).toarray(), rtol=1e-6)
+    with pytest.raises(ConfigError, match="self_scale"):
+        GraphConfig(self_scale=-0.1).validate()
+
+
 def test_threshold_is_strict():
     got = label_graph(Y_HAND, GraphConfig(delta=0.5)).toarray()
     # 0.5 entries are dropped, 2/3 and 1 are kept, self stays

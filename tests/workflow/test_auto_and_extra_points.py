@@ -202,13 +202,13 @@ def test_cli_train_auto_and_extra_options(tiny_dir, tmp_path, capsys):
     assert f"auto chose {record['chosen']}" in out
     code, out, err = run_cli(["train", "--data", str(tiny_dir), "--augment", "gandalf", "--shrinkage", "1",
                               "--point-weights", "inverse-size", "--co-label-scale", "0.5", "--top-k", "1",
-                              "--extra-weight", "0.5", "--extra-share", "0.5", "--epochs", "1", "--model", "astec",
+                              "--self-scale", "0.25", "--extra-weight", "0.5", "--extra-share", "0.5", "--epochs", "1", "--model", "astec",
                               "--out", str(tmp_path / "g")], capsys)
     assert code == 0, err
     aug = json.loads((tmp_path / "g" / "training.json").read_text())["augment"]
     assert aug["extra_weight"] == 0.5 and aug["extra_share"] == 0.5
     assert aug["graph"] == {**aug["graph"], "shrinkage": 1.0, "point_weights": "inverse-size", "co_label_scale": 0.5,
-                            "top_k": 1}
+                            "top_k": 1, "self_scale": 0.25}
     code, _, err = run_cli(["train", "--data", str(tiny_dir), "--augment", "gandalf", "--point-weights", "bogus",
                             "--out", str(tmp_path / "bad")], capsys)
     assert code == 2 and "--point-weights" in err and "bogus" in err

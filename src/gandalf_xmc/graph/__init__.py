@@ -46,6 +46,9 @@ class GraphConfig:
             ``inverse-size`` (1 / number of labels of the point).
         co_label_scale: factor on every non-self entry after thresholding (1 = the paper; below 1
             the label's own target dominates its co-labels').
+        self_scale: factor on each row's self entry (1 = the paper; 0 drops it, so a label's point
+            teaches its co-labels but not "the label's own text -> the label", and a label without
+            co-labels gets no point's worth of targets: an all-negative point).
         walk: the random-walk graph's own settings (ignored by the other kinds).
     """
 
@@ -55,6 +58,7 @@ class GraphConfig:
     shrinkage: float = 0.0
     point_weights: str = "none"
     co_label_scale: float = 1.0
+    self_scale: float = 1.0
     walk: RandomWalkConfig = field(default_factory=RandomWalkConfig)
 
     def validate(self) -> None:
@@ -70,6 +74,8 @@ class GraphConfig:
             raise ConfigError("point_weights must be 'none' or 'inverse-size'")
         if not 0.0 <= self.co_label_scale <= 1.0:
             raise ConfigError(f"co_label_scale must be in [0, 1], got {self.co_label_scale}")
+        if not 0.0 <= self.self_scale <= 1.0:
+            raise ConfigError(f"self_scale must be in [0, 1], got {self.self_scale}")
         if self.kind == "random-walk":
             unused = [name for name, value, default in (("top_k", self.top_k, None), ("shrinkage", self.shrinkage, 0.0),
                                                          ("point_weights", self.point_weights, "none"))
@@ -97,8 +103,8 @@ def label_graph(Y: sp.spmatrix, config: GraphConfig | None = None, client=None) 
     config = config or GraphConfig()
     config.validate()
     G = GRAPH_BUILDERS[config.kind](sp.csr_matrix(Y), config, client)
-    if config.co_label_scale != 1.0:
-        G = scale_co_labels(G, config.co_label_scale)
+    if config.co_label_scale != 1.0 or config.self_scale != 1.0:
+        G = scale_entries(G, co_labels=config.co_label_scale, self_entry=config.self_scale)
     return G
 
 
@@ -137,15 +143,19 @@ GRAPH_BUILDERS = {"cooccurrence": _cooccurrence, "random-walk": _random_walk, "g
 GRAPH_KINDS = tuple(GRAPH_BUILDERS)
 
 
-def scale_co_labels(G: sp.csr_matrix, scale: float) -> sp.csr_matrix:
-    """``G`` with every off-diagonal entry multiplied by ``scale`` (the self entries unchanged)."""
+def scale_entries(G: sp.csr_matrix, co_labels: float = 1.0, self_entry: float = 1.0) -> sp.csr_matrix:
+    """``G`` with its off-diagonal entries multiplied by ``co_labels`` and its diagonal by
+    ``self_entry``; entries that become 0 are dropped."""
     G = sp.csr_matrix(G, copy=True)
     rows = np.repeat(np.arange(G.shape[0]), np.diff(G.indptr))
-    off = G.indices != rows
-    G.data[off] *= np.float32(scale)
+    on = G.indices == rows
+    G.data[~on] *= np.float32(co_labels)
+    G.data[on] *= np.float32(self_entry)
+    G.eliminate_zeros()
     return G
+
 
 
 __all__ = ["GRAPH_KINDS", "GRAPH_BUILDERS", "GraphConfig",
            "RandomWalkConfig", "label_graph", "conditional_graph", "random_walk_graph",
-           "random_walk_counts", "point_weights", "scale_co_labels"]
+           "random_walk_counts", "point_weights", "scale_entries"]
