@@ -7,17 +7,38 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
+cmd=${1:-demo}; shift || true
+# What the command needs: the demo runs the core package; `test` everything and the test tools;
+# any other command every extra (a model or the server may need one).
+case "$cmd" in
+    demo) level=core; spec='.' ; what="the core package (the demo needs no extra)" ;;
+    test) level=test; spec='.[test]'; what="every extra (PyTorch, the encoder, the server, Dask, plots) and the test tools" ;;
+    *)    level=all;  spec='.[all]';  what="every extra (PyTorch, the encoder, the server, Dask, plots)" ;;
+esac
 if [ ! -x .venv/bin/python ]; then
+    echo "run.sh: creating .venv with $("$PY" --version)" >&2
     "$PY" -m venv .venv
 fi
-stamp=.venv/.installed-$(cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
-if [ ! -f "$stamp" ]; then
-    .venv/bin/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
+sha=$(cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
+# a level's stamp also stands for the levels below it (test > all > core)
+case "$level" in
+    core) wanted="core all test" ;;
+    all)  wanted="all test" ;;
+    test) wanted="test" ;;
+esac
+installed=no
+for l in $wanted; do
+    if [ -f ".venv/.installed-$l-$sha" ]; then installed=yes; fi
+done
+if [ "$installed" = no ]; then
+    echo "run.sh: installing $what into .venv, at the versions of constraints.txt (once; pip is quiet for a minute or more) ..." >&2
+    .venv/bin/pip install --quiet --disable-pip-version-check -c constraints.txt -e "$spec"
     # byte-compiled as a regular install leaves it (an editable one does not; see docs/decisions.md)
     .venv/bin/python -m compileall -q src/gandalf_xmc >/dev/null
-    rm -f .venv/.installed-*; touch "$stamp"
+    find .venv -maxdepth 1 -name '.installed-*' ! -name "*-$sha" -delete
+    touch ".venv/.installed-$level-$sha"
+    echo "run.sh: installed" >&2
 fi
-cmd=${1:-demo}; shift || true
 case "$cmd" in
     test)
         if [ $# -eq 0 ]; then

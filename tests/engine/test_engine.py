@@ -498,3 +498,19 @@ def test_huge_full_has_the_values_and_asks_the_kernel_for_huge_pages():
     start, length = huge_page_span(a.ctypes.data, a.nbytes)
     # "hg": the mapping was advised MADV_HUGEPAGE (the kernel's "always" mode does not set it)
     assert "hg" in _vm_flags_at(start) and "hg" in _vm_flags_at(start + length - 1)
+
+
+def test_kernels_cached_reads_numba_s_index_for_this_python(tmp_path, monkeypatch):
+    """An empty NUMBA_CACHE_DIR is a cold cache (the first training announces a compile); an index
+    file of the solver for this Python makes it warm; one for another Python does not."""
+    from gandalf_xmc.engine.linear_solver import kernels_cached
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    assert not kernels_cached()
+    other = f"py{sys.version_info.major}{sys.version_info.minor + 1}"
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "engine" / f"linear_solver._shuffle-122.{other}.nbi").touch()
+    assert not kernels_cached()
+    this = f"py{sys.version_info.major}{sys.version_info.minor}"
+    (tmp_path / "engine" / f"linear_solver._shuffle-122.{this}.nbi").touch()
+    assert kernels_cached()

@@ -27,6 +27,8 @@ first child)``, so the result does not depend on the thread count.
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -50,6 +52,18 @@ WEIGHT_PREFETCH_BYTES = 32 << 20
 FLOATS_PER_LINE = 16  # float32 values in a 64-byte cache line: one prefetch each
 # a thread's finished weights held in memory at most, when the caller gives a directory for more
 SPILL_BYTES = 256 << 20
+
+
+def kernels_cached() -> bool:
+    """Whether numba's cache already holds this module's kernels for the running Python (an index
+    file under ``NUMBA_CACHE_DIR`` where it is set, else beside the module or in the user's numba
+    cache). When it does
+    not, the first training compiles the kernels: about a minute, which callers announce."""
+    tag = f".py{sys.version_info.major}{sys.version_info.minor}.nbi"
+    places = [Path(__file__).parent / "__pycache__", Path.home() / ".cache" / "numba"]
+    if os.environ.get("NUMBA_CACHE_DIR"):  # numba then caches there alone
+        places = [Path(os.environ["NUMBA_CACHE_DIR"])]
+    return any(next(place.rglob(f"linear_solver.*{tag}"), None) is not None for place in places if place.is_dir())
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,10 @@ def run_demo(data: str | Path | None, out_dir: str | Path, *, model: str = "line
     table = table or (lambda title, columns, rows, right=(): [say(title), *[say("  ".join(r)) for r in [columns, *rows]]])
     with output_lock(out_dir):
         started = time.perf_counter()
+        from ..engine.linear_solver import kernels_cached
+
+        if not kernels_cached():
+            say("compiling the numeric kernels (numba) on this first run: about a minute, then cached ...")
         ds = load_dataset(data)
         stats = dataset_stats(ds)
         table(f"Dataset {ds.name}", ["statistic", "value"],

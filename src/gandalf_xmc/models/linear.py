@@ -32,7 +32,7 @@ from ..engine.beam_search import TreeWeights
 from ..engine.label_tree import LabelTree, build_tree, label_vectors
 from ..engine.level_chunks import map_chunks, write_chunks
 from ..engine.level_store import is_spilled, page_in, read_level, write_level
-from ..engine.linear_solver import SolverConfig, train_level
+from ..engine.linear_solver import SolverConfig, kernels_cached, train_level
 from ..engine.records import ExtraPoints, TrainResult, Validation, validation_metrics
 from ..errors import ConfigError
 from ..features import TextFeaturizer
@@ -217,6 +217,8 @@ class XRLinear(LabelledModel):
         started = time.perf_counter()
         say = (lambda m: print(f"[{time.perf_counter() - started:6.1f} s{_resident()}] {m}", flush=True)) if progress \
             else (lambda m: None)
+        if progress and not kernels_cached():
+            say("compiling the solver's kernels (numba, once for this Python: about a minute) ...")
         Y = sp.csr_matrix(Y, dtype=np.float32)
         weights = np.ones(Y.shape[0], dtype=np.float64) if example_weights is None else \
             np.asarray(example_weights, dtype=np.float64)
