@@ -514,3 +514,28 @@ def test_kernels_cached_reads_numba_s_index_for_this_python(tmp_path, monkeypatc
     this = f"py{sys.version_info.major}{sys.version_info.minor}"
     (tmp_path / "engine" / f"linear_solver._shuffle-122.{this}.nbi").touch()
     assert kernels_cached()
+
+
+def test_a_level_reports_the_share_of_its_work_done_and_trains_the_same():
+    """One report a work unit: on one thread the shares are the cumulative costs (active rows x
+    children + 1) of the units in the order they are taken, largest first, ending at 1; the weights
+    do not depend on being watched."""
+    rng = np.random.default_rng(3)
+    n, parents, children = 40, 3, 2
+    X = sp.random(n, 8, density=0.5, random_state=4, format="csr", dtype=np.float32)
+    active = sp.csr_matrix((rng.random((n, parents)) < np.array([0.2, 0.5, 0.9])).astype(np.float32))
+    T = sp.csr_matrix((rng.random((n, parents * children)) < 0.3).astype(np.float32))
+    parent_of = np.repeat(np.arange(parents), children)
+    args = (X, T, active, parent_of, np.ones(n), SolverConfig())
+    shares: list[float] = []
+    watched = train_level(*args, threads=1, on_progress=shares.append)
+    child_ptr = np.arange(0, parents * children + 1, children)
+    units = _work_units(child_ptr)
+    rows = np.asarray((active != 0).sum(axis=0)).ravel()
+    cost = np.sort(rows[units[:, 0]] * (units[:, 2] - units[:, 1]) + 1.0)[::-1]
+    np.testing.assert_allclose(shares, np.cumsum(cost) / cost.sum())
+    assert shares[-1] == 1.0
+    np.testing.assert_array_equal(watched.toarray(), train_level(*args, threads=1).toarray())
+    two: list[float] = []
+    np.testing.assert_array_equal(train_level(*args, threads=2, on_progress=two.append).toarray(), watched.toarray())
+    assert len(two) == len(units) and max(two) == 1.0

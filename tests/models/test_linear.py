@@ -108,6 +108,19 @@ def test_it_learns_the_obvious_labels():
     assert top.indices.tolist() == [0, 2, 3]
 
 
+def test_training_says_how_far_a_long_level_is_and_not_a_short_one(capsys, monkeypatch):
+    """With progress on, a level whose training outlasts LEVEL_PROGRESS_SECONDS says its share of
+    work done; at the default 15 s these tiny levels say nothing between their start and end."""
+    from gandalf_xmc.models import linear
+
+    XRLinear(small()).fit(TEXTS, Y, LABELS, progress=True)
+    assert "classifiers' work" not in capsys.readouterr().out
+    monkeypatch.setattr(linear, "LEVEL_PROGRESS_SECONDS", 0.0)
+    XRLinear(small()).fit(TEXTS, Y, LABELS, progress=True)
+    said = [line for line in capsys.readouterr().out.splitlines() if "classifiers' work" in line]
+    assert said and all("% of its classifiers' work" in line and "100%" not in line for line in said), said
+
+
 def test_soft_targets_rank_as_their_values():
     texts = ["shared words here"] * 2
     Ys = sp.csr_matrix(np.array([[0.9, 0.0, 0.0], [0.0, 0.3, 0.0]], dtype=np.float32))

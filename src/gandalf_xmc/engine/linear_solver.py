@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -521,7 +522,8 @@ def _csc_lists(M: sp.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix, parent_of: np.ndarray,
                 instance_weights: np.ndarray, config: SolverConfig, seed: int = 0, threads: int = 1,
-                spill_dir: Path | None = None, spill_bytes: int | None = None) -> sp.csr_matrix:
+                spill_dir: Path | None = None, spill_bytes: int | None = None,
+                on_progress: Callable[[float], None] | None = None) -> sp.csr_matrix:
     """The classifiers of one level as a ``K x D`` CSR matrix (row k = node k's weights).
 
     Args:
@@ -536,6 +538,8 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
             ``spill_bytes`` they go to files there, and the level comes back mapped from
             ``spill_dir/{indptr,indices,data}.npy`` (:mod:`.level_store`); None: all in memory.
         spill_bytes: that budget (default ``SPILL_BYTES``).
+        on_progress: called after each work unit with the share of the level's work done so far
+            (by the units' cost: active instances x children), from the worker threads.
     """
     spill_bytes = SPILL_BYTES if spill_bytes is None else spill_bytes
     X = sp.csr_matrix(X, dtype=np.float32)
@@ -560,6 +564,15 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
     cost = np.diff(act_ptr)[units[:, 0]].astype(np.float64) * (units[:, 2] - units[:, 1]) + 1.0
     queue = _UnitQueue(units[np.argsort(-cost, kind="stable")])
     lanes = max(1, min(threads, len(units)))
+    active_rows = np.diff(act_ptr)
+    total_cost, done = float(cost.sum()), [0.0]
+    done_lock = threading.Lock()
+
+    def unit_done(parent: int, lo: int, hi: int) -> None:
+        with done_lock:
+            done[0] += float(active_rows[parent]) * (hi - lo) + 1.0
+            share = done[0] / total_cost
+        on_progress(min(share, 1.0))
 
     def work(i):
         loc = np.empty(X.shape[1], dtype=np.int32)
@@ -574,6 +587,8 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
                 weights, loc, seen, row_at, counts, config.C, config.positive_cost, config.eps, config.max_iter,
                 config.threshold, seed)
             blocks.add(lo, hi, feat, val)
+            if on_progress is not None:
+                unit_done(parent, lo, hi)
         return counts, blocks
 
     if lanes == 1:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import threading
 import time
 import weakref
 from dataclasses import asdict, dataclass, field, replace
@@ -98,6 +99,26 @@ def node_targets(Y: sp.csr_matrix, node_of_label: np.ndarray, n_nodes: int) -> s
     T.has_sorted_indices = True
     T.eliminate_zeros()
     return T
+
+
+# a level that trains longer than this says how far it is, this often
+LEVEL_PROGRESS_SECONDS = 15.0
+
+
+def _every(seconds: float, report):
+    """``report`` throttled: called with the latest value once ``seconds`` have passed since it
+    last spoke (or since the start), never for the last value (the caller says when it is done)."""
+    last = [time.perf_counter()]
+    lock = threading.Lock()
+
+    def call(share: float) -> None:
+        now = time.perf_counter()
+        with lock:
+            if share >= 1.0 or now - last[0] < seconds:
+                return
+            last[0] = now
+        report(share)
+    return call
 
 
 # rows with at most this many labels are sorted by insertion in a small buffer, without the two
@@ -250,7 +271,7 @@ class XRLinear(LabelledModel):
             _remove_scratch(*self._scratch)
         self._scratch = _new_scratch(checkpoint_dir)
         weakref.finalize(self, _remove_scratch, *self._scratch)
-        levels = self._train_levels(Xb, Y, weights, say, self._scratch[0])
+        levels = self._train_levels(Xb, Y, weights, say, self._scratch[0], progress)
         self.weights = TreeWeights(levels, [self.tree.children(t) for t in range(len(self.tree.bounds))],
                                    chunk_dirs=self._level_files)
         seconds = time.perf_counter() - started
@@ -267,7 +288,7 @@ class XRLinear(LabelledModel):
         return self
 
     def _train_levels(self, Xb: sp.csr_matrix, Y: sp.csr_matrix, weights: np.ndarray, say,
-                      scratch: Path) -> list[sp.csr_matrix]:
+                      scratch: Path, progress: bool = False) -> list[sp.csr_matrix]:
         cfg, tree = self.config, self.tree
         threads = cfg.threads or _numba_threads()
         position = np.empty(self.n_labels, dtype=np.int64)
@@ -292,12 +313,16 @@ class XRLinear(LabelledModel):
             seed = int(np.random.SeedSequence([cfg.seed, t]).generate_state(1)[0] % (2**31 - 1 - n_nodes))
             spill = scratch / f"level{t}"
             spill.mkdir()
-            W = train_level(Xb, T, active, parent_of, weights, cfg.solver, seed=seed, threads=threads, spill_dir=spill)
+            level = f"level {t + 1}/{n_levels}"
+            on_progress = _every(LEVEL_PROGRESS_SECONDS, lambda share, level=level: say(
+                f"{level}: {100 * share:.0f}% of its classifiers' work")) if progress else None
+            W = train_level(Xb, T, active, parent_of, weights, cfg.solver, seed=seed, threads=threads, spill_dir=spill,
+                            on_progress=on_progress)
             levels.append(W)
             self._level_files.append(spill if is_spilled(spill) else None)
             if is_spilled(spill):  # a level in files gets its search layout in files too
                 write_chunks(W, np.array([0, n_nodes]) if t == 0 else tree.children(t - 1), spill, threads)
-            say(f"level {t + 1}/{n_levels}: {n_nodes:,} classifiers, {W.nnz:,} weights")
+            say(f"{level}: {n_nodes:,} classifiers, {W.nnz:,} weights")
             parent_targets = T
         return levels
 
