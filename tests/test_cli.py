@@ -261,3 +261,34 @@ def test_evaluate_scores_several_files_side_by_side_with_intervals(tiny_dir, tmp
     code, out, err = run_cli(["evaluate", *files, "--data", str(tiny_dir), "--bins"], capsys)
     assert code == 0, err
     assert "plain.txt\tpoints.txt" in out and "they add up to P@5" in out
+
+
+def test_analyze_reads_the_recipe_from_a_model_or_augment_directory(tiny_dir, tmp_path, capsys):
+    """`analyze --recipe DIR` describes the graph the directory's label points came from, as the
+    same options given by hand do; refused with one line where there is none to describe."""
+    def analyze(*args):
+        code, out, err = run_cli(["analyze", *args, "--json"], capsys)
+        assert code == 0, err
+        return json.loads(out)
+
+    by_hand = analyze("--data", str(tiny_dir), "--augment", "gandalf-tempered")
+    code, _, err = run_cli(["augment", "--data", str(tiny_dir), "--out", str(tmp_path / "aug"), "--augment",
+                            "gandalf-tempered"], capsys)
+    assert code == 0, err
+    assert analyze("--recipe", str(tmp_path / "aug")) == by_hand  # its data too, from augment.json
+    trained = ["train", "--valid-fraction", "0", "--no-progress"]
+    code, _, err = run_cli([*trained, "--data", str(tmp_path / "aug"), "--out", str(tmp_path / "on-files")], capsys)
+    assert code == 0, err
+    assert analyze("--recipe", str(tmp_path / "on-files")) == by_hand  # trained as given on those files
+    code, _, err = run_cli([*trained, "--data", str(tiny_dir), "--augment", "gandalf", "--delta", "0.3",
+                            "--out", str(tmp_path / "m")], capsys)
+    assert code == 0, err
+    got = analyze("--recipe", str(tmp_path / "m"))
+    assert got["graph"]["delta"] == 0.3 and got == analyze("--data", str(tiny_dir), "--delta", "0.3")
+    code, _, err = run_cli([*trained, "--data", str(tiny_dir), "--out", str(tmp_path / "plain")], capsys)
+    assert code == 0, err
+    for args, problem in ((["--recipe", str(tmp_path / "plain")], "no label points"),
+                          (["--recipe", str(tmp_path / "m"), "--augment", "gandalf"], "not both"),
+                          (["--recipe", str(tmp_path)], "neither a model directory")):
+        code, _, err = run_cli(["analyze", *args], capsys)
+        assert code == 2 and problem in err and len(err.strip().splitlines()) == 1, err

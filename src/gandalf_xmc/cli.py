@@ -604,8 +604,12 @@ def info(model_dir: Path = typer.Argument(..., help="A directory written by 'gan
 
 @app.command()
 def analyze(data: Optional[str] = DATA_OPTION,
-            training_set: AugmentName = typer.Option("gandalf", "--augment", help="gandalf | gandalf-tempered: which "
-                                                     "label graph's soft targets to describe."),
+            recipe: Optional[Path] = typer.Option(None, "--recipe", help="A model directory or a `gandalf augment` "
+                                                  "directory: describe the label points it was trained with or holds "
+                                                  "(and its data, unless --data)."),
+            training_set: Optional[AugmentName] = typer.Option(None, "--augment", help="gandalf | gandalf-tempered | ...: "
+                                                               "which label graph's soft targets to describe "
+                                                               "(default gandalf)."),
             graph: Optional[GraphKind] = GRAPH_OPTION, delta: Optional[float] = DELTA_OPTION,
             top_k: Optional[int] = TOP_K_OPTION, shrinkage: Optional[float] = SHRINKAGE_OPTION,
             point_weights: Optional[PointWeights] = POINT_WEIGHTS_OPTION,
@@ -631,7 +635,19 @@ def analyze(data: Optional[str] = DATA_OPTION,
 
     if (baseline is None) != (augmented is None):
         raise ConfigError("give both --baseline and --augmented, or neither")
-    base = preset(training_set.value, seed)
+    if recipe is not None and training_set is not None:
+        raise ConfigError("give --recipe (a model or augment directory) or --augment, not both")
+    if recipe is not None:
+        from .workflow.recipe import read_recipe
+
+        found = read_recipe(recipe)
+        base = found.augment
+        if not AUGMENTATIONS[base.training_set].has_label_points:
+            raise ConfigError(f"{found.origin}: trained with --augment {base.training_set}, which has no label points "
+                              "to describe")
+        data = data if data is not None else found.data
+    else:
+        base = preset(training_set.value if training_set else "gandalf", seed)
     config = _graph_config(graph_for(base), graph, delta, top_k, shrinkage, point_weights, co_label_scale, self_scale)
     ds = _load(data, splits=("trn", split) if baseline is not None else ("trn",), derive_filters=derive_filters)
     Y = ds.original_train_Y()

@@ -80,6 +80,7 @@ class Augmentation:
         graph_kind: the label-graph kind this training set always uses (None: the config's).
         writes_files: whether ``gandalf augment`` writes it as a dataset (original + label points);
             the others act while training.
+        has_label_points: whether it holds label points (whose graph ``gandalf analyze`` describes).
     """
 
     name: str
@@ -87,6 +88,7 @@ class Augmentation:
     build: Callable[[XMCDataset, object], TrainingSet]
     graph_kind: str | None = None
     writes_files: bool = False
+    has_label_points: bool = False
 
 
 def graph_for(config) -> GraphConfig:
@@ -184,18 +186,19 @@ _ROWS = (
     Augmentation("none", "D: the training points as given (a directory written by `gandalf augment` gives D u Z)",
                  _as_given),
     Augmentation("gandalf", "G = D u Z: original + label points with co-occurrence soft targets (the paper)",
-                 _original_plus_label_points, writes_files=True),
+                 _original_plus_label_points, writes_files=True, has_label_points=True),
     Augmentation("gandalf-tempered", "D u Z with tempered soft targets (shrunk, size-weighted, at most 10 co-labels "
                  "at half weight) and label points at half loss weight",
-                 _refuse("'gandalf-tempered' is a preset of 'gandalf': build its config with augment.preset"), writes_files=True),
+                 _refuse("'gandalf-tempered' is a preset of 'gandalf': build its config with augment.preset"),
+                 writes_files=True, has_label_points=True),
     Augmentation("identity", "Z^1 u D: original + label points with self-annotation only",
-                 _original_plus_label_points, graph_kind="identity", writes_files=True),
-    Augmentation("z-only", "Z: label points only", _label_points_only),
-    Augmentation("uniform", "U(G, N): N points drawn uniformly from G", _uniform),
+                 _original_plus_label_points, graph_kind="identity", writes_files=True, has_label_points=True),
+    Augmentation("z-only", "Z: label points only", _label_points_only, has_label_points=True),
+    Augmentation("uniform", "U(G, N): N points drawn uniformly from G", _uniform, has_label_points=True),
     Augmentation("glas", "G with y = sigmoid(S) (GLaS's symmetrised conditionals)",
-                 _original_plus_label_points, graph_kind="glas", writes_files=True),
+                 _original_plus_label_points, graph_kind="glas", writes_files=True, has_label_points=True),
     Augmentation("random-walk", "D u Z with ECLARE's random-walk graph",
-                 _original_plus_label_points, graph_kind="random-walk", writes_files=True),
+                 _original_plus_label_points, graph_kind="random-walk", writes_files=True, has_label_points=True),
     Augmentation("labelmix", "D, each batch transformed by LabelMix (p 0.4, tail-skewed label choice)",
                  _with_transform(_labelmix)),
     Augmentation("synonym", "D, each batch's texts rewritten with nearest-word synonyms (p 0.4 a point, 0.3 a word)",
