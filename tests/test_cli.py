@@ -261,6 +261,33 @@ def test_evaluate_scores_several_files_side_by_side_with_intervals(tiny_dir, tmp
     code, out, err = run_cli(["evaluate", *files, "--data", str(tiny_dir), "--bins"], capsys)
     assert code == 0, err
     assert "plain.txt\tpoints.txt" in out and "they add up to P@5" in out
+    # --plot: the panels get each file's metrics and bins adding up to P@5 and PSP@5; a PNG is written
+    from gandalf_xmc.experiments import report
+
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:  # the core package alone: one line naming the extra
+        code, _, err = run_cli(["evaluate", *files, "--data", str(tiny_dir), "--plot", str(tmp_path / "f.png")], capsys)
+        assert code == 2 and "gandalf-xmc[plots]" in err and not (tmp_path / "f.png").exists()
+        return
+
+    drawn = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(report, "comparison_figure", lambda path, names, scores, ks, bins: drawn.update(
+            path=path, names=names, scores=scores, ks=ks, bins=bins))
+        code, _, err = run_cli(["evaluate", *files, "--data", str(tiny_dir), "--plot", str(tmp_path / "f.png")], capsys)
+    assert code == 0, err
+    assert drawn["names"] == ["plain.txt", "points.txt"] and drawn["ks"] == (1, 3, 5) and sum(drawn["bins"]) == 4
+    for name, sc in zip(drawn["names"], drawn["scores"]):
+        assert sc["P@5"] == pytest.approx(both["files"][name]["P@5"])
+        assert sum(sc["bins_P"]) == pytest.approx(sc["P@5"]) and sum(sc["bins_PSP"]) == pytest.approx(sc["PSP@5"])
+    code, _, err = run_cli(["evaluate", *files, "--data", str(tiny_dir), "--plot", str(tmp_path / "f.png")], capsys)
+    assert code == 0, err
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, _, err = run_cli(["evaluate", *files, "--data", str(tiny_dir), "--plot", str(tmp_path / "f.png")], capsys)
+    assert code == 2 and "--force" in err
+    code, _, err = run_cli(["evaluate", *files, "--data", str(tiny_dir), "--plot", files[0], "--force"], capsys)
+    assert code == 2 and (tmp_path / "plain.txt").read_text().strip()  # an input is never the figure
 
 
 def test_analyze_reads_the_recipe_from_a_model_or_augment_directory(tiny_dir, tmp_path, capsys):

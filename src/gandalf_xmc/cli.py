@@ -291,6 +291,10 @@ def evaluate(pred_files: list[Path] = typer.Argument(..., help="Prediction files
              bootstrap: int = typer.Option(0, min=0, help="Resamples of the test points for 90% intervals of P@k "
                                            "and PSP@k, shared by every file, so a second file's difference from the "
                                            "first gets its own interval (e.g. 1000; 0: none)."),
+             plot: Optional[Path] = typer.Option(None, "--plot", help="Also write a PNG: P@k and PSP@k of the files "
+                                                 "side by side, and each label-frequency bin's contribution to them "
+                                                 "(needs the plots extra)."),
+             force: bool = FORCE_OPTION,
              seed: int = SEED_OPTION,
              derive_filters: bool = DERIVE_OPTION,
              as_json: bool = typer.Option(False, "--json", help="Print one JSON object (metrics in percent).")) -> None:
@@ -300,6 +304,17 @@ def evaluate(pred_files: list[Path] = typer.Argument(..., help="Prediction files
     from .metrics import bin_contributions, bootstrap_intervals, inverse_propensity
     from .metrics import evaluate as evaluate_metrics
 
+    if plot is not None:
+        from .data.atomic import check_output_file
+        from .errors import ConfigError
+
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise ConfigError("--plot needs matplotlib: pip install 'gandalf-xmc[plots]'") from None
+        plot = check_output_file(plot, force, inputs=tuple(pred_files))
+        if plot is None:
+            raise ConfigError("--plot needs a file path (a PNG), not standard output or a device")
     ds = _load(data, splits=tuple(dict.fromkeys(("trn", split))), derive_filters=derive_filters)
     target = ds.split(split)
     ks = tuple(sorted(set(_whole_numbers(_listed(k, "-k"), "-k"))))
@@ -307,17 +322,29 @@ def evaluate(pred_files: list[Path] = typer.Argument(..., help="Prediction files
     w = inverse_propensity(ds.original_train_Y(), pa, pb)
     preds = [read_predictions(f, expect_shape=(len(target), ds.n_labels)) for f in pred_files]
     names = [f.name if [g.name for g in pred_files].count(f.name) == 1 else str(f) for f in pred_files]
-    label_bins = frequency_bins(ds.label_frequencies()) if bins else None
-    scores = []
+    label_bins = frequency_bins(ds.label_frequencies()) if bins or plot else None
+    scores, figure_bins = [], []
     for pred in preds:
         res = evaluate_metrics(pred, target.Y, w, ks, target.filter_pairs)
         out = {f"{m}@{kk}": res[f"{m}@{kk}"] for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "C") for kk in ks}
-        if bins:
+        if bins or plot:
             contrib = bin_contributions(pred, target.Y, label_bins, max(ks), target.filter_pairs)
-            out.update({f"bin{i + 1}_P@{max(ks)}": float(c) for i, c in enumerate(contrib)})
+            if bins:
+                out.update({f"bin{i + 1}_P@{max(ks)}": float(c) for i, c in enumerate(contrib)})
+            if plot:
+                figure_bins.append({"bins_P": contrib, "bins_PSP": bin_contributions(
+                    pred, target.Y, label_bins, max(ks), target.filter_pairs, inv_propensity=w)})
         scores.append(out)
     n_points = int(res["n_points"])
     intervals = bootstrap_intervals(preds, target.Y, w, ks, target.filter_pairs, bootstrap, seed) if bootstrap else None
+    if plot:
+        import numpy as np
+
+        from .experiments.report import comparison_figure
+
+        comparison_figure(plot, names, [{**sc, **fb} for sc, fb in zip(scores, figure_bins)], ks,
+                          np.bincount(label_bins, minlength=5))
+        print(f"figure: {plot}", file=sys.stderr)
     if as_json:
         extra = {"propensity": {"A": pa, "B": pb}, "n_points": n_points}
         if len(preds) == 1:

@@ -268,6 +268,49 @@ def _figure_subsampling(res: Results, model: str, path: Path) -> dict:
     return out
 
 
+def comparison_figure(path: Path, names: list[str], scores: list[dict], ks: tuple[int, ...],
+                      bin_labels: np.ndarray) -> None:
+    """``gandalf evaluate --plot``: three panels for the prediction files compared: P@k and PSP@k at
+    every cut-off, then each label-frequency bin's contribution to P@k and to PSP@k at the largest k
+    (``scores[i]`` holds ``bins_P`` and ``bins_PSP``, five values each). Written atomically.
+
+    Args:
+        path: the PNG to write.
+        names: one legend entry a file.
+        scores: ``evaluate``'s metrics of each file (percent), with the bins' contributions.
+        ks: the cut-offs.
+        bin_labels: the number of labels in each bin (for the tick labels).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    width = 0.8 / max(1, len(names))
+    metrics = [f"{m}@{k}" for m in ("P", "PSP") for k in ks]
+    for i, (name, sc) in enumerate(zip(names, scores)):
+        offset = (i - (len(names) - 1) / 2) * width
+        axes[0].bar(np.arange(len(metrics)) + offset, [sc[m] for m in metrics], width, label=name)
+        for ax, key in ((axes[1], "bins_P"), (axes[2], "bins_PSP")):
+            ax.bar(np.arange(5) + offset, sc[key], width, label=name)
+    axes[0].set_xticks(np.arange(len(metrics)))
+    axes[0].set_xticklabels(metrics)
+    axes[0].set_ylabel("percent")
+    axes[0].set_title("P@k and PSP@k")
+    k = max(ks)
+    for ax, metric in ((axes[1], f"P@{k}"), (axes[2], f"PSP@{k}")):
+        ax.set_xticks(np.arange(5))
+        ax.set_xticklabels([f"bin {b + 1}\n{bin_labels[b]:,} labels" for b in range(5)], fontsize=8)
+        ax.set_xlabel("label-frequency bin (1 = head, 5 = tail)")
+        ax.set_ylabel(f"contribution to {metric} (percent)")
+        ax.set_title(f"{metric} by label-frequency bin (the bins add up to it)")
+    for ax in axes:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    _save(fig, path)
+
+
 def _save(fig, path: Path) -> None:
     import matplotlib.pyplot as plt
 
