@@ -176,6 +176,8 @@ class TextFeaturizer:
     def transform(self, texts: list[str]) -> sp.csr_matrix:
         if self.vectorizer is None:
             raise RuntimeError("fit the featurizer first")
+        if is_feature_matrix(texts):
+            raise ConfigError("this model reads texts: it was trained on texts, not on precomputed feature rows")
         if len(texts) <= FEW_TEXTS and self.char_vectorizer is None:
             return self._transform_few(texts)
         X = self.vectorizer.transform(texts).tocsr()
@@ -216,6 +218,58 @@ class TextFeaturizer:
             feat.char_vectorizer.idf_ = load_array(d / "features_char_idf.npy")
         return feat
 
+
+
+def is_feature_matrix(inputs) -> bool:
+    """Whether a model's inputs are feature rows the caller computed (a scipy sparse matrix or a
+    2-D numpy array), not texts."""
+    return sp.issparse(inputs) or (isinstance(inputs, np.ndarray) and inputs.ndim == 2)
+
+
+class PrecomputedFeatures:
+    """What reads the input of a model trained on feature rows the caller computed (sparse TF-IDF
+    of their own, dense sentence embeddings), as PECOS's ``XLinearModel.train(X, Y)`` and
+    napkinXC's ``fit(X, Y)`` take them: rows pass through as float32 CSR, checked for width and
+    finiteness. Saved as ``features.json`` ``{"precomputed": true, "n_features": D}``."""
+
+    precomputed = True
+
+    def __init__(self, n_features: int):
+        self.n_features = int(n_features)
+
+    def transform(self, rows) -> sp.csr_matrix:
+        if not is_feature_matrix(rows):
+            raise ConfigError(f"this model was trained on precomputed features: give it feature rows (a scipy sparse "
+                              f"matrix or a 2-D numpy array of {self.n_features:,} columns), not texts")
+        X = sp.csr_matrix(rows, dtype=np.float32)
+        if X.shape[1] != self.n_features:
+            raise ConfigError(f"feature rows of {X.shape[1]:,} columns for a model trained on {self.n_features:,}")
+        if not np.isfinite(X.data).all():
+            raise ConfigError("feature rows must be finite numbers (found NaN or infinity)")
+        X.eliminate_zeros()
+        X.sort_indices()
+        return X
+
+    def save(self, directory: str | Path) -> None:
+        (Path(directory) / "features.json").write_text(json.dumps({"precomputed": True, "n_features": self.n_features}))
+
+    @classmethod
+    def load(cls, directory: str | Path, spec: dict | None = None) -> PrecomputedFeatures:
+        from .jsonio import read_json_file
+
+        spec = read_json_file(Path(directory) / "features.json") if spec is None else spec
+        return cls(spec["n_features"])
+
+
+def load_featurizer(directory: str | Path, spec: dict | None = None,
+                    idf: np.ndarray | None = None) -> TextFeaturizer | PrecomputedFeatures:
+    """The part that reads a saved model's input, by its ``features.json``: texts or precomputed rows."""
+    from .jsonio import read_json_file
+
+    spec = read_json_file(Path(directory) / "features.json") if spec is None else spec
+    if isinstance(spec, dict) and spec.get("precomputed"):
+        return PrecomputedFeatures.load(directory, spec)
+    return TextFeaturizer.load(directory, spec, idf)
 
 def _terms(vectorizer) -> list[str]:
     return [term for term, _ in sorted(vectorizer.vocabulary_.items(), key=lambda kv: kv[1])]

@@ -88,9 +88,14 @@ def _load_light(d: Path):
     from .jsonio import read_json_file
 
     spec = read_json_file(d / "model.json")
-    from .models.linear_reader import LinearReader, can_read
+    from .models.linear_reader import LinearReader, NeedsFullReader, can_read
 
-    return LinearReader(d) if isinstance(spec, dict) and can_read(spec) else None
+    if not (isinstance(spec, dict) and can_read(spec)):
+        return None
+    try:
+        return LinearReader(d)
+    except NeedsFullReader:
+        return None
 
 
 def read_queries(source: str):

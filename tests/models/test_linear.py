@@ -264,3 +264,36 @@ def test_saving_over_a_model_leaves_none_of_its_layouts_behind(tmp_path, monkeyp
     queries = ["alpha delta", "zeta omega", "gamma"]
     got, want = XRLinear.load(tmp_path / "m").predict(queries, k=3), held.predict(queries, k=3)
     assert np.array_equal(got.indices, want.indices) and np.array_equal(got.data, want.data)
+
+
+def test_a_model_of_its_own_features_given_as_rows_equals_the_model_of_texts(tmp_path):
+    """The TF-IDF rows (and label rows) the model computes from texts, given by hand as a matrix,
+    train the same model bit for bit; dense rows too. Saved and loaded it predicts the same,
+    ranked answers name labels by position, and texts or rows of another width get one line."""
+    from gandalf_xmc.features import TextFeaturizer
+    from gandalf_xmc.predictor import load_predictor
+
+    cfg = small()
+    featurizer = TextFeaturizer(cfg.ngram_max, min_df=cfg.min_df, char_ngrams=cfg.char_ngrams)
+    XZ = featurizer.fit_transform(TEXTS + LABELS)
+    X, Z = XZ[:len(TEXTS)], XZ[len(TEXTS):]
+    queries = ["alpha zeta", "gamma", "delta omega beta"]
+    by_text = XRLinear(cfg).fit(TEXTS, Y, LABELS, progress=False).predict(queries, k=4)
+    rows_model = XRLinear(cfg).fit(X, Y, label_features=Z, progress=False)
+    Q = featurizer.transform(queries)
+    assert (rows_model.predict(Q, k=4) != by_text).nnz == 0
+    dense = XRLinear(cfg).fit(X.toarray(), Y, label_features=Z.toarray(), progress=False)
+    assert (dense.predict(Q.toarray(), k=4) != by_text).nnz == 0
+    rows_model.save(tmp_path / "m")
+    loaded = load_trained(tmp_path / "m")
+    assert (loaded.predict(Q, k=4) != by_text).nnz == 0
+    light = load_predictor(tmp_path / "m", light=True).model  # the numpy-only reader hands it to the full one
+    assert isinstance(light, XRLinear)
+    top = light.predict_labels(Q, k=1)
+    assert [t[0]["id"] for t in top] == [str(j) for j in by_text.toarray().argmax(axis=1)]
+    with pytest.raises(ConfigError, match="precomputed features"):
+        light.predict_labels(["alpha"], k=1)
+    with pytest.raises(ConfigError, match="columns"):
+        loaded.predict(sp.csr_matrix((1, X.shape[1] + 1), dtype=np.float32))
+    with pytest.raises(ConfigError, match="reads texts"):
+        XRLinear(cfg).fit(TEXTS, Y, LABELS, progress=False).predict(Q)

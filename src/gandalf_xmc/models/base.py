@@ -59,6 +59,12 @@ def unpack_training_set(texts, Y, label_texts, mixer, extra, needs_label_texts: 
     return texts, Y, label_texts, mixer, extra
 
 
+def _is_matrix(inputs) -> bool:
+    """Feature rows (a scipy sparse matrix or a 2-D numpy array) rather than texts; tested without
+    importing either (this module is on the numpy-only reader's cold-start path)."""
+    return getattr(inputs, "ndim", None) == 2
+
+
 def folded_text(text: str) -> str:
     """``text`` with case and runs of white space folded: two texts that read the same are equal."""
     return " ".join(str(text).lower().split())
@@ -101,16 +107,22 @@ class LabelledModel:
         words (:meth:`known_queries`), computed once for both."""
         if self.label_uids is None:
             raise RuntimeError("fit or load the model first")
-        if uids is not None and len(uids) != len(texts):
-            raise ValueError(f"{len(uids)} uids for {len(texts)} texts")
+        rows = _is_matrix(texts)  # feature rows, for a model trained on precomputed features
+        n = texts.shape[0] if rows else len(texts)
+        if uids is not None and len(uids) != n:
+            raise ValueError(f"{len(uids)} uids for {n} texts")
+        if drop_namesakes and rows:
+            from ..errors import ConfigError
+
+            raise ConfigError("drop_namesakes compares texts; feature rows have none")
         k = max(1, min(int(k), len(self.label_uids)))
         known = self.known_queries(texts)
-        leave_out = [set() if j < 0 else {j} for j in (self._own_labels(uids) if uids is not None else [-1] * len(texts))]
+        leave_out = [set() if j < 0 else {j} for j in (self._own_labels(uids) if uids is not None else [-1] * n)]
         if drop_namesakes:
             for left, text in zip(leave_out, texts):
                 left.update(self._namesakes(text))
         most = max((len(left) for left in leave_out), default=0)
-        P = self.predict(list(texts), k=min(k + most, len(self.label_uids)))
+        P = self.predict(texts if rows else list(texts), k=min(k + most, len(self.label_uids)))
         out = []
         for i in range(P.shape[0]):
             lo, hi = P.indptr[i], P.indptr[i + 1]
@@ -121,13 +133,14 @@ class LabelledModel:
         return out, known
 
     def known_queries(self, texts: list[str]) -> list[bool]:
-        """For each text, whether the model knows one of its words (an empty text never): a query
-        it does not know gets no labels from :meth:`predict_labels` rather than the labels' prior.
+        """For each text, whether the model knows one of its words (an empty text never; a row of
+        features: whether it has a non-zero): a query it does not know gets no labels from
+        :meth:`predict_labels` rather than the labels' prior.
         Models without a vocabulary of their own (a sentence encoder) know every non-empty text."""
         featurizer = getattr(self, "featurizer", None)
         if featurizer is None:
             return [bool(str(t).strip()) for t in texts]
-        X = featurizer.transform([str(t) for t in texts])
+        X = featurizer.transform(texts if _is_matrix(texts) else [str(t) for t in texts])
         return [bool(n) for n in (X.indptr[1:] - X.indptr[:-1]).tolist()]
 
     def _own_labels(self, uids: list[str | None]) -> list[int]:

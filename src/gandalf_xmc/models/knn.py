@@ -18,9 +18,9 @@ import scipy.sparse as sp
 
 from ..engine.records import TrainResult, Validation, validation_metrics
 from ..errors import ConfigError
-from ..features import TextFeaturizer
+from ..features import PrecomputedFeatures, TextFeaturizer, is_feature_matrix, load_featurizer
 from ..settings import check_ranges
-from ..sparse_ops import top_k_per_row
+from ..sparse_ops import row_normalised, top_k_per_row
 from .base import LabelledModel, unpack_training_set
 
 
@@ -61,27 +61,40 @@ class TfidfKNN(LabelledModel):
             extra=None) -> TfidfKNN:
         """Index the training texts; ``Y`` may hold soft targets in [0, 1]. A text transform
         (``mixer``: LabelMix, synonym replacement) is drawn once and its changed points indexed
-        too; extra points are indexed like the others (their loss weight means nothing here)."""
+        too; extra points are indexed like the others (their loss weight means nothing here).
+
+        ``texts`` may instead be feature rows computed by the caller (a scipy sparse matrix or a 2-D
+        numpy array, such as sentence embeddings): neighbours are then by the cosine of those rows,
+        and the model predicts feature rows of the same width."""
         from ..augment.transforms import append_text_draw
 
         started = time.perf_counter()
         texts, Y, label_texts, mixer, extra = unpack_training_set(texts, Y, label_texts, mixer, extra,
                                                                   needs_label_texts=False)
-        texts, Y = list(texts), sp.csr_matrix(Y, dtype=np.float32)
+        Y = sp.csr_matrix(Y, dtype=np.float32)
         self.set_labels(list(label_texts) if label_texts is not None else [""] * Y.shape[1])
-        if mixer is not None and mixer.acts_on == "features":
-            raise ConfigError(f"knn indexes texts; {mixer.kind} mixes input vectors")
-        if mixer is not None:
-            texts, Y, _ = append_text_draw(mixer, texts, Y)
-        self.featurizer = TextFeaturizer(self.config.ngram_max).fit(texts)
+        if mixer is not None and (mixer.acts_on == "features" or is_feature_matrix(texts)):
+            raise ConfigError(f"knn indexes texts or the caller's feature rows; {mixer.kind} cannot act on them here")
+        if is_feature_matrix(texts):
+            self.featurizer = PrecomputedFeatures(texts.shape[1])
+            X = row_normalised(self.featurizer.transform(texts))  # cosine, as TF-IDF rows of unit norm give
+            if X.shape[0] != Y.shape[0]:
+                raise ConfigError(f"{X.shape[0]:,} feature rows for {Y.shape[0]:,} rows of targets")
+        else:
+            texts = list(texts)
+            if mixer is not None:
+                texts, Y, _ = append_text_draw(mixer, texts, Y)
+            self.featurizer = TextFeaturizer(self.config.ngram_max).fit(texts)
+            X = self.featurizer.transform(texts)
         # transposed once here: doing it per call made a single query cost a pass over the index
-        self.XT = self.featurizer.transform(texts).T.tocsr()
+        self.XT = X.T.tocsr()
         self.Y = Y
         seconds = time.perf_counter() - started
-        record = {"epoch": 0, "seconds": seconds, "examples": len(texts)}
+        record = {"epoch": 0, "seconds": seconds, "examples": X.shape[0]}
         if valid is not None:
-            record.update(validation_metrics(self.predict(list(valid.inputs), k=10), valid))
-        self.result = TrainResult(0, record.get("P@1", 0.0), [record], seconds, len(texts) / max(seconds, 1e-9))
+            inputs = valid.inputs if is_feature_matrix(valid.inputs) else list(valid.inputs)
+            record.update(validation_metrics(self.predict(inputs, k=10), valid))
+        self.result = TrainResult(0, record.get("P@1", 0.0), [record], seconds, X.shape[0] / max(seconds, 1e-9))
         return self
 
     def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> sp.csr_matrix:
@@ -98,9 +111,12 @@ class TfidfKNN(LabelledModel):
         if self.featurizer is None or self.XT is None or self.Y is None:
             raise RuntimeError("fit the model before predicting")
         cfg = self.config
+        rows = is_feature_matrix(texts)
         blocks = []
-        for start in range(0, len(texts), cfg.batch_size):
+        for start in range(0, texts.shape[0] if rows else len(texts), cfg.batch_size):
             Q = self.featurizer.transform(texts[start:start + cfg.batch_size])
+            if rows:
+                Q = row_normalised(Q)
             sims = top_k_per_row(Q @ self.XT, cfg.n_neighbours, distinct=True)
             sims.data = np.power(np.maximum(sims.data, 0.0), cfg.power)
             scores = top_k_per_row(sims @ self.Y, k, distinct=True)
@@ -131,7 +147,7 @@ class TfidfKNN(LabelledModel):
         d = Path(directory)
         spec = json.loads((d / "model.json").read_text())
         model = cls(KNNConfig(**spec["model"]))
-        model.featurizer = TextFeaturizer.load(d)
+        model.featurizer = load_featurizer(d)
         model.XT = sp.load_npz(d / "knn_points.npz").tocsr()
         model.Y = sp.load_npz(d / "knn_targets.npz").tocsr()
         model.result = TrainResult(**spec["result"]) if spec.get("result") else None

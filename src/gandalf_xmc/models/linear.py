@@ -36,7 +36,7 @@ from ..engine.level_store import is_spilled, page_in, read_level, write_level
 from ..engine.linear_solver import SolverConfig, kernels_cached, train_level
 from ..engine.records import ExtraPoints, TrainResult, Validation, validation_metrics
 from ..errors import ConfigError
-from ..features import TextFeaturizer
+from ..features import PrecomputedFeatures, TextFeaturizer, is_feature_matrix, load_featurizer
 from ..settings import check_ranges
 from .base import LabelledModel, unpack_training_set
 from .linear_check import check_level_rows, level_rows, read_saved
@@ -203,19 +203,27 @@ class XRLinear(LabelledModel):
         data[keep], data[last] = X.data, self.config.bias
         return sp.csr_matrix((data, indices, indptr), shape=(n, d + 1))
 
-    def features(self, texts: list[str]) -> sp.csr_matrix:
-        """TF-IDF rows of ``texts`` with the bias feature (the classifiers' input)."""
+    def features(self, texts) -> sp.csr_matrix:
+        """The classifiers' input: TF-IDF rows of ``texts`` (or, for a model trained on precomputed
+        features, the feature rows given) with the bias feature."""
         if self.featurizer is None:
             raise RuntimeError("fit or load the model first")
-        return self._with_bias(self.featurizer.transform(list(texts)))
+        return self._with_bias(self.featurizer.transform(texts if is_feature_matrix(texts) else list(texts)))
 
     def fit(self, texts, Y: sp.csr_matrix | None = None, label_texts: list[str] | None = None,
             valid: Validation | None = None,
             example_weights: np.ndarray | None = None, checkpoint_dir: str | Path | None = None,
-            resume: bool = False, progress: bool = True, mixer=None, extra: ExtraPoints | None = None) -> XRLinear:
+            resume: bool = False, progress: bool = True, mixer=None, extra: ExtraPoints | None = None,
+            label_features=None) -> XRLinear:
         """Train on ``texts`` with (soft) targets ``Y`` (``N x L``) and the labels' texts, or on a
         :class:`~gandalf_xmc.augment.TrainingSet` given as ``texts`` (``Y`` left out), which brings
         its label points' weight and its transform: ``fit(training_set(ds, recipe), label_texts=...)``.
+
+        ``texts`` may instead be feature rows computed by the caller (a scipy sparse matrix or a 2-D
+        numpy array, ``N x D``), as PECOS's ``XLinearModel.train(X, Y)`` takes them; the model then
+        predicts feature rows of the same ``D`` columns. ``label_texts`` are then optional (the
+        labels' names in ranked answers), and ``label_features`` (``L x D``, optional) places each
+        label in the tree beside PIFA, as a label's text does for a model of texts.
 
         ``valid`` (a :class:`~gandalf_xmc.engine.records.Validation` of texts) is scored once at the end
         (the training record's only epoch); ``extra`` marks the augmentation points and their loss
@@ -225,7 +233,14 @@ class XRLinear(LabelledModel):
         restarts from the beginning. Levels too large for memory are written under
         ``checkpoint_dir`` (else the system's temporary directory) and removed with the model.
         """
-        texts, Y, label_texts, mixer, extra = unpack_training_set(texts, Y, label_texts, mixer, extra)
+        given_rows = is_feature_matrix(texts)
+        texts, Y, label_texts, mixer, extra = unpack_training_set(texts, Y, label_texts, mixer, extra,
+                                                                  needs_label_texts=not given_rows)
+        if given_rows and mixer is not None:
+            raise ConfigError("a batch transform acts on texts (or on the features the model computes from them), "
+                              "not on precomputed feature rows")
+        if label_features is not None and not given_rows:
+            raise ConfigError("label_features go with precomputed feature rows; a model of texts reads the label texts")
         from ..augment.conventional import append_mixed
         from ..augment.transforms import append_text_draw
 
@@ -245,17 +260,23 @@ class XRLinear(LabelledModel):
             np.asarray(example_weights, dtype=np.float64)
         if extra is not None:
             weights = np.where(extra.mask, weights * extra.weight, weights)
-        texts = list(texts)
+        if not given_rows:
+            texts = list(texts)
         if mixer is not None and mixer.acts_on == "texts":
             texts, Y, weights = append_text_draw(mixer, texts, Y, weights)
         self.n_labels = Y.shape[1]
+        if label_texts is None:  # feature rows without names: a label is its position
+            label_texts = [str(j) for j in range(self.n_labels)]
         if len(label_texts) != self.n_labels:
             raise ConfigError(f"{len(label_texts):,} label texts for {self.n_labels:,} labels")
         self.set_labels(label_texts)
-        self.featurizer = TextFeaturizer(cfg.ngram_max, min_df=cfg.min_df, char_ngrams=cfg.char_ngrams)
-        XZ = self.featurizer.fit_transform(texts + list(label_texts))
-        X, Z = XZ[:len(texts)], XZ[len(texts):]
-        del XZ  # copies were sliced off; at a million labels each of these matrices is gigabytes
+        if given_rows:
+            X, Z = self._precomputed(texts, label_features, Y.shape[0])
+        else:
+            self.featurizer = TextFeaturizer(cfg.ngram_max, min_df=cfg.min_df, char_ngrams=cfg.char_ngrams)
+            XZ = self.featurizer.fit_transform(texts + list(label_texts))
+            X, Z = XZ[:len(texts)], XZ[len(texts):]
+            del XZ  # copies were sliced off; at a million labels each of these matrices is gigabytes
         if mixer is not None and mixer.acts_on == "features":
             n_before = X.shape[0]
             X, Y, _, _ = append_mixed(mixer, X, Y, Z, None, None)
@@ -278,7 +299,7 @@ class XRLinear(LabelledModel):
         record = {"epoch": 0, "seconds": seconds, "examples": int(Xb.shape[0]),
                   "examples_per_second": Xb.shape[0] / max(seconds, 1e-9), "weights": int(sum(W.nnz for W in levels))}
         if valid is not None:
-            pred = self.predict(list(valid.inputs), k=10)
+            pred = self.predict(valid.inputs if is_feature_matrix(valid.inputs) else list(valid.inputs), k=10)
             record.update(validation_metrics(pred, valid))
         score = record.get("P@1", 0.0)
         self.result = TrainResult(best_epoch=0, best_score=score, history=[record], seconds=seconds,
@@ -286,6 +307,17 @@ class XRLinear(LabelledModel):
         say(f"trained in {seconds:.1f} s ({record['weights']:,} weights)"
             + (f"; valid P@1 {record['P@1']:.2f}, PSP@5 {record['PSP@5']:.2f}" if "P@1" in record else ""))
         return self
+
+    def _precomputed(self, rows, label_features, n_targets: int) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
+        """The caller's feature rows and label features, checked, with the part that reads such rows."""
+        self.featurizer = PrecomputedFeatures(rows.shape[1])
+        X = self.featurizer.transform(rows)
+        if X.shape[0] != n_targets:
+            raise ConfigError(f"{X.shape[0]:,} feature rows for {n_targets:,} rows of targets")
+        Z = None if label_features is None else self.featurizer.transform(label_features)
+        if Z is not None and Z.shape[0] != self.n_labels:
+            raise ConfigError(f"{Z.shape[0]:,} rows of label features for {self.n_labels:,} labels")
+        return X, Z
 
     def _train_levels(self, Xb: sp.csr_matrix, Y: sp.csr_matrix, weights: np.ndarray, say,
                       scratch: Path, progress: bool = False) -> list[sp.csr_matrix]:
@@ -331,7 +363,7 @@ class XRLinear(LabelledModel):
         if self.weights is None or self.tree is None:
             raise RuntimeError("fit or load the model first")
         blocks = []
-        for start in range(0, len(texts), batch_size):
+        for start in range(0, texts.shape[0] if is_feature_matrix(texts) else len(texts), batch_size):
             Qb = self.features(texts[start:start + batch_size])
             P = self._search(Qb, k)
             P.sort_indices()
@@ -396,7 +428,7 @@ class XRLinear(LabelledModel):
         model = cls(LinearConfig.from_dict(spec["model"]))
         model.n_labels = int(spec["n_labels"])
         model.result = TrainResult(**spec["result"]) if spec.get("result") else None
-        model.featurizer = TextFeaturizer.load(d, spec=features, idf=idf)
+        model.featurizer = load_featurizer(d, spec=features, idf=idf)
         model.tree = LabelTree(order, bounds)
         levels = [_read_weights(d, t, model.featurizer.n_features + 1, level_rows(t, model.n_labels, bounds))
                   for t in range(int(spec["n_levels"]))]

@@ -40,6 +40,11 @@ def check_spec(spec, features, directory: Path) -> None:
     where = directory / "features.json"
     if not isinstance(features, dict):
         raise DataFormatError(where, None, "expected a JSON object")
+    if features.get("precomputed") is True:  # trained on the caller's feature rows: no vocabulary
+        if not (_whole(features.get("n_features")) and features["n_features"] >= 1):
+            raise DataFormatError(where, None, f"'n_features' must be a whole number of at least 1, "
+                                               f"got {features.get('n_features')!r}")
+        return
     vocabulary = features.get("vocabulary")
     if not isinstance(vocabulary, list):  # a term that is no string never matches a word: not worth a pass here
         raise DataFormatError(where, None, "'vocabulary' must be a list of terms")
@@ -48,14 +53,15 @@ def check_spec(spec, features, directory: Path) -> None:
                                            f"got {features.get('ngram_max')!r}")
 
 
-def check_arrays(directory: Path, n_labels: int, n_levels: int, n_terms: int, idf: np.ndarray,
+def check_arrays(directory: Path, n_labels: int, n_levels: int, n_terms: int, idf: np.ndarray | None,
                  order: np.ndarray, bounds: list[np.ndarray]) -> None:
     """The idf, the tree's label order and its node bounds, against each other and the spec:
-    ``idf`` one finite positive value a vocabulary term; ``order`` a permutation of the labels;
+    ``idf`` one finite positive value a vocabulary term (None: a model of precomputed features,
+    without one); ``order`` a permutation of the labels;
     ``bounds`` one increasing array a level, from 0 to ``n_labels``, each level's cuts among the
     next one's (the nodes nest). Raises DataFormatError naming the file."""
-    if idf.ndim != 1 or idf.size != n_terms or idf.dtype.kind != "f" or (idf.size and not (
-            np.isfinite(idf).all() and idf.min() > 0)):
+    if idf is not None and (idf.ndim != 1 or idf.size != n_terms or idf.dtype.kind != "f" or (idf.size and not (
+            np.isfinite(idf).all() and idf.min() > 0))):
         raise DataFormatError(directory / "features_idf.npy", None,
                               f"expected {n_terms:,} finite positive values (one a vocabulary term), "
                               f"got {idf.size:,} {idf.dtype.name} values" + ("" if idf.size != n_terms else
@@ -107,8 +113,9 @@ def load_bounds(path: Path) -> list[np.ndarray]:
         return [archive[f"arr_{i}"] for i in range(len(names))]
 
 
-def read_saved(directory: Path) -> tuple[dict, dict, np.ndarray, np.ndarray, list[np.ndarray]]:
-    """``(model.json, features.json, idf, tree order, tree bounds)`` of a saved linear model, each
+def read_saved(directory: Path) -> tuple[dict, dict, np.ndarray | None, np.ndarray, list[np.ndarray]]:
+    """``(model.json, features.json, idf (None without a vocabulary), tree order, tree bounds)`` of a
+    saved linear model, each
     read once and checked by :func:`check_spec` and :func:`check_arrays`: what both readers start
     from (the levels are read by each, with :func:`level_rows` rows)."""
     from ..engine.level_store import load_array
@@ -117,8 +124,10 @@ def read_saved(directory: Path) -> tuple[dict, dict, np.ndarray, np.ndarray, lis
     spec = read_json_file(directory / "model.json")
     features = read_json_file(directory / "features.json")
     check_spec(spec, features, directory)
-    idf = load_array(directory / "features_idf.npy")
+    precomputed = features.get("precomputed") is True
+    idf = None if precomputed else load_array(directory / "features_idf.npy")
     order = load_array(directory / "tree_order.npy")
     bounds = load_bounds(directory / "tree_bounds.npz")
-    check_arrays(directory, spec["n_labels"], spec["n_levels"], len(features["vocabulary"]), idf, order, bounds)
+    n_terms = features["n_features"] if precomputed else len(features["vocabulary"])
+    check_arrays(directory, spec["n_labels"], spec["n_levels"], n_terms, idf, order, bounds)
     return spec, features, idf, order, bounds

@@ -29,6 +29,10 @@ def can_read(spec) -> bool:
     return not (isinstance(model, dict) and model.get("char_ngrams"))
 
 
+class NeedsFullReader(Exception):
+    """A saved linear model this reader does not answer for (the caller loads it in full)."""
+
+
 class _CSR:
     """A saved level's CSR arrays, mapped from its ``.npy`` files (or read from the ``.npz`` of
     models saved before them), without scipy and without pickles."""
@@ -58,8 +62,8 @@ class LinearReader(LabelledModel):
     def __init__(self, directory: str | Path):
         d = Path(directory)
         spec, features, self.idf, self.order, self.bounds = read_saved(d)
-        if not can_read(spec):
-            raise ValueError("this linear model needs the full reader")
+        if not can_read(spec) or features.get("precomputed") is True:  # no texts to read: the full loader says so
+            raise NeedsFullReader(d)
         self.config = spec["model"]
         self.n_labels = int(spec["n_labels"])
         self.vocabulary = {term: i for i, term in enumerate(features["vocabulary"])}
