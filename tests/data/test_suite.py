@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gandalf_xmc.data import load_dataset
-from gandalf_xmc.data.builders import DatasetCard, Item, gene_ontology, jargon, manpages, wordnet, write_related_items
+from gandalf_xmc.data.builders import DatasetCard, Item, gcide, gene_ontology, jargon, manpages, wordnet, write_related_items
 from gandalf_xmc.data.suite import SUITE, is_available, resolve, suite_path
 from gandalf_xmc.errors import GandalfError
 
@@ -118,6 +118,33 @@ def test_jargon_parse_by_hand():
     assert items["hard boot"].targets == ("boot",) and items["hard boot"].text == "hard boot: See boot."
     assert items["boot"].targets == ("hard boot",)
     assert items["boot"].text == "boot: 1. To load and initialize."
+
+
+def test_gcide_parse_by_hand():
+    """Three bodies: a reference after "See", "Same as" and "cf." becomes a target where the entry
+    exists ({Fold} does not); a braced inflection in the etymology is none; an inflection's index
+    line leads to its entry's body, which is one item; pronunciation, part of speech and
+    etymology leave the text."""
+    bodies = ['Cockle \\Coc"kle\\, v. t. [imp. & p. p. {Cockled}.] [Of uncertain origin.]\n'
+              '   To cause to contract into wrinkles. See {Wrinkle}.\n   [1913 Webster]\n\n',
+              'Wrinkle \\Wrin"kle\\, n. [AS. wrincle.]\n   A small ridge or prominence. Same as {Crease}, {Fold};\n'
+              '   cf. {Cockle}.\n\n',
+              'Crease \\Crease\\, n.\n   A line or mark made by folding.\n\n']
+    raw = [b.encode("utf-8") for b in bodies]
+    starts = [0, len(raw[0]), len(raw[0]) + len(raw[1])]
+
+    def b64(n):
+        chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+        return chars[n // 64] + chars[n % 64] if n >= 64 else chars[n]
+
+    lines = [("Cockle", 0), ("Cockled", 0), ("Crease", 2), ("Wrinkle", 1)]
+    index = "".join(f"{h}\t{b64(starts[i])}\t{b64(len(raw[i]))}\n" for h, i in lines)
+    items = {i.uid: i for i in gcide.parse(index, b"".join(raw))}
+    assert sorted(items) == ["cockle", "crease", "wrinkle"]
+    assert items["cockle"].text == "Cockle: To cause to contract into wrinkles." and items["cockle"].targets == ("wrinkle",)
+    assert items["wrinkle"].text == "Wrinkle: A small ridge or prominence."
+    assert items["wrinkle"].targets == ("crease", "cockle")
+    assert items["crease"].targets == () and items["crease"].group == "c"
 
 
 def test_suite_names_resolve_and_shipped_datasets_load():

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import DatasetCard, Item, write_related_items
 from .debian_archive import DEFAULT_MIRROR, DebianPackage, fetch, package_files
+from .dictd import first_sentence, headword_key, index_entries
 
 PACKAGE = DebianPackage("dict-jargon", "4.4.7-3.1", "pool/main/d/dict-jargon/dict-jargon_4.4.7-3.1_all.deb",
                         "405f8168d7994ed2cb71407bb95493daec2e9aa66fc0461dafa74a9d6728a8c1", 621608)
@@ -22,42 +23,16 @@ CARD = DatasetCard(
     text=f"the headword, a colon and the first sentence of its definition (at most {MAX_WORDS} words)",
     labels="the entries its definition cross-references", license="public domain (The Jargon File)",
     sources=(PACKAGE,))
-_BASE64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-
-
-def _number(text: str) -> int:
-    value = 0
-    for ch in text:
-        value = value * 64 + _BASE64.index(ch)
-    return value
-
-
-def _key(headword: str) -> str:
-    return " ".join(headword.lower().split())
-
-
-def _first_sentence(definition: str) -> str:
-    words = definition.replace("{", "").replace("}", "").split()
-    out = []
-    for word in words[:MAX_WORDS]:
-        out.append(word)
-        if word.endswith((".", "?", "!")) and len(out) > 3 and not word[:-1].isdigit():  # "1." numbers a sense
-            break
-    return " ".join(out)
 
 
 def parse(index: str, dictionary: bytes) -> list[Item]:
     """Items of a dictd index and its (uncompressed) dictionary."""
-    entries = []
-    for line in index.splitlines():
-        headword, offset, length = line.split("\t")[:3]
-        if headword.startswith("00-database"):
-            continue
-        entries.append((headword, dictionary[_number(offset):_number(offset) + _number(length)].decode("utf-8")))
-    known = {_key(h) for h, _ in entries}
+    entries = [(headword, dictionary[offset:offset + length].decode("utf-8"))
+               for headword, offset, length in index_entries(index)]
+    known = {headword_key(h) for h, _ in entries}
     items, seen = [], set()
     for headword, body in entries:
-        key = _key(headword)
+        key = headword_key(headword)
         if key in seen:
             continue
         seen.add(key)
@@ -65,9 +40,9 @@ def parse(index: str, dictionary: bytes) -> list[Item]:
         # skip the part-of-speech / pronunciation lines that precede the definition's first paragraph
         paragraphs = [p for p in "\n".join(lines).split("\n\n") if p.strip()]
         definition = " ".join(paragraphs[1:] if len(paragraphs) > 1 else paragraphs)
-        refs = [_key(r) for r in re.findall(r"\{([^{}]+)\}", " ".join(body.split()))]
+        refs = [headword_key(r) for r in re.findall(r"\{([^{}]+)\}", " ".join(body.split()))]
         targets = tuple(r for r in dict.fromkeys(refs) if r in known and r != key)
-        items.append(Item(key, f"{headword}: {_first_sentence(definition)}", targets, key[:1]))
+        items.append(Item(key, f"{headword}: {first_sentence(definition, MAX_WORDS)}", targets, key[:1]))
     return items
 
 
