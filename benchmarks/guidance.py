@@ -48,13 +48,14 @@ def measure(dataset: str, recipe: str, seed: int, split: str) -> dict:
 
 
 def summary(rows: list[dict]) -> str:
-    out = ["| recipe | datasets | mean P@1 | mean PSP@5 | best P@1 on | train s (min-max) | peak memory MB (min-max) |",
+    out = ["| recipe | datasets | mean P@1 | mean PSP@5 | best P@1 on (ties count) | train s (min-max) "
+           "| peak memory MB (min-max) |",
            "| --- | --- | --- | --- | --- | --- | --- |"]
     recipes = list(dict.fromkeys(f"{r['model']}:{r['augment']}" for r in rows))
-    best = {d: max((r for r in rows if r["dataset"] == d), key=lambda r: r["P@1"]) for d in {r["dataset"] for r in rows}}
+    best = {d: max(r["P@1"] for r in rows if r["dataset"] == d) for d in {r["dataset"] for r in rows}}
     for recipe in recipes:
         rs = [r for r in rows if f"{r['model']}:{r['augment']}" == recipe]
-        wins = sum(best[r["dataset"]] is r for r in rs)
+        wins = sum(r["P@1"] == best[r["dataset"]] for r in rs)  # ties count for each
         secs, mem = [r["train_seconds"] for r in rs], [r["peak_memory_mb"] for r in rs]
         out.append(f"| {recipe} | {len(rs)} | {np.mean([r['P@1'] for r in rs]):.2f} | "
                    f"{np.mean([r['PSP@5'] for r in rs]):.2f} | {wins} | {min(secs):.1f}-{max(secs):.1f} | "
