@@ -1,0 +1,129 @@
+"""Leave-one-dataset-out choice of the linear engine's settings (issue 36): each setting is varied
+alone around the defaults, every value trained on every dev dataset and scored on its validation
+split; then, for each dataset left out, the value with the best mean P@1 over the *other* datasets
+is chosen and scored on the one left out. The value chosen most often is the setting's
+leave-one-out default.
+
+    python benchmarks/lodo.py                                   # every setting, augmentation none, seed 0
+    python benchmarks/lodo.py --settings beam leaf_size --augment gandalf-tempered --seeds 0 1
+
+Ties (in the mean over the other datasets, or in how often a value is chosen) go to the current
+default. Prints one table a setting (P@1 of each value on each dataset), then the summary: per
+setting, the values chosen when each dataset is left out, the most frequent, and the mean P@1
+change on the left-out dataset against the current default. Writes
+``benchmarks/results/lodo-<augment>.json`` (every run) for the analysis to be redone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+
+import numpy as np
+from suite import HERE, run_grid, run_one
+
+from gandalf_xmc.data.suite import SUITE
+from gandalf_xmc.models.linear import LinearConfig
+
+DEFAULTS = LinearConfig()
+# each setting's values, its current default among them
+GRID: dict[str, list] = {
+    "branching": [8, 16, 32],
+    "leaf_size": [50, 100, 200, 400],
+    "beam": [5, 10, 20, 50],
+    "label_text_weight": [0.0, 1.0, 2.0, 4.0],
+    "ngram_max": [1, 2, 3],
+    "min_df": [1, 2, 3],
+    "char_ngrams": [None, [3, 5]],
+    "solver.C": [0.5, 1.0, 2.0, 4.0],
+    "solver.threshold": [0.03, 0.1, 0.2],
+    "solver.positive_cost": [1.0, 2.0, 4.0],
+    "solver.min_parent_target": [0.1, 0.5, 1.0],  # acts on soft targets only (label points)
+}
+
+
+def default_of(name: str):
+    value = DEFAULTS
+    for part in name.split("."):
+        value = getattr(value, part)
+    return list(value) if isinstance(value, tuple) else value
+
+
+def leave_one_out(scores: dict[str, dict[str, float]], default: str) -> list[dict]:
+    """``scores[value][dataset]``: P@1 (values as JSON text). For each dataset left out: the value
+    with the best mean over the other datasets (ties: ``default``, else the first listed), and its
+    P@1 and the default's on the dataset left out."""
+    datasets = list(next(iter(scores.values())))
+    out = []
+    for left in datasets:
+        means = {v: np.mean([by[d] for d in datasets if d != left]) for v, by in scores.items()}
+        best = max(means.values())
+        tied = [v for v in scores if means[v] >= best - 1e-9]
+        chosen = default if default in tied else tied[0]
+        out.append({"left_out": left, "chosen": chosen, "P@1": scores[chosen][left],
+                    "default_P@1": scores[default][left]})
+    return out
+
+
+def most_often(picks: list[dict], default: str) -> tuple[str, int]:
+    """The value chosen most often when a dataset is left out (ties: the default, else the first)."""
+    counts = Counter(p["chosen"] for p in picks)
+    top = max(counts.values())
+    return (default if counts.get(default) == top else next(v for v, c in counts.items() if c == top)), top
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--datasets", nargs="+", default=[d.name for d in SUITE])
+    ap.add_argument("--settings", nargs="+", default=list(GRID), choices=list(GRID))
+    ap.add_argument("--augment", default="none")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    args = ap.parse_args()
+    runs = [(name, value, seed) for name in args.settings for value in GRID[name]
+            if value != default_of(name) for seed in args.seeds]
+    runs = [("default", None, seed) for seed in args.seeds] + runs
+    rows = run_grid(args.datasets, runs, lambda dataset, name, value, seed: {
+        **run_one(dataset, "linear", args.augment, seed, "valid", {} if name == "default" else
+                  {name: tuple(value) if isinstance(value, list) else value}, None),
+        "setting": name, "value": value})
+    base = {d: np.mean([r["P@1"] for r in rows if r["setting"] == "default" and r["dataset"] == d])
+            for d in args.datasets}
+    summary = []
+    for name in args.settings:
+        scores = {}
+        for value in GRID[name]:
+            if value == default_of(name):
+                scores[json.dumps(value)] = dict(base)
+            else:
+                scores[json.dumps(value)] = {d: np.mean([r["P@1"] for r in rows if r["setting"] == name
+                                                         and r["value"] == value and r["dataset"] == d])
+                                             for d in args.datasets}
+        print(f"\n{name} (validation P@1, augmentation {args.augment}; default {default_of(name)})\n")
+        print("| value | " + " | ".join(args.datasets) + " | mean |")
+        print("|" + " --- |" * (len(args.datasets) + 2))
+        for value, by in scores.items():
+            print(f"| {value} | " + " | ".join(f"{by[d]:.2f}" for d in args.datasets) + f" | {np.mean(list(by.values())):.2f} |")
+        default = json.dumps(default_of(name))
+        picks = leave_one_out(scores, default)
+        most, top = most_often(picks, default)
+        change = np.mean([p["P@1"] - p["default_P@1"] for p in picks])
+        summary.append({"setting": name, "default": default, "chosen_when_left_out":
+                        {p["left_out"]: p["chosen"] for p in picks}, "most_often": most, "times": top,
+                        "mean_left_out_change": round(float(change), 3),
+                        "left_out_changes": {p["left_out"]: round(p["P@1"] - p["default_P@1"], 2) for p in picks}})
+    print("\n| setting | default | chosen when each dataset is left out | most often | P@1 change on the left-out set "
+          "(mean; per set) |")
+    print("| --- | --- | --- | --- | --- |")
+    for s in summary:
+        chosen = ", ".join(f"{d}: {v}" for d, v in s["chosen_when_left_out"].items())
+        per = ", ".join(f"{v:+.2f}" for v in s["left_out_changes"].values())
+        print(f"| {s['setting']} | {s['default']} | {chosen} | {s['most_often']} ({s['times']}/{len(args.datasets)}) | "
+              f"{s['mean_left_out_change']:+.2f} ({per}) |")
+    out = HERE / "results" / f"lodo-{args.augment}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"runs": rows, "summary": summary}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

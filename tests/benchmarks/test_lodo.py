@@ -1,0 +1,24 @@
+"""The leave-one-dataset-out choice of benchmarks/lodo.py, on scores whose answer is worked out by hand."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))  # lodo.py imports its neighbour suite.py
+spec = importlib.util.spec_from_file_location("lodo", BENCHMARKS / "lodo.py")
+lodo = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(lodo)
+
+
+def test_each_left_out_dataset_gets_the_value_best_on_the_others_ties_to_the_default():
+    scores = {"1": {"a": 10, "b": 20, "c": 30}, "2": {"a": 12, "b": 18, "c": 31}, "3": {"a": 11, "b": 19, "c": 25}}
+    picks = lodo.leave_one_out(scores, "1")
+    # a out: means over b, c are 25 / 24.5 / 22 -> 1; b out: over a, c 20 / 21.5 / 18 -> 2;
+    # c out: over a, b 15 / 15 / 15, a tie -> the default 1
+    assert [(p["left_out"], p["chosen"]) for p in picks] == [("a", "1"), ("b", "2"), ("c", "1")]
+    assert [p["P@1"] - p["default_P@1"] for p in picks] == [0, -2, 0]
+    assert lodo.most_often(picks, "1") == ("1", 2)
+    assert lodo.most_often([{"chosen": "2"}, {"chosen": "3"}], "1") == ("2", 1)  # a tie without the default
