@@ -100,6 +100,28 @@ def test_every_model_trains_saves_loads_and_predicts_alike(name, tmp_path):
     assert all(len(r) == 3 and {x["id"] for x in r} <= set(ds.label_uids) for r in ranked)
 
 
+@pytest.mark.parametrize("name", _rows())
+def test_every_model_class_has_every_member_of_the_written_contract(name):
+    """Each row's class has every method of ``XMCModel``, taking at least the contract's
+    arguments by the same names, and an untrained model has its attributes."""
+    import inspect
+
+    from gandalf_xmc.models.registry import MODELS, XMCModel, build_model, model_config
+
+    cls = MODELS[name].model_class()
+    methods = [n for n, v in vars(XMCModel).items() if not n.startswith("_") and (callable(v) or isinstance(v, classmethod))]
+    assert {"fit", "predict", "save", "load", "predict_labels", "page_in"} <= set(methods)
+    for method in methods:
+        want = [p for p in inspect.signature(getattr(XMCModel, method)).parameters if p not in ("self", "cls")]
+        have = inspect.signature(getattr(cls, method)).parameters
+        assert set(want) <= set(have), (name, method, set(want) - set(have))
+    assert isinstance(inspect.getattr_static(cls, "load"), classmethod)
+    model = build_model(model_config(name, seed=0))
+    for attribute in XMCModel.__annotations__:
+        assert hasattr(model, attribute), (name, attribute)
+    assert isinstance(model.kind, str) and model.result is None
+
+
 # ----------------------------------------------------------------------------------------- layers
 
 # Each top-level module or package of gandalf_xmc and its layer: a unit imports only from lower

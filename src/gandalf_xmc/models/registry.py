@@ -1,9 +1,8 @@
 """Every model by name, in one table: what it is, where it lives and how to configure it.
 
 A model module is imported only when its model is asked for, so that naming, configuring or
-loading a linear model never imports torch. Each model class follows one protocol
-(:class:`XMCModel`): ``fit(texts, Y, label_texts, ...)``, ``predict(texts, k)``, ``save(dir)`` and
-``load(dir)``; adding a model is one row here and one module.
+loading a linear model never imports torch. Each model class keeps one written contract
+(:class:`XMCModel`); adding a model is one row here and one module.
 """
 
 from __future__ import annotations
@@ -17,24 +16,86 @@ from ..errors import ConfigError, DataFormatError
 from ..jsonio import read_json_file
 
 if TYPE_CHECKING:
-    from ..engine.records import Validation
+    from ..engine.records import TrainResult, Validation
 
 
 class XMCModel(Protocol):
-    """What every model offers (see :class:`gandalf_xmc.models.linear.XRLinear` for the arguments).
-    ``fit`` takes texts and targets, or a :class:`~gandalf_xmc.augment.TrainingSet` whole
-    (:func:`.base.unpack_training_set`)."""
+    """The contract every model class keeps: what the workflow, the command line and the server use,
+    and nothing else. :class:`.base.LabelledModel` gives the label methods to every model; a model
+    writes the rest. ``tests/test_contract.py`` checks every row of :data:`MODELS` against it.
+
+    Attributes:
+        kind: the name ``model.json`` saves (a row's name, or ``"neural"`` for every neural family).
+        config: the settings object it was built with (its ``seed`` decides everything random).
+        result: after ``fit`` or ``load``, a :class:`~gandalf_xmc.engine.records.TrainResult`
+            (best epoch and score, one history record an epoch, seconds), or None.
+        label_uids, label_texts: the labels it ranks, in label-id order (set by ``fit``, ``load``
+            or :meth:`set_labels`).
+    """
 
     kind: str
-    result: object
+    config: object
+    result: TrainResult | None
+    label_uids: list[str] | None
+    label_texts: list[str] | None
 
     def fit(self, texts, Y=None, label_texts: list[str] | None = None, valid: Validation | None = None,
             example_weights=None, checkpoint_dir=None, resume: bool = False, progress: bool = True, mixer=None,
-            extra=None) -> XMCModel: ...
+            extra=None) -> XMCModel:
+        """Train, and return the model itself.
 
-    def predict(self, texts: list[str], k: int = 100, progress: bool = False): ...
+        Args:
+            texts: the training inputs, or a :class:`~gandalf_xmc.augment.TrainingSet` whole (its
+                targets, label points and batch transform come with it; ``Y`` left out).
+            Y: ``N x L`` (soft) targets in [0, 1], for texts given alone.
+            label_texts: the labels' texts (line i = label i); models that need none may take None.
+            valid: validation inputs and targets, scored during or after training (epoch choice).
+            example_weights: ``N`` loss weights (1 when None).
+            checkpoint_dir: where a model may keep checkpoints or scratch files; ``resume``:
+                continue from them.
+            progress: print progress lines.
+            mixer: a batch transform (LabelMix, synonyms, MixUp), when texts are given alone.
+            extra: which points are label points and how they count
+                (:class:`~gandalf_xmc.engine.records.ExtraPoints`), when texts are given alone.
+        """
 
-    def save(self, directory: str | Path) -> None: ...
+    def predict(self, texts, k: int = 100, progress: bool = False):
+        """Top-``k`` label scores of each input, a ``len(texts) x L`` float32 CSR (larger = better)."""
+
+    def save(self, directory: str | Path) -> None:
+        """Write the model to ``directory``: ``model.json`` with its ``kind``, its weights and
+        ``labels.json.gz``; nothing that runs code when read (no pickle)."""
+
+    @classmethod
+    def load(cls, directory: str | Path) -> XMCModel:
+        """The model :meth:`save` wrote (``load_trained`` picks the class by ``model.json``'s kind)."""
+
+    def set_labels(self, label_texts: list[str], label_uids: list[str] | None = None) -> None:
+        """The labels' texts and ids the ranked answers name."""
+
+    def predict_labels(self, texts: list[str], k: int = 5, uids: list[str | None] | None = None,
+                       drop_namesakes: bool = False) -> list[list[dict]]:
+        """Each input's top ``k`` labels as ``{"id", "text", "score"}``, best first; ``uids``: a
+        query's own label left out; ``drop_namesakes``: labels of exactly the query's text left out."""
+
+    def rank_labels(self, texts: list[str], k: int = 5, uids: list[str | None] | None = None,
+                    drop_namesakes: bool = False) -> tuple[list[list[dict]], list[bool]]:
+        """:meth:`predict_labels`'s answers and :meth:`known_queries`'s flags, in one pass."""
+
+    def known_queries(self, texts: list[str]) -> list[bool]:
+        """Whether the model knows a word of each query (an unknown query gets no labels)."""
+
+    def namesake_pairs(self, texts: list[str]):
+        """``(row, label)`` pairs of labels whose text is exactly query ``row``'s."""
+
+    def page_in(self) -> int:
+        """Read weights mapped from disk before serving; the bytes read."""
+
+    def hold_in_memory(self) -> int:
+        """Copy weights mapped from disk into the process's memory; the bytes copied."""
+
+    def mapped_files(self) -> list[str]:
+        """The files whose mappings prediction reads (checked before each request when served mapped)."""
 
 
 @dataclass(frozen=True)
