@@ -13,9 +13,10 @@ import scipy.sparse as sp
 
 from gandalf_xmc.engine.level_chunks import has_chunks
 from gandalf_xmc.engine.linear_solver import SolverConfig
+from gandalf_xmc.engine.node_targets import SHORT_ROW, node_targets
 from gandalf_xmc.engine.records import ExtraPoints
 from gandalf_xmc.errors import ConfigError
-from gandalf_xmc.models.linear import SHORT_ROW, LinearConfig, XRLinear, node_targets
+from gandalf_xmc.models.linear import LinearConfig, XRLinear
 from gandalf_xmc.models.registry import load_trained
 from gandalf_xmc.sparse_ops import top_k_per_row
 
