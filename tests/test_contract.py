@@ -177,3 +177,33 @@ def test_layers_only_look_down():
                 upward.append(f"{'/'.join(parts)}.py imports {other} (layer {LAYERS[other]} >= {LAYERS[unit]})")
     assert not unranked, f"give these units a layer in LAYERS: {sorted(unranked)}"
     assert not upward, "\n".join(upward)
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """Import cycles between files of gandalf_xmc, lazy imports inside functions counted: none
+    (``graphlib`` raises CycleError naming the cycle)."""
+    import ast
+    import graphlib
+    from pathlib import Path
+
+    root = Path(gandalf_xmc.__file__).parent
+    modules = {}
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in modules.items():
+        here = name.split(".") if name else []
+        package = here if path.name == "__init__.py" else here[:-1]
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("gandalf_xmc")):
+                module = (node.module or "").split(".") if node.module else []
+                parts = package[:len(package) - node.level + 1] + module if node.level else module[1:]
+                target = ".".join(parts)
+                imported |= {target} | {f"{target}.{alias.name}".lstrip(".") for alias in node.names}
+            elif isinstance(node, ast.Import):
+                imported |= {alias.name.split(".", 1)[1] for alias in node.names if alias.name.startswith("gandalf_xmc.")}
+        graph[name] = {m for m in imported if m in modules and m != name}
+    assert sum(len(v) for v in graph.values()) > 100  # the resolution finds the imports
+    graphlib.TopologicalSorter(graph).prepare()
