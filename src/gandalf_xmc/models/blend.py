@@ -16,9 +16,8 @@ by corpus, so the corpus's own validation decides (docs/decisions.md, "Blending"
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -33,6 +32,7 @@ from ..sparse_ops import top_k_per_row
 from .base import LabelledModel, unpack_training_set
 from .knn import KNNConfig, TfidfKNN
 from .linear import LinearConfig, XRLinear
+from .spec import write_spec
 
 
 @dataclass
@@ -167,9 +167,7 @@ class LinearKnnBlend(LabelledModel):
         self.tree.save(d / "linear")
         self.knn.save(d / "knn")
         self.save_labels(d)
-        spec = {"kind": self.kind, "model": asdict(self.config), "knn_weight": self.knn_weight,
-                "n_labels": self.n_labels, "result": asdict(self.result)}
-        (d / "model.json").write_text(json.dumps(spec, indent=1, default=float) + "\n")
+        write_spec(d, self.kind, self.config, self.result, knn_weight=self.knn_weight, n_labels=self.n_labels)
 
     @classmethod
     def load(cls, directory: str | Path) -> LinearKnnBlend:

@@ -7,9 +7,8 @@ contribute like any other training point, weighted by their target values.
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -19,9 +18,11 @@ import scipy.sparse as sp
 from ..engine.records import TrainResult, Validation, validation_metrics
 from ..errors import ConfigError
 from ..features import PrecomputedFeatures, TextFeaturizer, is_feature_matrix, load_featurizer
+from ..jsonio import read_json_file
 from ..settings import check_ranges
 from ..sparse_ops import row_normalised, top_k_per_row
 from .base import LabelledModel, unpack_training_set
+from .spec import write_spec
 
 
 @dataclass
@@ -138,14 +139,12 @@ class TfidfKNN(LabelledModel):
         self.save_labels(d)
         sp.save_npz(d / "knn_points.npz", self.XT, compressed=False)
         sp.save_npz(d / "knn_targets.npz", self.Y, compressed=False)
-        spec = {"kind": self.kind, "model": asdict(self.config), "n_labels": int(self.Y.shape[1]),
-                "result": asdict(self.result) if self.result else None}
-        (d / "model.json").write_text(json.dumps(spec, indent=1, default=float) + "\n")
+        write_spec(d, self.kind, self.config, self.result, n_labels=int(self.Y.shape[1]))
 
     @classmethod
     def load(cls, directory: str | Path) -> TfidfKNN:
         d = Path(directory)
-        spec = json.loads((d / "model.json").read_text())
+        spec = read_json_file(d / "model.json")
         model = cls(KNNConfig(**spec["model"]))
         model.featurizer = load_featurizer(d)
         model.XT = sp.load_npz(d / "knn_points.npz").tocsr()

@@ -15,13 +15,12 @@ Training and prediction use numpy, scipy and numba (the word TF-IDF is written o
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import threading
 import time
 import weakref
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -41,6 +40,7 @@ from ..features import PrecomputedFeatures, TextFeaturizer, is_feature_matrix, l
 from ..settings import check_ranges
 from .base import LabelledModel, unpack_training_set
 from .linear_check import check_level_rows, level_rows, read_saved
+from .spec import write_spec
 
 
 @dataclass
@@ -324,8 +324,6 @@ class XRLinear(LabelledModel):
             raise RuntimeError("fit the model before saving it")
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        spec = {"kind": self.kind, "model": asdict(self.config), "n_labels": self.n_labels,
-                "n_levels": len(self.weights.levels), "result": asdict(self.result) if self.result else None}
         self.featurizer.save(d)
         self.save_labels(d)
         np.save(d / "tree_order.npy", self.tree.order)
@@ -333,7 +331,7 @@ class XRLinear(LabelledModel):
         sources = self._level_files if len(self._level_files) == len(self.weights.levels) else []
         for t, W in enumerate(self.weights.levels):
             write_level(W, d / f"weights_level{t}", sources[t] if sources else None)
-        (d / "model.json").write_text(json.dumps(spec, indent=1, default=float) + "\n")
+        write_spec(d, self.kind, self.config, self.result, n_labels=self.n_labels, n_levels=len(self.weights.levels))
         if self._scratch is not None:  # levels mapped from training's files are mapped from the saved ones instead
             n_columns = self.featurizer.n_features + 1
             spilled = [t for t, source in enumerate(sources) if source is not None]

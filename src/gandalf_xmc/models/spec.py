@@ -10,11 +10,13 @@ from ..engine.records import TrainConfig, TrainResult
 
 
 def write_spec(directory: str | Path, kind: str, config, result: TrainResult | None, **extra) -> Path:
-    """Create ``directory`` and write its ``model.json``; returns the directory."""
+    """Create ``directory`` and write its ``model.json`` (``kind``, the settings as ``model``, the
+    ``extra`` fields in their order, then the training history as ``result``): the one writer of
+    every model's description. Returns the directory."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     spec = {"kind": kind, "model": asdict(config), **extra, "result": asdict(result) if result else None}
-    (d / "model.json").write_text(json.dumps(spec, indent=1))
+    (d / "model.json").write_text(json.dumps(spec, indent=1, default=float) + "\n")
     return d
 
 
