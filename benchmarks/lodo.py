@@ -6,6 +6,7 @@ leave-one-out default.
 
     python benchmarks/lodo.py                                   # every setting, augmentation none, seed 0
     python benchmarks/lodo.py --settings beam leaf_size --augment gandalf-tempered --seeds 0 1
+    python benchmarks/lodo.py --settings leaf_size solver.C --values leaf_size=[400] --values solver.C=[0.5] --seeds 0 1 2
 
 Ties (in the mean over the other datasets, or in how often a value is chosen) go to the current
 default. Prints one table a setting (P@1 of each value on each dataset), then the summary: per
@@ -79,7 +80,14 @@ def main() -> None:
     ap.add_argument("--settings", nargs="+", default=list(GRID), choices=list(GRID))
     ap.add_argument("--augment", default="none")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    ap.add_argument("--values", action="append", default=[], metavar="SETTING=JSON_LIST",
+                    help="the values tried for a setting instead of the grid's (its default is added)")
     args = ap.parse_args()
+    for given in args.values:
+        name, values = given.split("=", 1)
+        if name not in GRID:
+            ap.error(f"--values: unknown setting {name!r}")
+        GRID[name] = [default_of(name), *[v for v in json.loads(values) if v != default_of(name)]]
     runs = [(name, value, seed) for name in args.settings for value in GRID[name]
             if value != default_of(name) for seed in args.seeds]
     runs = [("default", None, seed) for seed in args.seeds] + runs
