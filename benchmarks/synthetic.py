@@ -8,6 +8,7 @@ words, a point's text mixes its topic label's words with random words.
 
     python benchmarks/synthetic.py --preset LF-AmazonTitles-1.3M --out /tmp/amazon13m
     python benchmarks/synthetic.py --points 100000 --labels 50000 --labels-per-point 5 --out /tmp/s
+    python benchmarks/synthetic.py --preset LF-AmazonTitles-1.3M --unrelated --out /tmp/worst   # texts say nothing
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ def _write_json_gz(path: Path, lines) -> None:
 
 def generate(out_dir: str | Path, n_points: int, n_labels: int, labels_per_point: float, words_per_point: float,
              n_test: int | None = None, label_zipf: float = 1.2, vocab_size: int = 100_000, neighbourhood: int = 64,
-             seed: int = 0) -> dict:
-    """Write ``trn.json.gz``, ``tst.json.gz``, ``lbl.json.gz`` into ``out_dir``; return their statistics."""
+             seed: int = 0, unrelated: bool = False) -> dict:
+    """Write ``trn.json.gz``, ``tst.json.gz``, ``lbl.json.gz`` into ``out_dir``; return their statistics.
+    ``unrelated``: a point's text is Zipf words alone, none drawn from its labels' texts (the worst
+    case: nothing in a text predicts its labels, so no weight is pruned for being useless)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -78,20 +81,21 @@ def generate(out_dir: str | Path, n_points: int, n_labels: int, labels_per_point
             labels = np.where(rng.random(total) < 0.5, near, popular)
             labels[np.concatenate([[0], np.cumsum(sizes)[:-1]])] = topics  # the topic itself
             offs = np.concatenate([[0], np.cumsum(sizes)])
-            n_words = np.maximum(1, rng.poisson(words_per_point / 2, size=m))
+            n_words = np.maximum(1, rng.poisson(words_per_point if unrelated else words_per_point / 2, size=m))
             extra = rng.choice(vocab_size, size=int(n_words.sum()), p=word_p)
             w_off = np.concatenate([[0], np.cumsum(n_words)])
             for i in range(m):
                 lab = np.unique(labels[offs[i]:offs[i + 1]])
                 t = topics[i]
-                words = list(vocab[label_words[label_off[t]:label_off[t + 1]]][: max(1, int(words_per_point) // 2)])
+                words = [] if unrelated else \
+                    list(vocab[label_words[label_off[t]:label_off[t + 1]]][: max(1, int(words_per_point) // 2)])
                 words += list(vocab[extra[w_off[i]:w_off[i + 1]]])
                 yield orjson.dumps({"uid": f"{prefix}{start + i}", "title": " ".join(words), "target_ind": lab.tolist()})
 
     _write_json_gz(out / "trn.json.gz", points(n_points, "T"))
     _write_json_gz(out / "tst.json.gz", points(n_test, "S"))
     return {"n_points": n_points, "n_test": n_test, "n_labels": n_labels, "labels_per_point": labels_per_point,
-            "words_per_point": words_per_point, "label_zipf": label_zipf, "seed": seed}
+            "words_per_point": words_per_point, "label_zipf": label_zipf, "seed": seed, "unrelated": unrelated}
 
 
 def preset_arguments(name: str) -> dict:
@@ -111,6 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--words-per-point", type=float, default=7.0)
     ap.add_argument("--scale", type=float, default=1.0, help="Multiply points and labels (for smaller versions of a preset).")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--unrelated", action="store_true", help="Texts of random words unrelated to the labels (a worst case).")
     args = ap.parse_args(argv)
     kw = preset_arguments(args.preset) if args.preset else {}
     for key, value in (("n_points", args.points), ("n_labels", args.labels), ("labels_per_point", args.labels_per_point)):
@@ -122,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     kw["n_points"] = int(kw["n_points"] * args.scale)
     kw["n_labels"] = int(kw["n_labels"] * args.scale)
     t0 = time.perf_counter()
-    info = generate(args.out, seed=args.seed, **kw)
+    info = generate(args.out, seed=args.seed, unrelated=args.unrelated, **kw)
     print(f"wrote {args.out} in {time.perf_counter() - t0:.0f} s: {info}", file=sys.stderr)
 
 
