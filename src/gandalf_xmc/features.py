@@ -219,11 +219,11 @@ class TextFeaturizer:
         return feat
 
 
-
 def is_feature_matrix(inputs) -> bool:
     """Whether a model's inputs are feature rows the caller computed (a scipy sparse matrix or a
-    2-D numpy array), not texts."""
-    return sp.issparse(inputs) or (isinstance(inputs, np.ndarray) and inputs.ndim == 2)
+    2-D numpy array: anything two-dimensional), not texts (the same test as ``models.base``'s,
+    which must not import this module)."""
+    return getattr(inputs, "ndim", None) == 2
 
 
 class PrecomputedFeatures:
@@ -270,6 +270,7 @@ def load_featurizer(directory: str | Path, spec: dict | None = None,
     if isinstance(spec, dict) and spec.get("precomputed"):
         return PrecomputedFeatures.load(directory, spec)
     return TextFeaturizer.load(directory, spec, idf)
+
 
 def _terms(vectorizer) -> list[str]:
     return [term for term, _ in sorted(vectorizer.vocabulary_.items(), key=lambda kv: kv[1])]
