@@ -6,7 +6,7 @@ loaded the data, trained and predicted (each run in a fresh process, so the peak
     python benchmarks/guidance.py --recipes linear:none astec:none --datasets manpages jargon
 
 A recipe is MODEL:AUGMENTATION. Prints a table per dataset and a summary (mean and range over the
-datasets), and writes ``benchmarks/results/guidance.json``.
+datasets), and writes ``benchmarks/results/guidance.json`` (or ``--out``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import argparse
 import json
 import multiprocessing
 import resource
+from pathlib import Path
 
 import numpy as np
 from suite import HERE, METRICS, run_grid
@@ -69,6 +70,7 @@ def main() -> None:
     ap.add_argument("--recipes", nargs="+", default=list(RECIPES))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--split", choices=("valid", "test"), default="valid")
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "guidance.json")
     args = ap.parse_args()
     rows = run_grid(args.datasets, [(recipe,) for recipe in args.recipes],
                     lambda dataset, recipe: measure(dataset, recipe, args.seed, args.split))
@@ -81,9 +83,8 @@ def main() -> None:
             print(f"| {r['model']}:{r['augment']} | " + " | ".join(f"{r[m]:.2f}" for m in METRICS)
                   + f" | {r['train_seconds']:.1f} | {r['peak_memory_mb']:.0f} |")
     print("\n" + summary(rows))
-    out = HERE / "results" / "guidance.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rows, indent=1) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(rows, indent=1) + "\n")
 
 
 if __name__ == "__main__":
