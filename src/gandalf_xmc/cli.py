@@ -545,23 +545,11 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
         return
     if out is None:
         raise ConfigError("--data needs --out FILE (the prediction file)")
-    from .data.dataset import find_split_file
-    from .data.formats import read_lf_json
-    from .data.suite import resolve
+    from .predictor import split_queries
 
-    directory = resolve(data)
-    if find_split_file(directory, "lbl") is not None or (directory / "lbl_X.txt").exists():
-        ds = _load(data, splits=(split,), derive_filters=False)
-        predictor.check_labels(ds.label_uids, ds.label_texts, ds.path)
-        texts, uids = ds.split(split).texts, ds.split(split).uids
-    else:  # new points only: the model's labels, targets optional
-        split_path = find_split_file(directory, split)
-        if split_path is None:
-            from .errors import DataFormatError
-
-            raise DataFormatError(directory / f"{split}.json.gz", None, f"missing '{split}' split file")
-        points = read_lf_json(split_path, predictor.n_labels, require_targets=None)
-        texts, uids = points.texts, points.uids
+    texts, uids, directory, notes = split_queries(predictor, data, split)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     kk = k or 100
     if fmt_name == "jsonl":  # ranked labels with each point's uid (its own label left out, as filter files do)
         from .predictor import predict_lines

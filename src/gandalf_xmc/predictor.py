@@ -98,6 +98,27 @@ def _load_light(d: Path):
         return None
 
 
+def split_queries(predictor: Predictor, data: str | Path, split: str) -> tuple[list[str], list[str], Path, list[str]]:
+    """What ``gandalf predict --data`` predicts: the texts and uids of ``split`` of ``data`` (a
+    directory or a suite name), the dataset's directory, and the loader's notes. A whole dataset
+    (its label file present) must have the model's labels; a directory of new points only is read
+    with the model's labels, its targets optional."""
+    from .data.dataset import find_split_file, load_dataset
+    from .data.formats import read_lf_json
+    from .data.suite import resolve
+
+    directory = resolve(data)
+    if find_split_file(directory, "lbl") is not None or (directory / "lbl_X.txt").exists():
+        ds = load_dataset(data, splits=(split,), derive_filters=False)
+        predictor.check_labels(ds.label_uids, ds.label_texts, ds.path)
+        return ds.split(split).texts, ds.split(split).uids, directory, list(ds.notes)
+    split_path = find_split_file(directory, split)
+    if split_path is None:
+        raise DataFormatError(directory / f"{split}.json.gz", None, f"missing '{split}' split file")
+    points = read_lf_json(split_path, predictor.n_labels, require_targets=None)
+    return points.texts, points.uids, directory, []
+
+
 def read_queries(source: str):
     """``(text, uid or None, the line's other fields)`` of each query of a file (one a line; JSON
     lines with a 'title' or 'text', optionally the query's own 'uid', and any other fields, which
