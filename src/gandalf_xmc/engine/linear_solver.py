@@ -561,10 +561,10 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
     # threads take them from the front, odd ones from the back, each the next one as it frees up:
     # the largest working sets (a parent's rows x children of dual variables, features x children
     # of weights) meet small ones, and the threads finish within one unit of each other
-    cost = np.diff(act_ptr)[units[:, 0]].astype(np.float64) * (units[:, 2] - units[:, 1]) + 1.0
+    active_rows = np.diff(act_ptr)
+    cost = active_rows[units[:, 0]].astype(np.float64) * (units[:, 2] - units[:, 1]) + 1.0
     queue = _UnitQueue(units[np.argsort(-cost, kind="stable")])
     lanes = max(1, min(threads, len(units)))
-    active_rows = np.diff(act_ptr)
     total_cost, done = float(cost.sum()), [0.0]
     done_lock = threading.Lock()
 
