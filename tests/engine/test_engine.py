@@ -111,6 +111,18 @@ def test_instance_weight_scales_the_cost():
     assert a[0] == pytest.approx(b[0]) and a[0] == pytest.approx(6 / 7)
 
 
+def test_a_point_of_weight_zero_trains_nothing():
+    # weight 0 is a point with no loss (e.g. --extra-weight 0): its targets cannot matter, and a
+    # lone positive and a lone negative of weight 1 beside it keep their one-point optima, 2/3 and -2/3
+    X = sp.identity(3, format="csr")
+    active = sp.csr_matrix(np.ones((3, 1), dtype=np.float32))
+    weights = np.array([1.0, 0.0, 1.0])
+    for middle in (0.0, 1.0, 0.4):
+        T = sp.csr_matrix(np.array([[1.0], [middle], [0.0]], dtype=np.float32))
+        w = train_level(X, T, active, np.zeros(1, dtype=np.int64), weights, TIGHT).toarray()[0]
+        np.testing.assert_allclose(w, [2 / 3, 0.0, -2 / 3], atol=1e-6)
+
+
 def test_instance_weights_equal_repeated_instances():
     # the primal with weight 3 on a row is the primal with that row three times: the same optimum
     rng = np.random.default_rng(4)

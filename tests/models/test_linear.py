@@ -146,6 +146,15 @@ def test_extra_weight_reaches_the_solver_as_instance_weights(monkeypatch):
     assert seen and all(w.tolist() == [1.0] * 5 + [0.25] * 2 for w in seen)
 
 
+def test_extra_points_of_weight_zero_train_and_bad_weights_are_refused():
+    mask = np.array([False] * 5 + [True] * 2)
+    model = XRLinear(small()).fit(TEXTS, Y, LABELS, progress=False, extra=ExtraPoints(mask, weight=0.0))
+    assert np.all(np.isfinite(model.predict(["alpha beta"], k=2).data))
+    for bad in (np.array([1.0] * 6 + [-1.0]), np.array([1.0] * 6 + [np.nan]), np.ones(6)):
+        with pytest.raises(ConfigError, match="example_weights"):
+            XRLinear(small()).fit(TEXTS, Y, LABELS, progress=False, example_weights=bad)
+
+
 def test_extra_points_without_negatives_or_shares_are_refused():
     with pytest.raises(ConfigError, match="neural"):
         XRLinear(small()).fit(TEXTS, Y, LABELS, progress=False, extra=ExtraPoints(np.zeros(7, bool), negatives=False))

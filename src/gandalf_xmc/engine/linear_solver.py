@@ -545,11 +545,14 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
     X = sp.csr_matrix(X, dtype=np.float32)
     X.sort_indices()
     n_nodes = targets.shape[1]
+    weights = np.asarray(instance_weights, dtype=np.float64)
+    if not np.all(weights > 0):  # an instance of weight 0 has no loss: it trains no node (its dual step would divide by 0)
+        active = sp.csr_matrix(sp.diags((weights > 0).astype(np.float32)) @ active)
+        active.eliminate_zeros()
     act_ptr, act_idx, act_val = _csc_lists(active)
     t_ptr, t_idx, t_val = _csc_lists(targets)
     # X's own int32 ids and float32 values: an int64/float64 copy would cost 12 bytes an entry
     xi, xx, xd = X.indptr.astype(np.int64, copy=False), X.indices, X.data
-    weights = np.asarray(instance_weights, dtype=np.float64)
     parent_of = np.asarray(parent_of, dtype=np.int64)
     if np.any(np.diff(parent_of) < 0):
         raise ValueError("a parent's children must be consecutive nodes")

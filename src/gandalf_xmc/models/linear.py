@@ -197,6 +197,8 @@ class XRLinear(LabelledModel):
         Y = sp.csr_matrix(Y, dtype=np.float32)
         weights = np.ones(Y.shape[0], dtype=np.float64) if example_weights is None else \
             np.asarray(example_weights, dtype=np.float64)
+        if weights.shape != (Y.shape[0],) or not np.all(np.isfinite(weights) & (weights >= 0)):
+            raise ConfigError(f"example_weights must be {Y.shape[0]:,} finite numbers >= 0, one a point")
         if extra is not None:
             weights = np.where(extra.mask, weights * extra.weight, weights)
         if not given_rows:
