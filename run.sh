@@ -43,6 +43,7 @@ case "$cmd" in
     test)
         if [ $# -eq 0 ]; then
             .venv/bin/ruff check --quiet src tests benchmarks  # the style rules of pyproject.toml, first: seconds
+            .venv/bin/ruff format --check --quiet src tests benchmarks  # the one formatter (ruff format)
         fi
         .venv/bin/python -m pytest "$@"
         if [ $# -eq 0 ]; then

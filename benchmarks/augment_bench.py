@@ -83,23 +83,48 @@ def bench_dataset(name: str, path: str | None, reference_max_labels: int, workdi
     py = sys.executable
     ours = measure([py, "-c", GRAPH_CHILD, arg, "ours"])
     info = json.loads(ours["stdout"])
-    rows.append({"dataset": name, "stage": "graph (ours, numba two-pass)", "seconds": info["seconds"],
-                 "peak_rss_mib": ours["peak_rss_mib"], "graph_extra_peak_mib": info["graph_extra_peak_mib"],
-                 "nnz": info["nnz"], "N": info["n_points"], "L": info["n_labels"]})
+    rows.append(
+        {
+            "dataset": name,
+            "stage": "graph (ours, numba two-pass)",
+            "seconds": info["seconds"],
+            "peak_rss_mib": ours["peak_rss_mib"],
+            "graph_extra_peak_mib": info["graph_extra_peak_mib"],
+            "nnz": info["nnz"],
+            "N": info["n_points"],
+            "L": info["n_labels"],
+        }
+    )
     if info["n_labels"] <= reference_max_labels:
         ref = measure([py, "-c", GRAPH_CHILD, arg, "scipy"])
         rinfo = json.loads(ref["stdout"])
-        rows.append({"dataset": name, "stage": "graph (scipy one-shot Y.T @ Y)", "seconds": rinfo["seconds"],
-                     "peak_rss_mib": ref["peak_rss_mib"], "graph_extra_peak_mib": rinfo["graph_extra_peak_mib"],
-                     "nnz": rinfo["nnz"], "N": rinfo["n_points"], "L": rinfo["n_labels"]})
+        rows.append(
+            {
+                "dataset": name,
+                "stage": "graph (scipy one-shot Y.T @ Y)",
+                "seconds": rinfo["seconds"],
+                "peak_rss_mib": ref["peak_rss_mib"],
+                "graph_extra_peak_mib": rinfo["graph_extra_peak_mib"],
+                "nnz": rinfo["nnz"],
+                "N": rinfo["n_points"],
+                "L": rinfo["n_labels"],
+            }
+        )
         rows[-1]["ratio_vs_ours"] = rinfo["seconds"] / max(info["seconds"], 1e-9)
     gandalf = str(Path(py).with_name("gandalf"))
     out_dir = workdir / f"aug-{name}"
     cmd = [gandalf, "augment", *([path] if path else []), "--out", str(out_dir)]
     full = measure(cmd)
-    rows.append({"dataset": name, "stage": "gandalf augment (read, graph, write all files)",
-                 "seconds": full["wall_seconds"], "peak_rss_mib": full["peak_rss_mib"],
-                 "N": info["n_points"], "L": info["n_labels"]})
+    rows.append(
+        {
+            "dataset": name,
+            "stage": "gandalf augment (read, graph, write all files)",
+            "seconds": full["wall_seconds"],
+            "peak_rss_mib": full["peak_rss_mib"],
+            "N": info["n_points"],
+            "L": info["n_labels"],
+        }
+    )
     return rows
 
 
@@ -130,10 +155,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'dataset':<26} {'stage':<48} {'seconds':>8} {'peak MiB':>9} {'step MiB':>9}")
     for r in rows:
         step = r.get("graph_extra_peak_mib")
-        print(f"{r['dataset']:<26} {r['stage']:<48} {r['seconds']:>8.1f} {r['peak_rss_mib']:>9.0f} "
-              f"{'' if step is None else format(step, '.0f'):>9}")
-    print("peak MiB: whole process (data loading included); step MiB: peak memory the graph step "
-          "added on top of the loaded data")
+        print(
+            f"{r['dataset']:<26} {r['stage']:<48} {r['seconds']:>8.1f} {r['peak_rss_mib']:>9.0f} "
+            f"{'' if step is None else format(step, '.0f'):>9}"
+        )
+    print("peak MiB: whole process (data loading included); step MiB: peak memory the graph step added on top of the loaded data")
     out = RESULTS / "augment.json"
     out.write_text(json.dumps({"machine_cpus": os.cpu_count(), "rows": rows}, indent=1) + "\n")
     print(f"wrote {out}")

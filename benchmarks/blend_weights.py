@@ -36,14 +36,21 @@ def measure(dataset: str, augment: str, seed: int) -> dict:
     ds = load_dataset(dataset, splits=("trn",))
     rest, valid = carve_validation(ds, valid_fraction(ds.n_original_train or len(ds.train)), seed)
     config: BlendConfig = model_config("linear-knn", seed=seed)
-    blend = LinearKnnBlend(config).fit(training_set(rest, augment_config(augment, seed)), label_texts=rest.label_texts,
-                                       progress=False)
-    v = Validation(valid.texts, valid.Y, inverse_propensity(rest.original_train_Y(), *ds.propensity_constants()),
-                   valid.filter_pairs)
+    blend = LinearKnnBlend(config).fit(
+        training_set(rest, augment_config(augment, seed)), label_texts=rest.label_texts, progress=False
+    )
+    v = Validation(
+        valid.texts, valid.Y, inverse_propensity(rest.original_train_Y(), *ds.propensity_constants()), valid.filter_pairs
+    )
     tree, vote = blend.parts(list(valid.texts))
     scores = {str(w): validation_metrics(blend.combine(tree, vote, w, 10), v) for w in config.weights}
-    return {"dataset": dataset, "augment": augment, "seed": seed,
-            "P@1": {w: m["P@1"] for w, m in scores.items()}, "PSP@5": {w: m["PSP@5"] for w, m in scores.items()}}
+    return {
+        "dataset": dataset,
+        "augment": augment,
+        "seed": seed,
+        "P@1": {w: m["P@1"] for w, m in scores.items()},
+        "PSP@5": {w: m["PSP@5"] for w, m in scores.items()},
+    }
 
 
 def leave_one_out(rows: list[dict], augment: str) -> list[dict]:
@@ -60,9 +67,17 @@ def leave_one_out(rows: list[dict], augment: str) -> list[dict]:
         others = [d for d in datasets if d != left]
         chosen = max(weights, key=lambda w: (round(mean_p1(others, w), 6), -weights.index(w)))
         own = max(weights, key=lambda w: (round(mean_p1([left], w), 6), -weights.index(w)))
-        out.append({"dataset": left, "augment": augment, "chosen_on_others": chosen,
-                    "P@1_chosen": mean_p1([left], chosen), "P@1_tree": mean_p1([left], "0.0"),
-                    "own_best": own, "P@1_own_best": mean_p1([left], own)})
+        out.append(
+            {
+                "dataset": left,
+                "augment": augment,
+                "chosen_on_others": chosen,
+                "P@1_chosen": mean_p1([left], chosen),
+                "P@1_tree": mean_p1([left], "0.0"),
+                "own_best": own,
+                "P@1_own_best": mean_p1([left], own),
+            }
+        )
     return out
 
 
@@ -78,8 +93,10 @@ def main() -> None:
     print("\n| dataset | training set | weight chosen on the others | its P@1 | tree alone | own best weight | its P@1 |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in loo:
-        print(f"| {r['dataset']} | {r['augment']} | {r['chosen_on_others']} | {r['P@1_chosen']:.2f} | {r['P@1_tree']:.2f} "
-              f"| {r['own_best']} | {r['P@1_own_best']:.2f} |")
+        print(
+            f"| {r['dataset']} | {r['augment']} | {r['chosen_on_others']} | {r['P@1_chosen']:.2f} | {r['P@1_tree']:.2f} "
+            f"| {r['own_best']} | {r['P@1_own_best']:.2f} |"
+        )
     out = args.out or HERE / "results" / "blend-weights.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"runs": rows, "leave_one_out": loo}, indent=1) + "\n")

@@ -49,18 +49,21 @@ def measure(dataset: str, recipe: str, seed: int, split: str) -> dict:
 
 
 def summary(rows: list[dict]) -> str:
-    out = ["| recipe | datasets | mean P@1 | mean PSP@5 | best P@1 on (ties count) | train s (min-max) "
-           "| peak memory MB (min-max) |",
-           "| --- | --- | --- | --- | --- | --- | --- |"]
+    out = [
+        "| recipe | datasets | mean P@1 | mean PSP@5 | best P@1 on (ties count) | train s (min-max) | peak memory MB (min-max) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     recipes = list(dict.fromkeys(f"{r['model']}:{r['augment']}" for r in rows))
     best = {d: max(r["P@1"] for r in rows if r["dataset"] == d) for d in {r["dataset"] for r in rows}}
     for recipe in recipes:
         rs = [r for r in rows if f"{r['model']}:{r['augment']}" == recipe]
         wins = sum(r["P@1"] == best[r["dataset"]] for r in rs)  # ties count for each
         secs, mem = [r["train_seconds"] for r in rs], [r["peak_memory_mb"] for r in rs]
-        out.append(f"| {recipe} | {len(rs)} | {np.mean([r['P@1'] for r in rs]):.2f} | "
-                   f"{np.mean([r['PSP@5'] for r in rs]):.2f} | {wins} | {min(secs):.1f}-{max(secs):.1f} | "
-                   f"{min(mem):.0f}-{max(mem):.0f} |")
+        out.append(
+            f"| {recipe} | {len(rs)} | {np.mean([r['P@1'] for r in rs]):.2f} | "
+            f"{np.mean([r['PSP@5'] for r in rs]):.2f} | {wins} | {min(secs):.1f}-{max(secs):.1f} | "
+            f"{min(mem):.0f}-{max(mem):.0f} |"
+        )
     return "\n".join(out)
 
 
@@ -72,16 +75,22 @@ def main() -> None:
     ap.add_argument("--split", choices=("valid", "test"), default="valid")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "guidance.json")
     args = ap.parse_args()
-    rows = run_grid(args.datasets, [(recipe,) for recipe in args.recipes],
-                    lambda dataset, recipe: measure(dataset, recipe, args.seed, args.split))
+    rows = run_grid(
+        args.datasets,
+        [(recipe,) for recipe in args.recipes],
+        lambda dataset, recipe: measure(dataset, recipe, args.seed, args.split),
+    )
     for dataset in args.datasets:
         sub = [r for r in rows if r["dataset"] == dataset]
         print(f"\n{dataset} ({args.split}, {sub[0]['n_eval']:,} points)\n")
         print("| recipe | " + " | ".join(METRICS) + " | train s | peak memory MB |")
         print("|" + " --- |" * (len(METRICS) + 3))
         for r in sub:
-            print(f"| {r['model']}:{r['augment']} | " + " | ".join(f"{r[m]:.2f}" for m in METRICS)
-                  + f" | {r['train_seconds']:.1f} | {r['peak_memory_mb']:.0f} |")
+            print(
+                f"| {r['model']}:{r['augment']} | "
+                + " | ".join(f"{r[m]:.2f}" for m in METRICS)
+                + f" | {r['train_seconds']:.1f} | {r['peak_memory_mb']:.0f} |"
+            )
     print("\n" + summary(rows))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=1) + "\n")

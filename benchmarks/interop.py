@@ -23,7 +23,7 @@ from pathlib import Path
 
 from peers import peers_python
 
-CHILD = r'''
+CHILD = r"""
 import json, sys
 import numpy as np, scipy.sparse as sp
 tool, d, out = sys.argv[1:4]
@@ -51,7 +51,7 @@ else:
     shapes = {"X": X.shape, "points with labels": sum(1 for y in Y if len(y))}
 sp.save_npz(out, P.astype(np.float32))
 print(json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in shapes.items()}))
-'''
+"""
 
 
 def main() -> None:
@@ -66,19 +66,39 @@ def main() -> None:
         work = Path(tmp)
         augment = {"npz": args.npz_augment, "bow": args.bow_augment}
         for fmt in ("npz", "bow"):
-            subprocess.run([*gandalf, "augment", "--data", args.data, "--augment", augment[fmt], "--format", fmt,
-                            "--out", str(work / fmt), "--no-progress"], check=True, capture_output=True)
+            subprocess.run(
+                [
+                    *gandalf,
+                    "augment",
+                    "--data",
+                    args.data,
+                    "--augment",
+                    augment[fmt],
+                    "--format",
+                    fmt,
+                    "--out",
+                    str(work / fmt),
+                    "--no-progress",
+                ],
+                check=True,
+                capture_output=True,
+            )
         for tool, fmt in (("pecos", "npz"), ("napkinxc", "bow")):
             pred = work / f"pred-{tool}.npz"
-            run = subprocess.run([str(python), "-c", CHILD, tool, str(work / fmt), str(pred)], capture_output=True,
-                                 text=True)
+            run = subprocess.run([str(python), "-c", CHILD, tool, str(work / fmt), str(pred)], capture_output=True, text=True)
             if run.returncode != 0:
                 raise SystemExit(f"{tool} could not read --augment {augment[fmt]} --format {fmt}: {run.stderr.strip()[-2000:]}")
             shapes = json.loads(run.stdout.strip().splitlines()[-1])
-            scores = subprocess.run([*gandalf, "evaluate", str(pred), "--data", args.data, "-k", "1", "--json"],
-                                    check=True, capture_output=True, text=True).stdout
-            print(f"{tool} read gandalf augment --augment {augment[fmt]} --format {fmt}: {shapes}; "
-                  f"gandalf evaluate of its .npz predictions: P@1 {json.loads(scores)['P@1']:.2f}")
+            scores = subprocess.run(
+                [*gandalf, "evaluate", str(pred), "--data", args.data, "-k", "1", "--json"],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            print(
+                f"{tool} read gandalf augment --augment {augment[fmt]} --format {fmt}: {shapes}; "
+                f"gandalf evaluate of its .npz predictions: P@1 {json.loads(scores)['P@1']:.2f}"
+            )
 
 
 if __name__ == "__main__":

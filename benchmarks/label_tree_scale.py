@@ -45,7 +45,7 @@ def main() -> None:
     built = build_training_set(ds, AugmentConfig("gandalf"))
     t = stage("load_and_label_points", started)
     XZ = TextFeaturizer(cfg.ngram_max, min_df=cfg.min_df).fit_transform(built.split.texts + list(ds.label_texts))
-    X, Z = XZ[:len(built.split)], XZ[len(built.split):]
+    X, Z = XZ[: len(built.split)], XZ[len(built.split) :]
     t = stage("features", t)
     R = label_vectors(X, built.split.Y, Z, cfg.label_text_weight, threads=args.threads)
     record["label_vector_entries"] = int(R.nnz)

@@ -34,7 +34,7 @@ def measure(model_dir: Path, texts: list[str], queries: int, warmup: int = 50, b
     for text in texts[:warmup]:
         model.predict([text], k=5)
     lat = np.empty(min(queries, len(texts)))
-    for i, text in enumerate(texts[:lat.size]):
+    for i, text in enumerate(texts[: lat.size]):
         t0 = time.perf_counter()
         model.predict([text], k=5)
         lat[i] = 1000.0 * (time.perf_counter() - t0)
@@ -43,10 +43,18 @@ def measure(model_dir: Path, texts: list[str], queries: int, warmup: int = 50, b
     model.predict(batch_texts, k=100)
     seconds = time.perf_counter() - t0
     p50, p90, p99 = np.percentile(lat, [50, 90, 99])
-    return {"model_dir": str(model_dir), "queries": int(lat.size), "p50_ms": float(p50), "p90_ms": float(p90),
-            "p99_ms": float(p99), "max_ms": float(lat.max()), "batch_queries": len(batch_texts),
-            "batch_queries_per_second": len(batch_texts) / seconds, "page_in_bytes": int(paged),
-            "page_in_seconds": page_in_seconds}
+    return {
+        "model_dir": str(model_dir),
+        "queries": int(lat.size),
+        "p50_ms": float(p50),
+        "p90_ms": float(p90),
+        "p99_ms": float(p99),
+        "max_ms": float(lat.max()),
+        "batch_queries": len(batch_texts),
+        "batch_queries_per_second": len(batch_texts) / seconds,
+        "page_in_bytes": int(paged),
+        "page_in_seconds": page_in_seconds,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -73,8 +81,11 @@ def main(argv: list[str] | None = None) -> None:
         r = measure(model_dir, texts, args.queries, batch=args.batch)
         r["threads"] = args.threads
         rows.append(r)
-        print(f"{str(model_dir)[-40:]:<40} {r['p50_ms']:>7.2f} {r['p90_ms']:>7.2f} {r['p99_ms']:>7.2f}"
-              f" {r['max_ms']:>7.2f} {r['batch_queries_per_second']:>9,.0f}", flush=True)
+        print(
+            f"{str(model_dir)[-40:]:<40} {r['p50_ms']:>7.2f} {r['p90_ms']:>7.2f} {r['p99_ms']:>7.2f}"
+            f" {r['max_ms']:>7.2f} {r['batch_queries_per_second']:>9,.0f}",
+            flush=True,
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
     print(f"wrote {args.out}")

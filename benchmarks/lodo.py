@@ -62,8 +62,7 @@ def leave_one_out(scores: dict[str, dict[str, float]], default: str) -> list[dic
         best = max(means.values())
         tied = [v for v in scores if means[v] >= best - 1e-9]
         chosen = default if default in tied else tied[0]
-        out.append({"left_out": left, "chosen": chosen, "P@1": scores[chosen][left],
-                    "default_P@1": scores[default][left]})
+        out.append({"left_out": left, "chosen": chosen, "P@1": scores[chosen][left], "default_P@1": scores[default][left]})
     return out
 
 
@@ -80,23 +79,41 @@ def main() -> None:
     ap.add_argument("--settings", nargs="+", default=list(GRID), choices=list(GRID))
     ap.add_argument("--augment", default="none")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
-    ap.add_argument("--values", action="append", default=[], metavar="SETTING=JSON_LIST",
-                    help="the values tried for a setting instead of the grid's (its default is added)")
+    ap.add_argument(
+        "--values",
+        action="append",
+        default=[],
+        metavar="SETTING=JSON_LIST",
+        help="the values tried for a setting instead of the grid's (its default is added)",
+    )
     args = ap.parse_args()
     for given in args.values:
         name, values = given.split("=", 1)
         if name not in GRID:
             ap.error(f"--values: unknown setting {name!r}")
         GRID[name] = [default_of(name), *[v for v in json.loads(values) if v != default_of(name)]]
-    runs = [(name, value, seed) for name in args.settings for value in GRID[name]
-            if value != default_of(name) for seed in args.seeds]
+    runs = [
+        (name, value, seed) for name in args.settings for value in GRID[name] if value != default_of(name) for seed in args.seeds
+    ]
     runs = [("default", None, seed) for seed in args.seeds] + runs
-    rows = run_grid(args.datasets, runs, lambda dataset, name, value, seed: {
-        **run_one(dataset, "linear", args.augment, seed, "valid", {} if name == "default" else
-                  {name: tuple(value) if isinstance(value, list) else value}, None),
-        "setting": name, "value": value})
-    base = {d: np.mean([r["P@1"] for r in rows if r["setting"] == "default" and r["dataset"] == d])
-            for d in args.datasets}
+    rows = run_grid(
+        args.datasets,
+        runs,
+        lambda dataset, name, value, seed: {
+            **run_one(
+                dataset,
+                "linear",
+                args.augment,
+                seed,
+                "valid",
+                {} if name == "default" else {name: tuple(value) if isinstance(value, list) else value},
+                None,
+            ),
+            "setting": name,
+            "value": value,
+        },
+    )
+    base = {d: np.mean([r["P@1"] for r in rows if r["setting"] == "default" and r["dataset"] == d]) for d in args.datasets}
     summary = []
     for name in args.settings:
         scores = {}
@@ -104,9 +121,10 @@ def main() -> None:
             if value == default_of(name):
                 scores[json.dumps(value)] = dict(base)
             else:
-                scores[json.dumps(value)] = {d: np.mean([r["P@1"] for r in rows if r["setting"] == name
-                                                         and r["value"] == value and r["dataset"] == d])
-                                             for d in args.datasets}
+                scores[json.dumps(value)] = {
+                    d: np.mean([r["P@1"] for r in rows if r["setting"] == name and r["value"] == value and r["dataset"] == d])
+                    for d in args.datasets
+                }
         print(f"\n{name} (validation P@1, augmentation {args.augment}; default {default_of(name)})\n")
         print("| value | " + " | ".join(args.datasets) + " | mean |")
         print("|" + " --- |" * (len(args.datasets) + 2))
@@ -116,18 +134,29 @@ def main() -> None:
         picks = leave_one_out(scores, default)
         most, top = most_often(picks, default)
         change = np.mean([p["P@1"] - p["default_P@1"] for p in picks])
-        summary.append({"setting": name, "default": default, "chosen_when_left_out":
-                        {p["left_out"]: p["chosen"] for p in picks}, "most_often": most, "times": top,
-                        "mean_left_out_change": round(float(change), 3),
-                        "left_out_changes": {p["left_out"]: round(p["P@1"] - p["default_P@1"], 2) for p in picks}})
-    print("\n| setting | default | chosen when each dataset is left out | most often | P@1 change on the left-out set "
-          "(mean; per set) |")
+        summary.append(
+            {
+                "setting": name,
+                "default": default,
+                "chosen_when_left_out": {p["left_out"]: p["chosen"] for p in picks},
+                "most_often": most,
+                "times": top,
+                "mean_left_out_change": round(float(change), 3),
+                "left_out_changes": {p["left_out"]: round(p["P@1"] - p["default_P@1"], 2) for p in picks},
+            }
+        )
+    print(
+        "\n| setting | default | chosen when each dataset is left out | most often | P@1 change on the left-out set "
+        "(mean; per set) |"
+    )
     print("| --- | --- | --- | --- | --- |")
     for s in summary:
         chosen = ", ".join(f"{d}: {v}" for d, v in s["chosen_when_left_out"].items())
         per = ", ".join(f"{v:+.2f}" for v in s["left_out_changes"].values())
-        print(f"| {s['setting']} | {s['default']} | {chosen} | {s['most_often']} ({s['times']}/{len(args.datasets)}) | "
-              f"{s['mean_left_out_change']:+.2f} ({per}) |")
+        print(
+            f"| {s['setting']} | {s['default']} | {chosen} | {s['most_often']} ({s['times']}/{len(args.datasets)}) | "
+            f"{s['mean_left_out_change']:+.2f} ({per}) |"
+        )
     out = HERE / "results" / f"lodo-{args.augment}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"runs": rows, "summary": summary}, indent=1) + "\n")

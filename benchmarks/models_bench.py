@@ -87,21 +87,41 @@ print(json.dumps(out))
 """
 
 
-def run(family: str, augment: str, seed: int, threads: int = 0, extra_negatives: bool = True,
-        encoder_precision: str = "auto") -> dict:
+def run(
+    family: str, augment: str, seed: int, threads: int = 0, extra_negatives: bool = True, encoder_precision: str = "auto"
+) -> dict:
     t0 = time.perf_counter()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, family, augment, str(seed), str(threads),
-                             "1" if extra_negatives else "0", encoder_precision], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            family,
+            augment,
+            str(seed),
+            str(threads),
+            "1" if extra_negatives else "0",
+            encoder_precision,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     out = proc.stdout.read().decode()
     err = proc.stderr.read().decode()
     _, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{family}/{augment} failed:\n{err[-3000:]}")
     row = json.loads(out.strip().splitlines()[-1])
-    row.update(model=family, augment=augment, seed=seed, threads=threads,
-               peak_rss_mib=usage.ru_maxrss / 1024.0, wall_seconds=time.perf_counter() - t0)
+    row.update(
+        model=family,
+        augment=augment,
+        seed=seed,
+        threads=threads,
+        peak_rss_mib=usage.ru_maxrss / 1024.0,
+        wall_seconds=time.perf_counter() - t0,
+    )
     return row
 
 
@@ -125,8 +145,15 @@ def auto_rows(rows: list[dict]) -> list[dict]:
                 continue
             trials = [{"name": name, "valid": runs[name]["valid"]} for name in names[:ran]]
             winner = choose(trials, AutoConfig().p1_tolerance)
-            out.append({**runs[winner], "augment": "auto", "chosen": winner, "auto_candidates": ran,
-                        "auto_train_seconds": sum(runs[name]["train_seconds"] for name in names[:ran])})
+            out.append(
+                {
+                    **runs[winner],
+                    "augment": "auto",
+                    "chosen": winner,
+                    "auto_candidates": ran,
+                    "auto_train_seconds": sum(runs[name]["train_seconds"] for name in names[:ran]),
+                }
+            )
     return out
 
 
@@ -138,27 +165,41 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=RESULTS / "models.json")
     ap.add_argument("--threads", type=int, default=0, help="torch/numba threads per run (0: library default)")
     ap.add_argument("--parallel", type=int, default=1, help="runs at a time (each in its own process)")
-    ap.add_argument("--encoder-precision", choices=("auto", "float32", "bfloat16", "int8"), default="auto",
-                    help="the dual-encoder's sentence encoder (see gandalf train --encoder-precision)")
-    ap.add_argument("--no-extra-negatives", action="store_true",
-                    help="extra points contribute their targets only (neural models; see gandalf train)")
+    ap.add_argument(
+        "--encoder-precision",
+        choices=("auto", "float32", "bfloat16", "int8"),
+        default="auto",
+        help="the dual-encoder's sentence encoder (see gandalf train --encoder-precision)",
+    )
+    ap.add_argument(
+        "--no-extra-negatives",
+        action="store_true",
+        help="extra points contribute their targets only (neural models; see gandalf train)",
+    )
     args = ap.parse_args(argv)
     RESULTS.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
     cols = ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5", "C@1", "C@5")
-    print(f"{'model':<13} {'augment':<22} {'seed':>4} " + " ".join(f"{c:>6}" for c in cols)
-          + f" {'train s':>8} {'peak MiB':>8} {'p50 ms':>7} {'p99 ms':>7} {'q/s':>7}", flush=True)
+    print(
+        f"{'model':<13} {'augment':<22} {'seed':>4} "
+        + " ".join(f"{c:>6}" for c in cols)
+        + f" {'train s':>8} {'peak MiB':>8} {'p50 ms':>7} {'p99 ms':>7} {'q/s':>7}",
+        flush=True,
+    )
 
     def show(r: dict) -> None:
         shown = r["augment"] if r.get("chosen") is None else f"auto={r['chosen']}"
-        print(f"{r['model']:<13} {shown:<22} {r['seed']:>4} " + " ".join(f"{r[c]:>6.2f}" for c in cols)
-              + f" {r['train_seconds']:>8.0f} {r['peak_rss_mib']:>8.0f} {r['latency_ms_p50']:>7.2f}"
-              f" {r['latency_ms_p99']:>7.2f} {r['batch_queries_per_second']:>7.0f}", flush=True)
+        print(
+            f"{r['model']:<13} {shown:<22} {r['seed']:>4} "
+            + " ".join(f"{r[c]:>6.2f}" for c in cols)
+            + f" {r['train_seconds']:>8.0f} {r['peak_rss_mib']:>8.0f} {r['latency_ms_p50']:>7.2f}"
+            f" {r['latency_ms_p99']:>7.2f} {r['batch_queries_per_second']:>7.0f}",
+            flush=True,
+        )
 
     jobs = [(family, augment, seed) for family in args.models for augment in args.augments for seed in args.seeds]
     with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
-        futures = [pool.submit(run, *job, args.threads, not args.no_extra_negatives, args.encoder_precision)
-                   for job in jobs]
+        futures = [pool.submit(run, *job, args.threads, not args.no_extra_negatives, args.encoder_precision) for job in jobs]
         for future in as_completed(futures):
             r = future.result()
             rows.append(r)
@@ -177,14 +218,19 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def summarise(rows: list[dict], cols: tuple[str, ...]) -> dict:
-    """"model/augment" -> metric -> (mean, sample standard deviation) over seeds."""
+    """ "model/augment" -> metric -> (mean, sample standard deviation) over seeds."""
     import statistics
 
     groups: dict = {}
     for r in rows:
         groups.setdefault(f"{r['model']}/{r['augment']}", []).append(r)
-    return {key: {c: (statistics.fmean(g[c] for g in rs), statistics.stdev(g[c] for g in rs) if len(rs) > 1 else 0.0)
-                  for c in (*cols, "train_seconds")} for key, rs in groups.items()}
+    return {
+        key: {
+            c: (statistics.fmean(g[c] for g in rs), statistics.stdev(g[c] for g in rs) if len(rs) > 1 else 0.0)
+            for c in (*cols, "train_seconds")
+        }
+        for key, rs in groups.items()
+    }
 
 
 if __name__ == "__main__":

@@ -49,10 +49,14 @@ def main() -> None:
     rest, valid = carve_validation(ds, valid_fraction(ds.n_original_train or len(ds.train)), args.seed, "future")
     twin, valid_right = namesakes_right(valid.texts, valid.Y, rest.label_texts)
     _, test_right = namesakes_right(ds.test.texts, ds.test.Y, ds.label_texts)
-    record = {"dataset": args.dataset, "seed": args.seed, "n_valid": len(valid),
-              "valid_with_namesake_pct": round(100.0 * twin.mean(), 2),
-              "namesake_is_a_target_pct": {"valid": round(valid_right, 2), "test (new items)": round(test_right, 2)},
-              "P@1": {}}
+    record = {
+        "dataset": args.dataset,
+        "seed": args.seed,
+        "n_valid": len(valid),
+        "valid_with_namesake_pct": round(100.0 * twin.mean(), 2),
+        "namesake_is_a_target_pct": {"valid": round(valid_right, 2), "test (new items)": round(test_right, 2)},
+        "P@1": {},
+    }
     hits = {}
     for augment in args.augments:
         model = build_model(model_config("linear", seed=args.seed))
@@ -60,12 +64,17 @@ def main() -> None:
         prepared = prepare(model.predict(valid.texts, k=5), valid.Y, 1, valid.filter_pairs)
         hits[augment] = (prepared.hits[:, 0].astype(float), twin[prepared.kept_rows])
         h, t = hits[augment]
-        record["P@1"][augment] = {"all": round(100 * h.mean(), 2), "with namesake": round(100 * h[t].mean(), 2),
-                                  "without": round(100 * h[~t].mean(), 2)}
+        record["P@1"][augment] = {
+            "all": round(100 * h.mean(), 2),
+            "with namesake": round(100 * h[t].mean(), 2),
+            "without": round(100 * h[~t].mean(), 2),
+        }
     base, t = hits["none"][0], hits["none"][1]
-    record["gain_over_none"] = {a: {"with namesake": round(100 * (h - base)[t].mean(), 2),
-                                    "without": round(100 * (h - base)[~t].mean(), 2)}
-                                for a, (h, _) in hits.items() if a != "none"}
+    record["gain_over_none"] = {
+        a: {"with namesake": round(100 * (h - base)[t].mean(), 2), "without": round(100 * (h - base)[~t].mean(), 2)}
+        for a, (h, _) in hits.items()
+        if a != "none"
+    }
     print(json.dumps(record, indent=1))
 
 

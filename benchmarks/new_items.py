@@ -72,14 +72,23 @@ def measure(dataset: str, augment: str, seed: int) -> dict:
     def pct(mask: np.ndarray) -> float:
         return round(100.0 * float(mask.mean()), 2) if mask.size else 0.0
 
-    return {"dataset": dataset, "augment": augment, "seed": seed, "n_test": len(test), "train_seconds": round(seconds, 2),
-            "P@1": round(scores["P@1"], 2), "PSP@5": round(scores["PSP@5"], 2),
-            "P@1_namesakes_left_out": round(scores_unnamed["P@1"], 2),
-            "PSP@5_namesakes_left_out": round(scores_unnamed["PSP@5"], 2),
-            "items_with_namesake_label_pct": pct(has_namesake),
-            "namesake_top1_pct": pct(namesake_top1), "namesake_top1_right_pct": pct(right[namesake_top1]),
-            "P@1_items_with_namesake": pct(right[has_namesake]), "P@1_items_without": pct(right[~has_namesake]),
-            "top1_bin_pct": [round(100.0 * c / max(top_bins.sum(), 1), 1) for c in top_bins.tolist()]}
+    return {
+        "dataset": dataset,
+        "augment": augment,
+        "seed": seed,
+        "n_test": len(test),
+        "train_seconds": round(seconds, 2),
+        "P@1": round(scores["P@1"], 2),
+        "PSP@5": round(scores["PSP@5"], 2),
+        "P@1_namesakes_left_out": round(scores_unnamed["P@1"], 2),
+        "PSP@5_namesakes_left_out": round(scores_unnamed["PSP@5"], 2),
+        "items_with_namesake_label_pct": pct(has_namesake),
+        "namesake_top1_pct": pct(namesake_top1),
+        "namesake_top1_right_pct": pct(right[namesake_top1]),
+        "P@1_items_with_namesake": pct(right[has_namesake]),
+        "P@1_items_without": pct(right[~has_namesake]),
+        "top1_bin_pct": [round(100.0 * c / max(top_bins.sum(), 1), 1) for c in top_bins.tolist()],
+    }
 
 
 def main() -> None:
@@ -90,14 +99,18 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULTS / "new-items.json")
     args = ap.parse_args()
     rows = run_grid(args.datasets, [(a, args.seed) for a in args.augments], measure)
-    print("\n| dataset | training set | P@1 | PSP@5 | namesakes left out: P@1 / PSP@5 | namesake top-1 % | "
-          "of them right % | P@1 with namesake | P@1 without | top-1 in bins 1-5 % |")
+    print(
+        "\n| dataset | training set | P@1 | PSP@5 | namesakes left out: P@1 / PSP@5 | namesake top-1 % | "
+        "of them right % | P@1 with namesake | P@1 without | top-1 in bins 1-5 % |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['dataset']} | {r['augment']} | {r['P@1']:.2f} | {r['PSP@5']:.2f} | "
-              f"{r['P@1_namesakes_left_out']:.2f} / {r['PSP@5_namesakes_left_out']:.2f} | {r['namesake_top1_pct']:.2f} | "
-              f"{r['namesake_top1_right_pct']:.2f} | {r['P@1_items_with_namesake']:.2f} | {r['P@1_items_without']:.2f} | "
-              f"{' / '.join(f'{v:.0f}' for v in r['top1_bin_pct'])} |")
+        print(
+            f"| {r['dataset']} | {r['augment']} | {r['P@1']:.2f} | {r['PSP@5']:.2f} | "
+            f"{r['P@1_namesakes_left_out']:.2f} / {r['PSP@5_namesakes_left_out']:.2f} | {r['namesake_top1_pct']:.2f} | "
+            f"{r['namesake_top1_right_pct']:.2f} | {r['P@1_items_with_namesake']:.2f} | {r['P@1_items_without']:.2f} | "
+            f"{' / '.join(f'{v:.0f}' for v in r['top1_bin_pct'])} |"
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=1) + "\n")
 

@@ -45,7 +45,7 @@ PEER_PACKAGES = ["numpy>=1.26,<2", "scipy>=1.10,<1.14", "scikit-learn>=1.3", "na
 PECOS = "libpecos==1.2.8"  # without its dependencies: XR-Linear needs only numpy, scipy and scikit-learn
 METRICS = ("P@1", "P@5", "PSP@1", "PSP@5")
 
-PEER_CHILD = r'''
+PEER_CHILD = r"""
 import gzip, json, sys, time
 import numpy as np, scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfVectorizer
@@ -114,9 +114,9 @@ else:
     seconds = time.perf_counter() - t0
     sp.save_npz(f"{work}/pred.npz", P.astype(np.float32))
     print(json.dumps({"queries_per_second": len(texts) / seconds}))
-'''
+"""
 
-OUR_PREDICT = r'''
+OUR_PREDICT = r"""
 import json, sys, time
 import scipy.sparse as sp
 from gandalf_xmc.data import load_dataset
@@ -128,7 +128,7 @@ P = model.predict(texts, k=10)
 seconds = time.perf_counter() - t0
 sp.save_npz(sys.argv[3], P)
 print(json.dumps({"queries_per_second": len(texts) / seconds}))
-'''
+"""
 
 
 def peers_python() -> Path:
@@ -169,8 +169,12 @@ def prepare(dataset: str, split: str, seed: int, work: Path) -> Path:
         return Path(ds.path)
     rest, valid = carve_validation(ds, valid_fraction(len(ds.train)), seed)
     out = work / f"{dataset}-valid{seed}"
-    write_dataset(XMCDataset(ds.name, ds.label_uids, ds.label_texts, {"trn": rest.train, "tst": valid},
-                             propensity=ds.propensity_constants()), out)
+    write_dataset(
+        XMCDataset(
+            ds.name, ds.label_uids, ds.label_texts, {"trn": rest.train, "tst": valid}, propensity=ds.propensity_constants()
+        ),
+        out,
+    )
     card = {"name": ds.name, "propensity": dict(zip("AB", ds.propensity_constants()))}
     (out / "dataset.json").write_text(json.dumps(card) + "\n")
     return out
@@ -186,8 +190,9 @@ def score(pred: sp.csr_matrix, data_dir: Path) -> dict:
     return {m: res[m] for m in METRICS}
 
 
-def run_dataset(dataset: str, split: str, seed: int, trainings: list[str], tools: list[str], work: Path,
-                python: Path | None, repeats: int = 1) -> list[dict]:
+def run_dataset(
+    dataset: str, split: str, seed: int, trainings: list[str], tools: list[str], work: Path, python: Path | None, repeats: int = 1
+) -> list[dict]:
     data = prepare(dataset, split, seed, work)
     gandalf = [sys.executable, "-m", "gandalf_xmc.cli"]
     rows = []
@@ -195,15 +200,25 @@ def run_dataset(dataset: str, split: str, seed: int, trainings: list[str], tools
         train_dir = data
         if training == "gandalf":
             train_dir = work / f"{data.name}-gandalf"
-            subprocess.run(gandalf + ["augment", "--data", str(data), "--out", str(train_dir), "--force"], check=True,
-                           capture_output=True)
+            subprocess.run(
+                gandalf + ["augment", "--data", str(data), "--out", str(train_dir), "--force"], check=True, capture_output=True
+            )
         commands = {}
         for tool in tools:
             tool_dir = work / f"{data.name}-{training}-{tool}"
             tool_dir.mkdir(parents=True, exist_ok=True)
             if tool == "gandalf":
-                commands[tool] = gandalf + ["train", "--data", str(train_dir), "--out", str(tool_dir / "model"),
-                                            "--valid-fraction", "0", "--no-progress", "--force"]
+                commands[tool] = gandalf + [
+                    "train",
+                    "--data",
+                    str(train_dir),
+                    "--out",
+                    str(tool_dir / "model"),
+                    "--valid-fraction",
+                    "0",
+                    "--no-progress",
+                    "--force",
+                ]
             else:
                 commands[tool] = [str(python), "-c", PEER_CHILD, tool, str(train_dir), str(tool_dir), "train"]
         # the tools take turns within each repeat, so a slow spell of the machine falls on all of them
@@ -225,9 +240,18 @@ def run_dataset(dataset: str, split: str, seed: int, trainings: list[str], tools
                 train_seconds = [inner["train_seconds"] for inner in inners[tool]]
                 _, pred_info = timed([str(python), "-c", PEER_CHILD, tool, str(data), str(tool_dir), "predict"])
             metrics = score(sp.load_npz(tool_dir / "pred.npz").tocsr(), data)
-            row = {"dataset": dataset, "split": split, "seed": seed, "training": training, "tool": tool,
-                   "process_seconds": float(np.median(walls[tool])), "process_seconds_all": walls[tool],
-                   "train_seconds": float(np.median(train_seconds)), **pred_info, **metrics}
+            row = {
+                "dataset": dataset,
+                "split": split,
+                "seed": seed,
+                "training": training,
+                "tool": tool,
+                "process_seconds": float(np.median(walls[tool])),
+                "process_seconds_all": walls[tool],
+                "train_seconds": float(np.median(train_seconds)),
+                **pred_info,
+                **metrics,
+            }
             rows.append(row)
             print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
     return rows
@@ -246,13 +270,19 @@ def table(rows: list[dict]) -> str:
                 rs = [r for r in sub if r["training"] == training and r["tool"] == tool]
                 if not rs:
                     continue
+
                 def cell(key: str, rs=rs) -> float:
                     return float(np.mean([r[key] for r in rs]))
 
-                ratio = f" ({cell('process_seconds') / np.mean([r['process_seconds'] for r in ours]):.2f}x ours)" \
-                    if ours and tool != "gandalf" else ""
-                out.append(f"| {training} | {tool} | {cell('process_seconds'):.1f}{ratio} | {cell('train_seconds'):.1f} | "
-                           f"{cell('queries_per_second'):,.0f} | " + " | ".join(f"{cell(m):.2f}" for m in METRICS) + " |")
+                ratio = (
+                    f" ({cell('process_seconds') / np.mean([r['process_seconds'] for r in ours]):.2f}x ours)"
+                    if ours and tool != "gandalf"
+                    else ""
+                )
+                out.append(
+                    f"| {training} | {tool} | {cell('process_seconds'):.1f}{ratio} | {cell('train_seconds'):.1f} | "
+                    f"{cell('queries_per_second'):,.0f} | " + " | ".join(f"{cell(m):.2f}" for m in METRICS) + " |"
+                )
     return "\n".join(out)
 
 
@@ -265,8 +295,9 @@ def main() -> None:
     ap.add_argument("--seeds", nargs="+", type=int, default=[0], help="validation splits (with --split valid)")
     ap.add_argument("--training", nargs="+", default=["none", "gandalf"], choices=("none", "gandalf"))
     ap.add_argument("--tools", nargs="+", default=["gandalf", "pecos", "napkinxc"])
-    ap.add_argument("--repeats", type=int, default=3,
-                    help="trainings of each tool (taking turns); a process time is their median")
+    ap.add_argument(
+        "--repeats", type=int, default=3, help="trainings of each tool (taking turns); a process time is their median"
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     python = peers_python() if set(args.tools) - {"gandalf"} else None
@@ -278,9 +309,8 @@ def main() -> None:
         for dataset in args.datasets:
             if not is_available(dataset):
                 build(dataset)
-            for seed in (args.seeds if args.split == "valid" else [0]):
-                rows += run_dataset(dataset, args.split, seed, args.training, args.tools, Path(tmp), python,
-                                    args.repeats)
+            for seed in args.seeds if args.split == "valid" else [0]:
+                rows += run_dataset(dataset, args.split, seed, args.training, args.tools, Path(tmp), python, args.repeats)
     print(table(rows))
     out = args.out or HERE / "results" / f"peers-{args.split}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -168,8 +168,7 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for how, label in (("numba", "one machine (numba)"), ("labels", "one machine, labels only"),
-                       ("dask", "Dask LocalCluster")):
+    for how, label in (("numba", "one machine (numba)"), ("labels", "one machine, labels only"), ("dask", "Dask LocalCluster")):
         pts = sorted((r["N"], r) for r in rows if r["how"] == how)
         if not pts:
             continue
@@ -205,17 +204,23 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     RESULTS.mkdir(parents=True, exist_ok=True)
     rows, train = [], None
-    print(f"{'N':>10} {'L':>10} {'how':<6} {'seconds':>8} {'peak MiB':>9} {'step MiB':>9} {'worker MiB':>10} "
-          f"{'G nnz':>12} {'identical':>9} {'points s':>8}", flush=True)
+    print(
+        f"{'N':>10} {'L':>10} {'how':<6} {'seconds':>8} {'peak MiB':>9} {'step MiB':>9} {'worker MiB':>10} "
+        f"{'G nnz':>12} {'identical':>9} {'points s':>8}",
+        flush=True,
+    )
     for scale in args.scales:
         path = dataset_at(scale, args.data_cache)
         for how in ("numba", "labels") + (() if args.no_dask else ("dask",)):
             r = measure([sys.executable, "-c", GRAPH_CHILD, str(path), how, str(args.workers)])
             r.update(how=how, scale=scale)
             rows.append(r)
-            print(f"{r['N']:>10,} {r['L']:>10,} {how:<6} {r['seconds']:>8.1f} {r['peak_rss_mib']:>9.0f} "
-                  f"{r['step_mib']:>9.0f} {r.get('worker_peak_mib', float('nan')):>10.0f} {r['nnz']:>12,} "
-                  f"{str(r.get('identical', '')):>9} {r.get('points_seconds', float('nan')):>8.2f}", flush=True)
+            print(
+                f"{r['N']:>10,} {r['L']:>10,} {how:<6} {r['seconds']:>8.1f} {r['peak_rss_mib']:>9.0f} "
+                f"{r['step_mib']:>9.0f} {r.get('worker_peak_mib', float('nan')):>10.0f} {r['nnz']:>12,} "
+                f"{str(r.get('identical', '')):>9} {r.get('points_seconds', float('nan')):>8.2f}",
+                flush=True,
+            )
     for scale in args.scales:
         a = next(r for r in rows if r["scale"] == scale and r["how"] == "numba")
         b = next((r for r in rows if r["scale"] == scale and r["how"] == "dask"), None)

@@ -62,15 +62,22 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=0, help="torch/numba threads (0: library default)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(args.data), str(args.points), args.model,
-                             str(args.cluster_size), str(args.threads)], stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(args.data), str(args.points), args.model, str(args.cluster_size), str(args.threads)],
+        stdout=subprocess.PIPE,
+    )
     out = proc.stdout.read().decode()
     _, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"run failed (exit {os.waitstatus_to_exitcode(status)})")
     row = json.loads(out.strip().splitlines()[-1])
-    row.update(model=args.model, cluster_size=args.cluster_size, threads=args.threads, peak_rss_mib=usage.ru_maxrss / 1024.0,
-               wall_seconds=time.perf_counter() - t0)
+    row.update(
+        model=args.model,
+        cluster_size=args.cluster_size,
+        threads=args.threads,
+        peak_rss_mib=usage.ru_maxrss / 1024.0,
+        wall_seconds=time.perf_counter() - t0,
+    )
     for key, value in row.items():
         print(f"{key:<22} {value:,.2f}" if isinstance(value, float) else f"{key:<22} {value}")
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -34,9 +34,11 @@ def main() -> None:
     ap.add_argument("--split", choices=("valid", "test"), default="valid")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     args = ap.parse_args()
-    rows = run_grid(args.datasets, [(name, seed) for name in VARIANTS for seed in args.seeds],
-                    lambda dataset, name, seed: run_one(dataset, "linear", name, seed, args.split, {}, None,
-                                                        recipe=VARIANTS[name]))
+    rows = run_grid(
+        args.datasets,
+        [(name, seed) for name in VARIANTS for seed in args.seeds],
+        lambda dataset, name, seed: run_one(dataset, "linear", name, seed, args.split, {}, None, recipe=VARIANTS[name]),
+    )
     print(table(rows))
     out = HERE / "results" / f"self-targets-{args.split}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -30,8 +30,12 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def start_server(model_dir: Path, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str, int]:
-    proc = subprocess.Popen([sys.executable, "-m", "gandalf_xmc.cli", "serve", str(model_dir), "--port", "0", *extra],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gandalf_xmc.cli", "serve", str(model_dir), "--port", "0", *extra],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     deadline = time.time() + 300
     while time.time() < deadline:
         line = proc.stderr.readline()
@@ -82,9 +86,16 @@ def run_level(host: str, port: int, texts: list[str], concurrency: int, n_reques
     seconds = time.perf_counter() - t0
     lat = np.array(latencies)
     p50, p90, p99 = np.percentile(lat, [50, 90, 99])
-    return {"concurrency": concurrency, "requests": int(lat.size), "errors": errors[0],
-            "requests_per_second": lat.size / seconds, "p50_ms": float(p50), "p90_ms": float(p90),
-            "p99_ms": float(p99), "max_ms": float(lat.max())}
+    return {
+        "concurrency": concurrency,
+        "requests": int(lat.size),
+        "errors": errors[0],
+        "requests_per_second": lat.size / seconds,
+        "p50_ms": float(p50),
+        "p90_ms": float(p90),
+        "p99_ms": float(p99),
+        "max_ms": float(lat.max()),
+    }
 
 
 def main() -> None:
@@ -112,12 +123,15 @@ def main() -> None:
     print("| concurrency | requests | errors | requests/s | p50 ms | p90 ms | p99 ms | max ms |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['concurrency']} | {r['requests']:,} | {r['errors']} | {r['requests_per_second']:,.0f} | "
-              f"{r['p50_ms']:.2f} | {r['p90_ms']:.2f} | {r['p99_ms']:.2f} | {r['max_ms']:.1f} |")
+        print(
+            f"| {r['concurrency']} | {r['requests']:,} | {r['errors']} | {r['requests_per_second']:,.0f} | "
+            f"{r['p50_ms']:.2f} | {r['p90_ms']:.2f} | {r['p99_ms']:.2f} | {r['max_ms']:.1f} |"
+        )
     out = args.out or RESULTS / "serve-load.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"model_dir": str(args.model_dir), "data": args.data, "k": args.k, "levels": rows},
-                              indent=1) + "\n")
+    out.write_text(
+        json.dumps({"model_dir": str(args.model_dir), "data": args.data, "k": args.k, "levels": rows}, indent=1) + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     print(f"{'clusters':>8} {'recall %':>9} {'P@1':>6} {'P@5':>6} {'PSP@1':>6} {'PSP@5':>6}")
     for c in (32, 128, 512, model.members.shape[0]):
-        res = evaluate(predict(model.network, Xv, model.members, k=10, n_clusters=c), valid.Y, inv, (1, 5),
-                       valid.filter_pairs)
+        res = evaluate(predict(model.network, Xv, model.members, k=10, n_clusters=c), valid.Y, inv, (1, 5), valid.filter_pairs)
         recall = shortlist_recall(candidate_sets(model.network, Xv, model.members, c), valid.Y)
         rows.append({"clusters": c, "recall": recall, **{m: res[m] for m in ("P@1", "P@5", "PSP@1", "PSP@5")}})
         print(f"{c:>8} {recall:>9.1f} {res['P@1']:>6.2f} {res['P@5']:>6.2f} {res['PSP@1']:>6.2f} {res['PSP@5']:>6.2f}")

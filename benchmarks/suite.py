@@ -53,8 +53,18 @@ def recipe_for(augment: str, seed: int, recipe: AugmentConfig | None) -> Augment
     return augment_config(augment, seed) if recipe is None else replace(recipe, seed=seed)
 
 
-def run_one(dataset: str, model: str, augment: str, seed: int, split: str, settings: dict, threads: int | None,
-            protocol: str = "random", hold_out: float = 0.0, recipe: AugmentConfig | None = None) -> dict:
+def run_one(
+    dataset: str,
+    model: str,
+    augment: str,
+    seed: int,
+    split: str,
+    settings: dict,
+    threads: int | None,
+    protocol: str = "random",
+    hold_out: float = 0.0,
+    recipe: AugmentConfig | None = None,
+) -> dict:
     """One trained model scored on ``split``; ``recipe`` (its seed replaced by ``seed``) stands for
     the augmentation named ``augment`` where a script compares variants the suite has no name for."""
     ds = load_dataset(dataset, splits=("trn", "tst") if split == "test" else ("trn",))
@@ -75,12 +85,20 @@ def run_one(dataset: str, model: str, augment: str, seed: int, split: str, setti
 
         from gandalf_xmc.workflow.pipeline import train_model
 
-        config = model_config(model, seed=seed, threads=threads) if model == "knn" else \
-            apply_settings(model_config(model, seed=seed, threads=threads), settings)
+        config = (
+            model_config(model, seed=seed, threads=threads)
+            if model == "knn"
+            else apply_settings(model_config(model, seed=seed, threads=threads), settings)
+        )
         with tempfile.TemporaryDirectory(prefix="gandalf-suite-") as tmp:
-            trained = train_model(rest, Path(tmp) / "model", config, recipe_for(augment, seed, recipe),
-                                  valid_fraction=valid_fraction(rest.n_original_train or len(rest.train)),
-                                  progress=False)
+            trained = train_model(
+                rest,
+                Path(tmp) / "model",
+                config,
+                recipe_for(augment, seed, recipe),
+                valid_fraction=valid_fraction(rest.n_original_train or len(rest.train)),
+                progress=False,
+            )
         fitted, chosen = trained.model, trained.search["chosen"] if trained.search else None
         if hasattr(fitted, "knn_weight"):
             chosen = f"knn weight {fitted.knn_weight:g}"
@@ -98,12 +116,22 @@ def run_one(dataset: str, model: str, augment: str, seed: int, split: str, setti
     pred = fitted.predict(target.texts, k=10)
     predict_seconds = time.perf_counter() - t0
     res = evaluate(pred, target.Y, inv, (1, 3, 5), target.filter_pairs)
-    return {"dataset": dataset, "model": model, "augment": augment, "seed": seed, "split": split,
-            "protocol": protocol if split == "valid" else None, "n_train": len(rest.train), "hold_out": hold_out,
-            "chosen": chosen,
-            "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()},
-            "n_eval": int(target.Y.shape[0]), "train_seconds": seconds,
-            "queries_per_second": len(target.texts) / max(predict_seconds, 1e-9), **{m: res[m] for m in METRICS}}
+    return {
+        "dataset": dataset,
+        "model": model,
+        "augment": augment,
+        "seed": seed,
+        "split": split,
+        "protocol": protocol if split == "valid" else None,
+        "n_train": len(rest.train),
+        "hold_out": hold_out,
+        "chosen": chosen,
+        "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()},
+        "n_eval": int(target.Y.shape[0]),
+        "train_seconds": seconds,
+        "queries_per_second": len(target.texts) / max(predict_seconds, 1e-9),
+        **{m: res[m] for m in METRICS},
+    }
 
 
 def run_grid(datasets: list[str], combinations: list[tuple], measure) -> list[dict]:
@@ -138,8 +166,11 @@ def table(rows: list[dict]) -> str:
                 v = np.array([r[m] for r in rs])
                 cells.append(f"{v.mean():.2f}" + (f" ± {v.std(ddof=1):.2f}" if v.size > 1 else ""))
             secs = np.mean([r["train_seconds"] for r in rs])
-            out.append(f"| {model} | {augment} | {settings if settings != '{}' else ''} | {len(rs)} | "
-                       + " | ".join(cells) + f" | {secs:.1f} |")
+            out.append(
+                f"| {model} | {augment} | {settings if settings != '{}' else ''} | {len(rs)} | "
+                + " | ".join(cells)
+                + f" | {secs:.1f} |"
+            )
     return "\n".join(out)
 
 
@@ -152,17 +183,36 @@ def main() -> None:
     ap.add_argument("--split", choices=("valid", "test"), default="valid")
     ap.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--protocol", default="random", choices=(*PROTOCOLS, *BENCHMARK_PROTOCOLS),
-                    help="how validation points are chosen (gandalf_xmc.workflow.validation)")
-    ap.add_argument("--hold-out", type=float, default=0.0,
-                    help="train on the training part less this random share (a model not trained again after validation)")
+    ap.add_argument(
+        "--protocol",
+        default="random",
+        choices=(*PROTOCOLS, *BENCHMARK_PROTOCOLS),
+        help="how validation points are chosen (gandalf_xmc.workflow.validation)",
+    )
+    ap.add_argument(
+        "--hold-out",
+        type=float,
+        default=0.0,
+        help="train on the training part less this random share (a model not trained again after validation)",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     settings = parse_settings(args.settings)
-    rows = run_grid(args.datasets, [(m, a, s) for m in args.models for a in args.augments for s in args.seeds],
-                    lambda dataset, model, augment, seed: run_one(
-                        dataset, model, augment, seed, args.split, settings if model != "knn" else {}, args.threads,
-                        args.protocol, args.hold_out))
+    rows = run_grid(
+        args.datasets,
+        [(m, a, s) for m in args.models for a in args.augments for s in args.seeds],
+        lambda dataset, model, augment, seed: run_one(
+            dataset,
+            model,
+            augment,
+            seed,
+            args.split,
+            settings if model != "knn" else {},
+            args.threads,
+            args.protocol,
+            args.hold_out,
+        ),
+    )
     print(table(rows))
     out = args.out or HERE / "results" / f"suite-{args.split}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

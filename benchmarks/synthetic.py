@@ -42,9 +42,19 @@ def _write_json_gz(path: Path, lines) -> None:
             fh.write(b"\n".join(buf) + b"\n")
 
 
-def generate(out_dir: str | Path, n_points: int, n_labels: int, labels_per_point: float, words_per_point: float,
-             n_test: int | None = None, label_zipf: float = 1.2, vocab_size: int = 100_000, neighbourhood: int = 64,
-             seed: int = 0, unrelated: bool = False) -> dict:
+def generate(
+    out_dir: str | Path,
+    n_points: int,
+    n_labels: int,
+    labels_per_point: float,
+    words_per_point: float,
+    n_test: int | None = None,
+    label_zipf: float = 1.2,
+    vocab_size: int = 100_000,
+    neighbourhood: int = 64,
+    seed: int = 0,
+    unrelated: bool = False,
+) -> dict:
     """Write ``trn.json.gz``, ``tst.json.gz``, ``lbl.json.gz`` into ``out_dir``; return their statistics.
     ``unrelated``: a point's text is Zipf words alone, none drawn from its labels' texts (the worst
     case: nothing in a text predicts its labels, so no weight is pruned for being useless)."""
@@ -62,7 +72,7 @@ def generate(out_dir: str | Path, n_points: int, n_labels: int, labels_per_point
     label_len = np.maximum(1, rng.poisson(words_per_point - 1, size=n_labels) + 1)
     label_words = rng.choice(vocab_size, size=int(label_len.sum()), p=word_p)
     label_off = np.concatenate([[0], np.cumsum(label_len)])
-    label_texts = [" ".join(vocab[label_words[label_off[j]:label_off[j + 1]]]) for j in range(n_labels)]
+    label_texts = [" ".join(vocab[label_words[label_off[j] : label_off[j + 1]]]) for j in range(n_labels)]
     _write_json_gz(out / "lbl.json.gz", (orjson.dumps({"uid": f"L{j}", "title": t}) for j, t in enumerate(label_texts)))
 
     def points(n: int, prefix: str):
@@ -85,24 +95,39 @@ def generate(out_dir: str | Path, n_points: int, n_labels: int, labels_per_point
             extra = rng.choice(vocab_size, size=int(n_words.sum()), p=word_p)
             w_off = np.concatenate([[0], np.cumsum(n_words)])
             for i in range(m):
-                lab = np.unique(labels[offs[i]:offs[i + 1]])
+                lab = np.unique(labels[offs[i] : offs[i + 1]])
                 t = topics[i]
-                words = [] if unrelated else \
-                    list(vocab[label_words[label_off[t]:label_off[t + 1]]][: max(1, int(words_per_point) // 2)])
-                words += list(vocab[extra[w_off[i]:w_off[i + 1]]])
+                words = (
+                    []
+                    if unrelated
+                    else list(vocab[label_words[label_off[t] : label_off[t + 1]]][: max(1, int(words_per_point) // 2)])
+                )
+                words += list(vocab[extra[w_off[i] : w_off[i + 1]]])
                 yield orjson.dumps({"uid": f"{prefix}{start + i}", "title": " ".join(words), "target_ind": lab.tolist()})
 
     _write_json_gz(out / "trn.json.gz", points(n_points, "T"))
     _write_json_gz(out / "tst.json.gz", points(n_test, "S"))
-    return {"n_points": n_points, "n_test": n_test, "n_labels": n_labels, "labels_per_point": labels_per_point,
-            "words_per_point": words_per_point, "label_zipf": label_zipf, "seed": seed, "unrelated": unrelated}
+    return {
+        "n_points": n_points,
+        "n_test": n_test,
+        "n_labels": n_labels,
+        "labels_per_point": labels_per_point,
+        "words_per_point": words_per_point,
+        "label_zipf": label_zipf,
+        "seed": seed,
+        "unrelated": unrelated,
+    }
 
 
 def preset_arguments(name: str) -> dict:
     """Generator arguments that match a paper dataset's Table 1 statistics."""
     p = PRESETS[name]
-    return {"n_points": p.n_train, "n_labels": p.n_labels, "labels_per_point": p.avg_labels_per_point,
-            "words_per_point": p.avg_words_per_point}
+    return {
+        "n_points": p.n_train,
+        "n_labels": p.n_labels,
+        "labels_per_point": p.avg_labels_per_point,
+        "words_per_point": p.avg_words_per_point,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:

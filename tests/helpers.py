@@ -51,7 +51,6 @@ def write_tiny_dataset(directory: Path, *, train=TRAIN, test=TEST, labels=LABELS
     return directory
 
 
-
 def run_cli(args: list[str], capsys) -> tuple[int, str, str]:
     old = sys.argv
     sys.argv = ["gandalf", *args]
@@ -83,9 +82,11 @@ def snapshot(root: Path) -> dict:
     """Every file under ``root`` with its size and content hash: what a refused command must not change."""
     import hashlib
 
-    return {str(p.relative_to(root)): (p.stat().st_size, hashlib.sha1(p.read_bytes()).hexdigest())
-            for p in sorted(root.rglob("*")) if p.is_file()} | {str(p.relative_to(root)): "dir"
-                                                               for p in sorted(root.rglob("*")) if p.is_dir()}
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, hashlib.sha1(p.read_bytes()).hexdigest())
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    } | {str(p.relative_to(root)): "dir" for p in sorted(root.rglob("*")) if p.is_dir()}
 
 
 def refused(capsys, root: Path, args: list[str], message: str) -> None:

@@ -44,13 +44,17 @@ def test_evaluate_json_matches_library(tiny_dir, tmp_path, capsys):
         assert got[key] == pytest.approx(want[key])
     # test row 2's only label (3) is a filter pair: 2 points remain; both top-1 are correct
     assert got["P@1"] == pytest.approx(100.0)
-    code, out, _ = run_cli(["evaluate", str(tmp_path / "pred.txt"), "--data", str(tiny_dir), "-k", "1", "-k", "2", "--bins"], capsys)
+    code, out, _ = run_cli(
+        ["evaluate", str(tmp_path / "pred.txt"), "--data", str(tiny_dir), "-k", "1", "-k", "2", "--bins"], capsys
+    )
     assert code == 0 and "@2" in out and "bin" in out
 
 
 def test_augment_command(tiny_dir, tmp_path, capsys):
     out = tmp_path / "aug"
-    code, stdout, err = run_cli(["augment", "--data", str(tiny_dir), "--out", str(out), "--delta", "0.4", "--graph", "glas"], capsys)
+    code, stdout, err = run_cli(
+        ["augment", "--data", str(tiny_dir), "--out", str(out), "--delta", "0.4", "--graph", "glas"], capsys
+    )
     assert code == 0, err
     meta = json.loads((out / "augment.json").read_text())
     assert meta["config"]["graph"]["kind"] == "glas" and meta["config"]["graph"]["delta"] == 0.4
@@ -64,32 +68,49 @@ def test_demo_runs_on_a_small_dataset(tiny_dir, tmp_path, capsys, model):
     res = json.loads((tmp_path / "demo" / "results.json").read_text())
     assert len(res["results"]) == 4 and res["model"] == model
     # 4 training points; gandalf (read back from the written files), identity and tempered add the 4 label points
-    assert {k: v["n_train"] for k, v in res["results"].items()} == {"none": 4, "gandalf": 8, "identity": 8,
-                                                                    "tempered": 8}
+    assert {k: v["n_train"] for k, v in res["results"].items()} == {"none": 4, "gandalf": 8, "identity": 8, "tempered": 8}
     # each row's scores are what `gandalf evaluate` computes from the prediction file the demo wrote
     for name, row in res["results"].items():
-        code, out, err = run_cli(["evaluate", str(tmp_path / "demo" / f"pred_{name}.txt"), "--data", str(tiny_dir),
-                                  "--json"], capsys)
+        code, out, err = run_cli(
+            ["evaluate", str(tmp_path / "demo" / f"pred_{name}.txt"), "--data", str(tiny_dir), "--json"], capsys
+        )
         assert code == 0, err
         got = json.loads(out)
         assert all(got[m] == pytest.approx(row[m], abs=1e-4) for m in ("P@1", "P@3", "P@5", "PSP@1", "PSP@5", "C@5"))
 
 
-@pytest.mark.parametrize("model,augment,own_files", [
-    ("linear", "gandalf", {"features.json", "tree_order.npy", "weights_level0"}),
-    ("linear", "labelmix", {"features.json"}),
-    pytest.param("astec", "labelmix", {"features.json", "clusters.npy", "weights.pt"}, marks=pytest.mark.neural),
-    pytest.param("inceptionxml", "identity", {"words.json", "clusters.npy", "weights.pt"}, marks=pytest.mark.neural),
-    ("knn", "identity", {"features.json", "knn_points.npz"}),
-])
+@pytest.mark.parametrize(
+    "model,augment,own_files",
+    [
+        ("linear", "gandalf", {"features.json", "tree_order.npy", "weights_level0"}),
+        ("linear", "labelmix", {"features.json"}),
+        pytest.param("astec", "labelmix", {"features.json", "clusters.npy", "weights.pt"}, marks=pytest.mark.neural),
+        pytest.param("inceptionxml", "identity", {"words.json", "clusters.npy", "weights.pt"}, marks=pytest.mark.neural),
+        ("knn", "identity", {"features.json", "knn_points.npz"}),
+    ],
+)
 def test_train_predict_evaluate(tiny_dir, tmp_path, capsys, model, augment, own_files):
     model_dir = tmp_path / "model"
     epochs = ["--epochs", "2"] if model in ("astec", "inceptionxml") else []
-    code, out, err = run_cli(["train", "--model", model, "--data", str(tiny_dir), "--augment", augment, *epochs,
-                              "--valid-fraction", "0.25", "--out", str(model_dir)], capsys)
+    code, out, err = run_cli(
+        [
+            "train",
+            "--model",
+            model,
+            "--data",
+            str(tiny_dir),
+            "--augment",
+            augment,
+            *epochs,
+            "--valid-fraction",
+            "0.25",
+            "--out",
+            str(model_dir),
+        ],
+        capsys,
+    )
     assert code == 0, err
-    assert {"model.json", "labels.json.gz", "training.json"} | own_files <= {
-        p.name for p in model_dir.iterdir()}
+    assert {"model.json", "labels.json.gz", "training.json"} | own_files <= {p.name for p in model_dir.iterdir()}
     info = json.loads((model_dir / "training.json").read_text())
     assert info["augment"]["training_set"] == augment and info["n_valid"] == 1
     from gandalf_xmc.models.registry import load_trained
@@ -105,8 +126,9 @@ def test_train_predict_evaluate(tiny_dir, tmp_path, capsys, model, augment, own_
     code, out, err = run_cli(["evaluate", str(pred), "--data", str(tiny_dir), "--json"], capsys)
     assert code == 0, err
     ds = load_dataset(tiny_dir)
-    want = evaluate(loaded.predict(ds.test.texts, k=100), ds.test.Y, inverse_propensity(ds.train.Y), (1, 3, 5),
-                    ds.test.filter_pairs)
+    want = evaluate(
+        loaded.predict(ds.test.texts, k=100), ds.test.Y, inverse_propensity(ds.train.Y), (1, 3, 5), ds.test.filter_pairs
+    )
     got = json.loads(out)
     assert all(got[m] == pytest.approx(want[m], abs=1e-4) for m in ("P@1", "P@5", "PSP@5", "nDCG@3"))
 
@@ -151,12 +173,16 @@ def test_console_script_keeps_exit_codes_and_output(tiny_dir, tmp_path):
     import sys
 
     base = [sys.executable, "-m", "gandalf_xmc.cli"]
-    ok = subprocess.run(base + ["train", "--data", str(tiny_dir), "--out", str(tmp_path / "m"), "--valid-fraction", "0",
-                                "--no-progress"], capture_output=True, text=True)
+    ok = subprocess.run(
+        base + ["train", "--data", str(tiny_dir), "--out", str(tmp_path / "m"), "--valid-fraction", "0", "--no-progress"],
+        capture_output=True,
+        text=True,
+    )
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith("trained linear on") and (tmp_path / "m" / "model.json").is_file()
-    bad = subprocess.run(base + ["train", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "n")],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        base + ["train", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "n")], capture_output=True, text=True
+    )
     assert bad.returncode == 2
     assert len(bad.stderr.strip().splitlines()) == 1 and bad.stderr.startswith("error:"), bad.stderr
     assert not (tmp_path / "n").exists()
@@ -169,9 +195,11 @@ def test_usage_errors_are_one_line_naming_the_command():
     import sys
 
     base = [str(Path(sys.executable).with_name("gandalf"))]  # the console script, named as users call it
-    cases = {("train", "--modle", "x"): ("error: gandalf train: ", "--modle", "(see 'gandalf train --help')"),
-             ("predict",): ("error: gandalf predict: ", "'model_dir'", "(see 'gandalf predict --help')"),
-             ("trian",): ("error: gandalf: ", "'trian'", "(see 'gandalf --help')")}
+    cases = {
+        ("train", "--modle", "x"): ("error: gandalf train: ", "--modle", "(see 'gandalf train --help')"),
+        ("predict",): ("error: gandalf predict: ", "'model_dir'", "(see 'gandalf predict --help')"),
+        ("trian",): ("error: gandalf: ", "'trian'", "(see 'gandalf --help')"),
+    }
     for args, (start, names, end) in cases.items():
         got = subprocess.run(base + list(args), capture_output=True, text=True)
         assert got.returncode == 2 and got.stdout == "", (args, got)
@@ -232,18 +260,37 @@ def test_the_demo_writes_a_directory_a_dataset_and_says_how_to_rerun(tiny_dir, t
     assert code == 0, err
     assert (tmp_path / "gandalf-demo" / "tiny-knn" / "results.json").is_file()
     code, _, err = run_cli(["demo", "--data", str(tiny_dir), "--model", "knn", "--no-progress"], capsys)
-    assert code == 2 and err.strip() == ("error: gandalf-demo/tiny-knn holds an earlier demo of this dataset and model: "
-                                         "add --force to run it again there, or give another --out")
+    assert code == 2 and err.strip() == (
+        "error: gandalf-demo/tiny-knn holds an earlier demo of this dataset and model: "
+        "add --force to run it again there, or give another --out"
+    )
     code, _, err = run_cli(["demo", "--data", str(tiny_dir), "--model", "knn", "--no-progress", "--force"], capsys)
     assert code == 0, err
 
 
 def test_evaluate_scores_several_files_side_by_side_with_intervals(tiny_dir, tmp_path, capsys):
     for name, augment in (("plain", "none"), ("points", "identity")):
-        assert run_cli(["train", "--data", str(tiny_dir), "--augment", augment, "--out", str(tmp_path / name),
-                        "--no-progress"], capsys)[0] == 0
-        assert run_cli(["predict", str(tmp_path / name), "--data", str(tiny_dir), "--out", str(tmp_path / f"{name}.txt"),
-                        "--no-progress"], capsys)[0] == 0
+        assert (
+            run_cli(
+                ["train", "--data", str(tiny_dir), "--augment", augment, "--out", str(tmp_path / name), "--no-progress"], capsys
+            )[0]
+            == 0
+        )
+        assert (
+            run_cli(
+                [
+                    "predict",
+                    str(tmp_path / name),
+                    "--data",
+                    str(tiny_dir),
+                    "--out",
+                    str(tmp_path / f"{name}.txt"),
+                    "--no-progress",
+                ],
+                capsys,
+            )[0]
+            == 0
+        )
     files = [str(tmp_path / "plain.txt"), str(tmp_path / "points.txt")]
     alone = []
     for f in files:
@@ -273,8 +320,11 @@ def test_evaluate_scores_several_files_side_by_side_with_intervals(tiny_dir, tmp
 
     drawn = {}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(report, "comparison_figure", lambda path, names, scores, ks, bins: drawn.update(
-            path=path, names=names, scores=scores, ks=ks, bins=bins))
+        patch.setattr(
+            report,
+            "comparison_figure",
+            lambda path, names, scores, ks, bins: drawn.update(path=path, names=names, scores=scores, ks=ks, bins=bins),
+        )
         code, _, err = run_cli(["evaluate", *files, "--data", str(tiny_dir), "--plot", str(tmp_path / "f.png")], capsys)
     assert code == 0, err
     assert drawn["names"] == ["plain.txt", "points.txt"] and drawn["ks"] == (1, 3, 5) and sum(drawn["bins"]) == 4
@@ -293,29 +343,34 @@ def test_evaluate_scores_several_files_side_by_side_with_intervals(tiny_dir, tmp
 def test_analyze_reads_the_recipe_from_a_model_or_augment_directory(tiny_dir, tmp_path, capsys):
     """`analyze --recipe DIR` describes the graph the directory's label points came from, as the
     same options given by hand do; refused with one line where there is none to describe."""
+
     def analyze(*args):
         code, out, err = run_cli(["analyze", *args, "--json"], capsys)
         assert code == 0, err
         return json.loads(out)
 
     by_hand = analyze("--data", str(tiny_dir), "--augment", "gandalf-tempered")
-    code, _, err = run_cli(["augment", "--data", str(tiny_dir), "--out", str(tmp_path / "aug"), "--augment",
-                            "gandalf-tempered"], capsys)
+    code, _, err = run_cli(
+        ["augment", "--data", str(tiny_dir), "--out", str(tmp_path / "aug"), "--augment", "gandalf-tempered"], capsys
+    )
     assert code == 0, err
     assert analyze("--recipe", str(tmp_path / "aug")) == by_hand  # its data too, from augment.json
     trained = ["train", "--valid-fraction", "0", "--no-progress"]
     code, _, err = run_cli([*trained, "--data", str(tmp_path / "aug"), "--out", str(tmp_path / "on-files")], capsys)
     assert code == 0, err
     assert analyze("--recipe", str(tmp_path / "on-files")) == by_hand  # trained as given on those files
-    code, _, err = run_cli([*trained, "--data", str(tiny_dir), "--augment", "gandalf", "--delta", "0.3",
-                            "--out", str(tmp_path / "m")], capsys)
+    code, _, err = run_cli(
+        [*trained, "--data", str(tiny_dir), "--augment", "gandalf", "--delta", "0.3", "--out", str(tmp_path / "m")], capsys
+    )
     assert code == 0, err
     got = analyze("--recipe", str(tmp_path / "m"))
     assert got["graph"]["delta"] == 0.3 and got == analyze("--data", str(tiny_dir), "--delta", "0.3")
     code, _, err = run_cli([*trained, "--data", str(tiny_dir), "--out", str(tmp_path / "plain")], capsys)
     assert code == 0, err
-    for args, problem in ((["--recipe", str(tmp_path / "plain")], "no label points"),
-                          (["--recipe", str(tmp_path / "m"), "--augment", "gandalf"], "not both"),
-                          (["--recipe", str(tmp_path)], "neither a model directory")):
+    for args, problem in (
+        (["--recipe", str(tmp_path / "plain")], "no label points"),
+        (["--recipe", str(tmp_path / "m"), "--augment", "gandalf"], "not both"),
+        (["--recipe", str(tmp_path)], "neither a model directory"),
+    ):
         code, _, err = run_cli(["analyze", *args], capsys)
         assert code == 2 and problem in err and len(err.strip().splitlines()) == 1, err

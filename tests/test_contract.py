@@ -11,11 +11,11 @@ import pytest
 
 import gandalf_xmc
 
-PACKAGES = sorted({name for _, name, is_package in pkgutil.walk_packages(gandalf_xmc.__path__, "gandalf_xmc.")
-                   if is_package} | {"gandalf_xmc"})
+PACKAGES = sorted(
+    {name for _, name, is_package in pkgutil.walk_packages(gandalf_xmc.__path__, "gandalf_xmc.") if is_package} | {"gandalf_xmc"}
+)
 # packages whose names need an extra that the core environment lacks
-EXTRA_ONLY = {"torch", "sentence_transformers", "transformers", "starlette", "uvicorn", "distributed", "dask",
-              "matplotlib"}
+EXTRA_ONLY = {"torch", "sentence_transformers", "transformers", "starlette", "uvicorn", "distributed", "dask", "matplotlib"}
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -55,11 +55,13 @@ def test_the_command_line_offers_every_graph_kind_and_model():
 
 # ------------------------------------------------------------------------------------- model rows
 
+
 def _rows():
     from gandalf_xmc.models.registry import MODELS
 
-    return [pytest.param(name, marks=getattr(pytest.mark, entry.extra)) if entry.extra else name
-            for name, entry in MODELS.items()]
+    return [
+        pytest.param(name, marks=getattr(pytest.mark, entry.extra)) if entry.extra else name for name, entry in MODELS.items()
+    ]
 
 
 @pytest.mark.parametrize("name", _rows())
@@ -79,15 +81,23 @@ def test_every_model_trains_saves_loads_and_predicts_alike(name, tmp_path):
     from helpers import write_tiny_dataset
 
     words = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "peach"]
-    train = [(f"{size} {w} and {words[(j + 1) % 8]}", [j, (j + 1) % 8]) for j, w in enumerate(words)
-             for size in ("small", "big", "ripe", "sweet")]
-    ds = load_dataset(write_tiny_dataset(tmp_path / "d", train=train, labels=[f"{w} fruit" for w in words],
-                                         test=[(f"fresh {w}", [j]) for j, w in enumerate(words)], filters=None))
+    train = [
+        (f"{size} {w} and {words[(j + 1) % 8]}", [j, (j + 1) % 8])
+        for j, w in enumerate(words)
+        for size in ("small", "big", "ripe", "sweet")
+    ]
+    ds = load_dataset(
+        write_tiny_dataset(
+            tmp_path / "d",
+            train=train,
+            labels=[f"{w} fruit" for w in words],
+            test=[(f"fresh {w}", [j]) for j, w in enumerate(words)],
+            filters=None,
+        )
+    )
     config = model_config(name, seed=0, epochs=2 if MODELS[name].in_epochs else None)
-    first = train_model(ds, tmp_path / "a", config, AugmentConfig("identity", seed=0), valid_fraction=0.25,
-                        progress=False)
-    again = train_model(ds, tmp_path / "b", config, AugmentConfig("identity", seed=0), valid_fraction=0.25,
-                        progress=False)
+    first = train_model(ds, tmp_path / "a", config, AugmentConfig("identity", seed=0), valid_fraction=0.25, progress=False)
+    again = train_model(ds, tmp_path / "b", config, AugmentConfig("identity", seed=0), valid_fraction=0.25, progress=False)
     loaded = load_trained(tmp_path / "a")
     assert type(loaded) is type(first.model)
     assert json.loads((tmp_path / "a" / "model.json").read_text())["kind"] in (name, "neural")
@@ -128,14 +138,24 @@ def test_every_model_class_has_every_member_of_the_written_contract(name):
 # layers (docs/architecture.md). A new unit must be given its layer here.
 LAYERS = {
     "errors": 0,
-    "jsonio": 1, "inputs": 1, "paths": 1, "settings": 1, "text": 1, "sparse_ops": 1, "metrics": 1,
+    "jsonio": 1,
+    "inputs": 1,
+    "paths": 1,
+    "settings": 1,
+    "text": 1,
+    "sparse_ops": 1,
+    "metrics": 1,
     "data": 2,
-    "graph": 3, "engine": 3, "sentence": 3,
+    "graph": 3,
+    "engine": 3,
+    "sentence": 3,
     "features": 4,
     "augment": 5,
     "models": 6,
-    "workflow": 7, "predictor": 7,
-    "experiments": 8, "serve": 8,
+    "workflow": 7,
+    "predictor": 7,
+    "experiments": 8,
+    "serve": 8,
     "cli": 9,
 }
 
@@ -147,7 +167,7 @@ def _imported_units(path, package_parts):
     units = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.level:
-            base = list(package_parts[:len(package_parts) - node.level + 1])
+            base = list(package_parts[: len(package_parts) - node.level + 1])
             target = base + [part for part in (node.module or "").split(".") if part]
             units |= {target[0]} if target else {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gandalf_xmc."):
@@ -199,7 +219,7 @@ def test_no_module_imports_one_that_imports_it_back():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("gandalf_xmc")):
                 module = (node.module or "").split(".") if node.module else []
-                parts = package[:len(package) - node.level + 1] + module if node.level else module[1:]
+                parts = package[: len(package) - node.level + 1] + module if node.level else module[1:]
                 target = ".".join(parts)
                 imported |= {target} | {f"{target}.{alias.name}".lstrip(".") for alias in node.names}
             elif isinstance(node, ast.Import):

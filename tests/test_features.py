@@ -16,8 +16,9 @@ ODD = ["", "zzzz unknown words", "Foo FOO foo bar foo bar", "a b", "naïve café
 
 
 def reference(texts: list[str], min_df: int = 1, ngram_max: int = 2) -> TfidfVectorizer:
-    return TfidfVectorizer(ngram_range=(1, ngram_max), sublinear_tf=True, token_pattern=TOKEN_PATTERN, min_df=min_df,
-                           dtype=np.float32).fit(texts)
+    return TfidfVectorizer(
+        ngram_range=(1, ngram_max), sublinear_tf=True, token_pattern=TOKEN_PATTERN, min_df=min_df, dtype=np.float32
+    ).fit(texts)
 
 
 def assert_same_rows(got: sp.csr_matrix, want: sp.csr_matrix) -> None:
@@ -68,12 +69,14 @@ def test_training_a_linear_model_does_not_import_scikit_learn():
     import subprocess
     import sys
 
-    code = ("import sys\n"
-            "from gandalf_xmc.models.linear import LinearConfig, XRLinear\n"
-            "import scipy.sparse as sp\n"
-            "texts = ['red apple', 'green apple', 'red wine', 'white wine'] * 5\n"
-            "Y = sp.csr_matrix(([1.0] * 20, ([*range(20)], [0, 0, 1, 1] * 5)), shape=(20, 2))\n"
-            "XRLinear(LinearConfig(branching=2, leaf_size=2, threads=1)).fit(texts, Y, ['apple', 'wine'], progress=False)\n"
-            "print(sorted(m for m in sys.modules if m.startswith('sklearn')))\n")
+    code = (
+        "import sys\n"
+        "from gandalf_xmc.models.linear import LinearConfig, XRLinear\n"
+        "import scipy.sparse as sp\n"
+        "texts = ['red apple', 'green apple', 'red wine', 'white wine'] * 5\n"
+        "Y = sp.csr_matrix(([1.0] * 20, ([*range(20)], [0, 0, 1, 1] * 5)), shape=(20, 2))\n"
+        "XRLinear(LinearConfig(branching=2, leaf_size=2, threads=1)).fit(texts, Y, ['apple', 'wine'], progress=False)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('sklearn')))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -19,6 +19,7 @@ from helpers import copy_model, refused, run_cli, snapshot, write_json_lines, wr
 
 # ---------------------------------------------------------------------------------------------- outputs
 
+
 def test_out_that_holds_files_is_refused_without_force(work, capsys):
     tmp, data = work
     out = tmp / "out"
@@ -26,8 +27,12 @@ def test_out_that_holds_files_is_refused_without_force(work, capsys):
     (out / "trn.json.gz").write_text("mine")
     (out / "trn_X_Y.txt").mkdir()
     (out / "trn_X_Y.txt" / "k").write_text("keep")
-    refused(capsys, tmp, ["augment", "--data", str(data), "--out", str(out)],
-            f"{out}: exists and is not empty; pass --force to replace it")
+    refused(
+        capsys,
+        tmp,
+        ["augment", "--data", str(data), "--out", str(out)],
+        f"{out}: exists and is not empty; pass --force to replace it",
+    )
 
 
 def test_force_replaces_the_whole_directory(work, capsys):
@@ -43,10 +48,18 @@ def test_force_replaces_the_whole_directory(work, capsys):
 
 def test_out_equal_to_the_input_is_refused_even_with_force(work, capsys):
     tmp, data = work
-    refused(capsys, tmp, ["augment", "--data", str(data), "--out", str(data), "--force"],
-            f"{data}: is the input {data} (or inside it): choose another --out")
-    refused(capsys, tmp, ["augment", "--data", str(data), "--out", str(data / "sub")],
-            f"{data / 'sub'}: is the input {data} (or inside it): choose another --out")
+    refused(
+        capsys,
+        tmp,
+        ["augment", "--data", str(data), "--out", str(data), "--force"],
+        f"{data}: is the input {data} (or inside it): choose another --out",
+    )
+    refused(
+        capsys,
+        tmp,
+        ["augment", "--data", str(data), "--out", str(data / "sub")],
+        f"{data / 'sub'}: is the input {data} (or inside it): choose another --out",
+    )
 
 
 def test_out_that_is_a_file(work, capsys):
@@ -59,8 +72,12 @@ def test_out_that_is_a_file(work, capsys):
 def test_prediction_out_that_is_a_directory(work, model_dir, capsys):
     tmp, data = work
     (tmp / "d").mkdir()
-    refused(capsys, tmp, ["predict", str(model_dir), "--data", str(data), "--out", str(tmp / "d")],
-            f"{tmp / 'd'}: is a directory; give a file name")
+    refused(
+        capsys,
+        tmp,
+        ["predict", str(model_dir), "--data", str(data), "--out", str(tmp / "d")],
+        f"{tmp / 'd'}: is a directory; give a file name",
+    )
 
 
 def test_a_second_writer_is_kept_out(work, capsys):
@@ -73,8 +90,12 @@ def test_a_second_writer_is_kept_out(work, capsys):
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
-        refused(capsys, tmp, ["augment", "--data", str(data), "--out", str(tmp / "out")],
-                f"{tmp / 'out'}: another gandalf command is writing it; wait for it to finish")
+        refused(
+            capsys,
+            tmp,
+            ["augment", "--data", str(data), "--out", str(tmp / "out")],
+            f"{tmp / 'out'}: another gandalf command is writing it; wait for it to finish",
+        )
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
@@ -92,18 +113,22 @@ def test_unwritable_out(work, capsys):
 
 # ---------------------------------------------------------------------------------------------- options
 
-@pytest.mark.parametrize("args,message", [
-    (["-A", "-5", "-B", "-1"], "propensity constants must be finite numbers with A > 0 and B >= 0, got A = -5.0, "
-                               "B = -1.0"),
-    (["-A", "nan"], "propensity constants must be finite numbers with A > 0 and B >= 0, got A = nan, B = 1.5"),
-    (["-A", "inf"], "propensity constants must be finite numbers with A > 0 and B >= 0, got A = inf, B = 1.5"),
-    (["-B", "inf"], "propensity constants must be finite numbers with A > 0 and B >= 0, got A = 0.55, B = inf"),
-    (["-A", "1e308", "-B", "3"], "propensity constants A = 1e+308, B = 3 overflow the weights ((B + 1)^A is past "
-                                 "1e304)"),
-    # label 3 has no training positive: (0 + B)^-A with B = 0 is infinite
-    (["-B", "0"], "propensity constants A = 0.55, B = 0 give infinite weights (B = 0 and a label without training "
-                  "positives)"),
-])
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["-A", "-5", "-B", "-1"], "propensity constants must be finite numbers with A > 0 and B >= 0, got A = -5.0, B = -1.0"),
+        (["-A", "nan"], "propensity constants must be finite numbers with A > 0 and B >= 0, got A = nan, B = 1.5"),
+        (["-A", "inf"], "propensity constants must be finite numbers with A > 0 and B >= 0, got A = inf, B = 1.5"),
+        (["-B", "inf"], "propensity constants must be finite numbers with A > 0 and B >= 0, got A = 0.55, B = inf"),
+        (["-A", "1e308", "-B", "3"], "propensity constants A = 1e+308, B = 3 overflow the weights ((B + 1)^A is past 1e304)"),
+        # label 3 has no training positive: (0 + B)^-A with B = 0 is infinite
+        (
+            ["-B", "0"],
+            "propensity constants A = 0.55, B = 0 give infinite weights (B = 0 and a label without training positives)",
+        ),
+    ],
+)
 def test_bad_propensity_constants(work, capsys, args, message):
     tmp, data = work
     pred = tmp / "p.txt"
@@ -131,31 +156,47 @@ def test_negative_seed_and_unknown_choice(work, capsys):
 
 def test_infinite_extra_weight(work, capsys):
     tmp, data = work
-    refused(capsys, tmp, ["train", "--data", str(data), "--augment", "identity", "--extra-weight", "inf", "--out",
-                          str(tmp / "m")], "--extra-weight must be a finite number, got inf")
+    refused(
+        capsys,
+        tmp,
+        ["train", "--data", str(data), "--augment", "identity", "--extra-weight", "inf", "--out", str(tmp / "m")],
+        "--extra-weight must be a finite number, got inf",
+    )
 
 
 def test_a_tiny_labels_fraction_is_not_silently_empty(work, capsys):
     tmp, data = work
-    refused(capsys, tmp, ["augment", "--data", str(data), "--out", str(tmp / "o"), "--labels-fraction", "1e-9"],
-            "no label becomes a point (labels fraction 1e-09 of 4 labels rounds to 0): raise --labels-fraction")
+    refused(
+        capsys,
+        tmp,
+        ["augment", "--data", str(data), "--out", str(tmp / "o"), "--labels-fraction", "1e-9"],
+        "no label becomes a point (labels fraction 1e-09 of 4 labels rounds to 0): raise --labels-fraction",
+    )
 
 
 def test_bow_refuses_soft_targets(work, capsys):
     tmp, data = work
-    refused(capsys, tmp, ["augment", "--data", str(data), "--out", str(tmp / "o"), "--format", "bow"],
-            "the BoW format holds binary labels, and these label points have soft targets (they would be rounded to "
-            "1): use --format npz or lf, or --augment identity")
+    refused(
+        capsys,
+        tmp,
+        ["augment", "--data", str(data), "--out", str(tmp / "o"), "--format", "bow"],
+        "the BoW format holds binary labels, and these label points have soft targets (they would be rounded to "
+        "1): use --format npz or lf, or --augment identity",
+    )
 
 
 # ---------------------------------------------------------------------------------------------- data files
 
-@pytest.mark.parametrize("token,problem", [
-    ("99999999999999999999:0.5", "index '99999999999999999999' is out of range"),
-    ("5²:0.5", "index '5²' is not an integer"),
-    ("1:0.5 1:0.6", "label 1 appears twice in this row"),
-    ("1:inf", "relevance value inf is not finite"),
-])
+
+@pytest.mark.parametrize(
+    "token,problem",
+    [
+        ("99999999999999999999:0.5", "index '99999999999999999999' is out of range"),
+        ("5²:0.5", "index '5²' is not an integer"),
+        ("1:0.5 1:0.6", "label 1 appears twice in this row"),
+        ("1:inf", "relevance value inf is not finite"),
+    ],
+)
 def test_bad_prediction_tokens(work, capsys, token, problem):
     tmp, data = work
     pred = tmp / "p.txt"
@@ -168,32 +209,45 @@ def test_bad_prediction_npz(work, capsys):
 
     tmp, data = work
     sp.save_npz(tmp / "p.npz", sp.csr_matrix(np.ones((2, 4), dtype=np.float32)))
-    refused(capsys, tmp, ["evaluate", str(tmp / "p.npz"), "--data", str(data)],
-            f"{tmp / 'p.npz'}: matrix is 2 x 4 but 3 x 4 (points x labels) was expected")
+    refused(
+        capsys,
+        tmp,
+        ["evaluate", str(tmp / "p.npz"), "--data", str(data)],
+        f"{tmp / 'p.npz'}: matrix is 2 x 4 but 3 x 4 (points x labels) was expected",
+    )
     (tmp / "q.npz").write_bytes(b"not a zip")
     code, _, err = run_cli(["evaluate", str(tmp / "q.npz"), "--data", str(data)], capsys)
     assert code == 2 and err.startswith(f"error: {tmp / 'q.npz'}: not a scipy sparse .npz matrix")
 
 
-@pytest.mark.parametrize("meta,message", [
-    ({"n_original_train": -3}, "n_original_train must be a positive integer, got -3"),
-    ({"n_original_train": "x"}, 'n_original_train must be a positive integer, got "x"'),
-    ({"n_original_train": [1]}, "n_original_train must be a positive integer, got [1]"),
-    ({"n_original_train": True}, "n_original_train must be a positive integer, got true"),
-    ({"n_original_train": 99}, "n_original_train is 99 but the training split has 4 points"),
-])
+@pytest.mark.parametrize(
+    "meta,message",
+    [
+        ({"n_original_train": -3}, "n_original_train must be a positive integer, got -3"),
+        ({"n_original_train": "x"}, 'n_original_train must be a positive integer, got "x"'),
+        ({"n_original_train": [1]}, "n_original_train must be a positive integer, got [1]"),
+        ({"n_original_train": True}, "n_original_train must be a positive integer, got true"),
+        ({"n_original_train": 99}, "n_original_train is 99 but the training split has 4 points"),
+    ],
+)
 def test_augment_json_is_checked(work, capsys, meta, message):
     tmp, data = work
     (data / "augment.json").write_text(json.dumps(meta))
     refused(capsys, tmp, ["stats", "--data", str(data)], f"{data / 'augment.json'}: {message}")
 
 
-@pytest.mark.parametrize("rows,message", [
-    ([{"uid": "0", "title": "a", "target_ind": [True]}], "trn.json.gz:1: label id true is not an integer"),
-    ([{"uid": "0", "title": "a", "target_ind": [0, 10 ** 23]}], "trn.json.gz:1: label id 1e+23 is out of range"),
-    ([{"uid": None, "title": "a", "target_ind": [0]}], "trn.json.gz:1: 'uid' must be a string or a number, got null"),
-    ([{"uid": {"a": 1}, "title": "a", "target_ind": [0]}], "trn.json.gz:1: 'uid' must be a string or a number, got {\"a\": 1}"),
-])
+@pytest.mark.parametrize(
+    "rows,message",
+    [
+        ([{"uid": "0", "title": "a", "target_ind": [True]}], "trn.json.gz:1: label id true is not an integer"),
+        ([{"uid": "0", "title": "a", "target_ind": [0, 10**23]}], "trn.json.gz:1: label id 1e+23 is out of range"),
+        ([{"uid": None, "title": "a", "target_ind": [0]}], "trn.json.gz:1: 'uid' must be a string or a number, got null"),
+        (
+            [{"uid": {"a": 1}, "title": "a", "target_ind": [0]}],
+            "trn.json.gz:1: 'uid' must be a string or a number, got {\"a\": 1}",
+        ),
+    ],
+)
 def test_silently_accepted_values_are_refused(work, capsys, rows, message):
     tmp, data = work
     write_json_lines(data / "trn.json.gz", rows)
@@ -202,8 +256,10 @@ def test_silently_accepted_values_are_refused(work, capsys, rows, message):
 
 def test_duplicate_label_uids(work, capsys):
     tmp, data = work
-    write_json_lines(data / "lbl.json.gz", [{"uid": "L0", "title": "a"}, {"uid": "L1", "title": "b"},
-                                            {"uid": "L1", "title": "c"}, {"uid": "L3", "title": "d"}])
+    write_json_lines(
+        data / "lbl.json.gz",
+        [{"uid": "L0", "title": "a"}, {"uid": "L1", "title": "b"}, {"uid": "L1", "title": "c"}, {"uid": "L3", "title": "d"}],
+    )
     refused(capsys, tmp, ["stats", "--data", str(data)], f"{data / 'lbl.json.gz'}:3: uid 'L1' appears again (first on line 2)")
 
 
@@ -231,21 +287,29 @@ def test_a_byte_order_mark_is_not_part_of_the_first_label(tmp_path, capsys):
 
 # ---------------------------------------------------------------------------------------------- model directories
 
-@pytest.mark.parametrize("damage,message", [
-    (lambda d: (d / "model.json").write_text(""), "model.json: malformed JSON (Expecting value: line 1 column 1)"),
-    (lambda d: (d / "model.json").write_text('{"kind": "bogus"}'), "unknown model 'bogus'; choose one of linear, "
-                                                                   "astec, inceptionxml, dual-encoder, knn"),
-    (lambda d: (d / "model.json").write_text("[1]"), "model.json: not a model description (expected an object with a "
-                                                     "string 'kind')"),
-    (lambda d: (d / "features_idf.npy").unlink(), "the model directory is incomplete: features_idf.npy is missing"),
-    (lambda d: (d / "weights_level0" / "data.npy").write_bytes((d / "weights_level0" / "data.npy").read_bytes()[:50]),
-     None),
-    (lambda d: np.save(d / "weights_level1" / "indptr.npy", np.load(d / "weights_level1" / "indptr.npy")[::-1]), None),
-    (lambda d: np.save(d / "weights_level0" / "indices.npy", np.load(d / "weights_level0" / "indices.npy") + 10**6),
-     None),
-    (lambda d: write_json_lines(d / "labels.json.gz", [{"uid": "L0", "title": "x"}]),
-     "labels.json.gz: has 1 labels but the model has 4"),
-])
+
+@pytest.mark.parametrize(
+    "damage,message",
+    [
+        (lambda d: (d / "model.json").write_text(""), "model.json: malformed JSON (Expecting value: line 1 column 1)"),
+        (
+            lambda d: (d / "model.json").write_text('{"kind": "bogus"}'),
+            "unknown model 'bogus'; choose one of linear, astec, inceptionxml, dual-encoder, knn",
+        ),
+        (
+            lambda d: (d / "model.json").write_text("[1]"),
+            "model.json: not a model description (expected an object with a string 'kind')",
+        ),
+        (lambda d: (d / "features_idf.npy").unlink(), "the model directory is incomplete: features_idf.npy is missing"),
+        (lambda d: (d / "weights_level0" / "data.npy").write_bytes((d / "weights_level0" / "data.npy").read_bytes()[:50]), None),
+        (lambda d: np.save(d / "weights_level1" / "indptr.npy", np.load(d / "weights_level1" / "indptr.npy")[::-1]), None),
+        (lambda d: np.save(d / "weights_level0" / "indices.npy", np.load(d / "weights_level0" / "indices.npy") + 10**6), None),
+        (
+            lambda d: write_json_lines(d / "labels.json.gz", [{"uid": "L0", "title": "x"}]),
+            "labels.json.gz: has 1 labels but the model has 4",
+        ),
+    ],
+)
 def test_damaged_model_directories(model_dir, tmp_path, capsys, damage, message):
     d = copy_model(model_dir, tmp_path / "m")
     damage(d)
@@ -261,13 +325,21 @@ def test_damaged_model_directories(model_dir, tmp_path, capsys, damage, message)
 
 def test_predict_refuses_another_label_set(model_dir, tmp_path, capsys):
     other = write_tiny_dataset(tmp_path / "other", labels=["w", "x", "y", "z"])
-    refused(capsys, tmp_path, ["predict", str(model_dir), "--data", str(other), "--out", str(tmp_path / "p.txt")],
-            f"{other}: label 0 is 'L0' in the dataset but 'L0' in the model (4 labels on both sides): another label set")
-    fewer = write_tiny_dataset(tmp_path / "fewer", labels=["red apple", "green apple", "apple pie"],
-                               train=[("a", [0])], test=[("b", [1])], filters=None)
-    refused(capsys, tmp_path, ["predict", str(model_dir), "--data", str(fewer), "--out", str(tmp_path / "p.txt")],
-            f"{fewer}: the dataset has 3 labels but the model was trained on 4: predict with the dataset it was "
-            "trained on")
+    refused(
+        capsys,
+        tmp_path,
+        ["predict", str(model_dir), "--data", str(other), "--out", str(tmp_path / "p.txt")],
+        f"{other}: label 0 is 'L0' in the dataset but 'L0' in the model (4 labels on both sides): another label set",
+    )
+    fewer = write_tiny_dataset(
+        tmp_path / "fewer", labels=["red apple", "green apple", "apple pie"], train=[("a", [0])], test=[("b", [1])], filters=None
+    )
+    refused(
+        capsys,
+        tmp_path,
+        ["predict", str(model_dir), "--data", str(fewer), "--out", str(tmp_path / "p.txt")],
+        f"{fewer}: the dataset has 3 labels but the model was trained on 4: predict with the dataset it was trained on",
+    )
 
 
 def test_an_unknown_query_warns(model_dir, capsys):
@@ -300,16 +372,46 @@ def test_empty_and_unknown_queries_get_no_labels_and_a_flag_everywhere(model_dir
 def test_resume_with_a_foreign_checkpoint(work, capsys):
     tmp, data = work
     out = tmp / "m"
-    code, _, err = run_cli(["train", "--model", "astec", "--data", str(data), "--out", str(out), "--epochs", "1",
-                            "--valid-fraction", "0", "--keep-checkpoints"], capsys)
+    code, _, err = run_cli(
+        [
+            "train",
+            "--model",
+            "astec",
+            "--data",
+            str(data),
+            "--out",
+            str(out),
+            "--epochs",
+            "1",
+            "--valid-fraction",
+            "0",
+            "--keep-checkpoints",
+        ],
+        capsys,
+    )
     assert code == 0, err
     import torch
 
     state = torch.load(out / "checkpoints" / "last.pt", weights_only=True)
     state["model"] = {"encoder.embed.weight": torch.zeros(3, 3)}
     torch.save(state, out / "checkpoints" / "last.pt")
-    code, _, err = run_cli(["train", "--model", "astec", "--data", str(data), "--out", str(out), "--epochs", "2",
-                            "--valid-fraction", "0", "--resume"], capsys)
+    code, _, err = run_cli(
+        [
+            "train",
+            "--model",
+            "astec",
+            "--data",
+            str(data),
+            "--out",
+            str(out),
+            "--epochs",
+            "2",
+            "--valid-fraction",
+            "0",
+            "--resume",
+        ],
+        capsys,
+    )
     assert code == 2 and err.startswith(f"error: {out / 'checkpoints' / 'last.pt'}: checkpoint does not match"), err
 
 
@@ -322,19 +424,28 @@ def test_a_diverging_loss_stops_training(work, capsys, monkeypatch):
     tmp, data = work
     real = loop.NetworkObjective.loss
     monkeypatch.setattr(loop.NetworkObjective, "loss", lambda self, idx: real(self, idx) * torch.tensor(float("nan")))
-    refused(capsys, tmp, ["train", "--model", "astec", "--data", str(data), "--out", str(tmp / "m"), "--epochs", "1"],
-            "the loss became nan at epoch 1, step 1: training diverged (lower --extra-weight or the learning rate); "
-            "nothing was saved")
+    refused(
+        capsys,
+        tmp,
+        ["train", "--model", "astec", "--data", str(data), "--out", str(tmp / "m"), "--epochs", "1"],
+        "the loss became nan at epoch 1, step 1: training diverged (lower --extra-weight or the learning rate); "
+        "nothing was saved",
+    )
 
 
 # ---------------------------------------------------------------------------------------------- signals
+
 
 def test_sigterm_during_augment_leaves_nothing(tmp_path):
     from gandalf_xmc.data.suite import suite_path
 
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "gandalf_xmc.cli", "augment", "--data", "debian-bookworm", "--out",
-                             str(out), "--no-progress"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gandalf_xmc.cli", "augment", "--data", "debian-bookworm", "--out", str(out), "--no-progress"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 120
     while time.time() < deadline and not any(p.name.endswith(".tmp") for p in tmp_path.iterdir()):
         time.sleep(0.05)  # until the staging directory exists

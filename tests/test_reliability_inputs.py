@@ -31,39 +31,79 @@ def _resave(path, change):
 
 # (damage, the problem the one line ends with; the line names the file at fault)
 TAMPERED = [
-    (lambda d: _resave(d / "tree_order.npy", lambda a: np.array([-5, *a[1:]])), "tree_order.npy",
-     "not a permutation of the 4 labels (each label id once)"),
-    (lambda d: _resave(d / "tree_order.npy", lambda a: np.array([10**9, *a[1:]])), "tree_order.npy",
-     "not a permutation of the 4 labels (each label id once)"),
-    (lambda d: _resave(d / "tree_order.npy", np.zeros_like), "tree_order.npy",
-     "not a permutation of the 4 labels (each label id once)"),
-    (lambda d: _resave(d / "weights_level0" / "data.npy", lambda a: np.full_like(a, np.nan)), None,
-     "damaged model directory (weights_level0: a weight is not a finite number)"),
-    (lambda d: _resave(d / "weights_level1" / "data.npy", lambda a: np.where(np.arange(a.size) == 0, np.inf, a)), None,
-     "damaged model directory (weights_level1: a weight is not a finite number)"),
-    (lambda d: _resave(d / "features_idf.npy", lambda a: a[:-1]), "features_idf.npy",
-     "expected 7 finite positive values (one a vocabulary term), got 6 float64 values"),
-    (lambda d: _spec(d, lambda s: s.update(n_levels=0)), "model.json",
-     "'n_levels' must be a whole number of at least 1, got 0"),
-    (lambda d: _spec(d, lambda s: s.update(n_levels=-1)), "model.json",
-     "'n_levels' must be a whole number of at least 1, got -1"),
-    (lambda d: _spec(d, lambda s: s["model"].update(bias="abc")), "model.json",
-     "'model.bias' must be a finite number >= 0, got 'abc'"),
-    (lambda d: _spec(d, lambda s: s["model"].update(bias=float("nan"))), "model.json",
-     "'model.bias' must be a finite number >= 0, got nan"),
-    (lambda d: _spec(d, lambda s: s["model"].update(beam=0)), "model.json",
-     "'model.beam' must be a whole number of at least 1, got 0"),
+    (
+        lambda d: _resave(d / "tree_order.npy", lambda a: np.array([-5, *a[1:]])),
+        "tree_order.npy",
+        "not a permutation of the 4 labels (each label id once)",
+    ),
+    (
+        lambda d: _resave(d / "tree_order.npy", lambda a: np.array([10**9, *a[1:]])),
+        "tree_order.npy",
+        "not a permutation of the 4 labels (each label id once)",
+    ),
+    (
+        lambda d: _resave(d / "tree_order.npy", np.zeros_like),
+        "tree_order.npy",
+        "not a permutation of the 4 labels (each label id once)",
+    ),
+    (
+        lambda d: _resave(d / "weights_level0" / "data.npy", lambda a: np.full_like(a, np.nan)),
+        None,
+        "damaged model directory (weights_level0: a weight is not a finite number)",
+    ),
+    (
+        lambda d: _resave(d / "weights_level1" / "data.npy", lambda a: np.where(np.arange(a.size) == 0, np.inf, a)),
+        None,
+        "damaged model directory (weights_level1: a weight is not a finite number)",
+    ),
+    (
+        lambda d: _resave(d / "features_idf.npy", lambda a: a[:-1]),
+        "features_idf.npy",
+        "expected 7 finite positive values (one a vocabulary term), got 6 float64 values",
+    ),
+    (lambda d: _spec(d, lambda s: s.update(n_levels=0)), "model.json", "'n_levels' must be a whole number of at least 1, got 0"),
+    (
+        lambda d: _spec(d, lambda s: s.update(n_levels=-1)),
+        "model.json",
+        "'n_levels' must be a whole number of at least 1, got -1",
+    ),
+    (
+        lambda d: _spec(d, lambda s: s["model"].update(bias="abc")),
+        "model.json",
+        "'model.bias' must be a finite number >= 0, got 'abc'",
+    ),
+    (
+        lambda d: _spec(d, lambda s: s["model"].update(bias=float("nan"))),
+        "model.json",
+        "'model.bias' must be a finite number >= 0, got nan",
+    ),
+    (
+        lambda d: _spec(d, lambda s: s["model"].update(beam=0)),
+        "model.json",
+        "'model.beam' must be a whole number of at least 1, got 0",
+    ),
     (lambda d: _spec(d, lambda s: s.update(model=[1])), "model.json", "'model' must be an object of settings"),
-    (lambda d: (d / "model.json").write_text("[" * 100_000 + "]" * 100_000), "model.json",
-     "malformed JSON (nested too deeply)"),
-    (lambda d: _resave(d / "weights_level1" / "indptr.npy", lambda a: np.arange(10**6)), None,
-     "damaged model directory (weights_level1: 999,999 rows of weights for the level's 4 nodes)"),
-    (lambda d: _resave(d / "weights_level1" / "indptr.npy", lambda a: a[::-1]), None,
-     "damaged model directory (weights_level1: inconsistent weight arrays)"),
-    (lambda d: open(d / "weights_level1" / "indptr.npy", "ab").write(b"\0" * 64), None,
-     "damaged model directory (indptr.npy holds 232 bytes but its header describes 168)"),
-    (lambda d: (os.remove(d / "tree_order.npy"), os.mkfifo(d / "tree_order.npy")), None,
-     "damaged model directory (tree_order.npy is not a regular file)"),
+    (lambda d: (d / "model.json").write_text("[" * 100_000 + "]" * 100_000), "model.json", "malformed JSON (nested too deeply)"),
+    (
+        lambda d: _resave(d / "weights_level1" / "indptr.npy", lambda a: np.arange(10**6)),
+        None,
+        "damaged model directory (weights_level1: 999,999 rows of weights for the level's 4 nodes)",
+    ),
+    (
+        lambda d: _resave(d / "weights_level1" / "indptr.npy", lambda a: a[::-1]),
+        None,
+        "damaged model directory (weights_level1: inconsistent weight arrays)",
+    ),
+    (
+        lambda d: open(d / "weights_level1" / "indptr.npy", "ab").write(b"\0" * 64),
+        None,
+        "damaged model directory (indptr.npy holds 232 bytes but its header describes 168)",
+    ),
+    (
+        lambda d: (os.remove(d / "tree_order.npy"), os.mkfifo(d / "tree_order.npy")),
+        None,
+        "damaged model directory (tree_order.npy is not a regular file)",
+    ),
 ]
 
 
@@ -111,7 +151,8 @@ def test_hostile_json_lines_in_a_split(work, capsys, line):
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
     # orjson refuses both; an older orjson (the lowest version allowed) parses the deep one
     assert err.startswith(f"error: {data / 'trn.json'}:1: malformed JSON") or err == (
-        f"error: {data / 'trn.json'}:1: label id a deeply nested list is not an integer\n"), err
+        f"error: {data / 'trn.json'}:1: label id a deeply nested list is not an integer\n"
+    ), err
 
 
 @pytest.mark.parametrize("name", ["dataset.json", "augment.json"])
@@ -124,48 +165,74 @@ def test_hostile_json_in_description_files(work, capsys, name):
 def test_hostile_json_in_a_query_file(model_dir, tmp_path, capsys):
     q = tmp_path / "q.jsonl"
     q.write_text('{"text": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
-    refused(capsys, tmp_path, ["predict", str(model_dir), "--input", str(q)],
-            f"{q}:1: a line starting with '{{' must be a JSON object: malformed JSON (nested too deeply)")
+    refused(
+        capsys,
+        tmp_path,
+        ["predict", str(model_dir), "--input", str(q)],
+        f"{q}:1: a line starting with '{{' must be a JSON object: malformed JSON (nested too deeply)",
+    )
 
 
-@pytest.mark.parametrize("value,problem", [
-    ({"A": float("inf"), "B": 1.5}, "got A = inf, B = 1.5"),
-    ({"A": 0.5, "B": float("nan")}, "got A = 0.5, B = nan"),
-    ({"A": "x", "B": 1.5}, "got A = x, B = 1.5"),
-])
+@pytest.mark.parametrize(
+    "value,problem",
+    [
+        ({"A": float("inf"), "B": 1.5}, "got A = inf, B = 1.5"),
+        ({"A": 0.5, "B": float("nan")}, "got A = 0.5, B = nan"),
+        ({"A": "x", "B": 1.5}, "got A = x, B = 1.5"),
+    ],
+)
 def test_propensity_constants_from_the_dataset_card(work, capsys, value, problem):
     tmp, data = work
     (data / "dataset.json").write_text(json.dumps({"propensity": value}))
-    refused(capsys, tmp, ["stats", "--data", str(data)],
-            f"{data / 'dataset.json'}: 'propensity': propensity constants must be finite numbers with A > 0 and B >= 0, "
-            f"{problem}")
+    refused(
+        capsys,
+        tmp,
+        ["stats", "--data", str(data)],
+        f"{data / 'dataset.json'}: 'propensity': propensity constants must be finite numbers with A > 0 and B >= 0, {problem}",
+    )
 
 
 # ---------------------------------------------------------------------------------------------- bounded memory
+
 
 def test_devices_and_fifos_are_refused_at_once(work, capsys, model_dir):
     tmp, data = work
     (data / "trn.json.gz").unlink()
     (data / "trn.json.gz").symlink_to("/dev/zero")
-    refused(capsys, tmp, ["stats", "--data", str(data)],
-            f"{data / 'trn.json.gz'}: not a regular file (a device, pipe or socket): give a file")
+    refused(
+        capsys,
+        tmp,
+        ["stats", "--data", str(data)],
+        f"{data / 'trn.json.gz'}: not a regular file (a device, pipe or socket): give a file",
+    )
     fifo = tmp / "queries"
     os.mkfifo(fifo)
-    refused(capsys, tmp, ["predict", str(model_dir), "--input", str(fifo)],
-            f"{fifo}: not a regular file (a device, pipe or socket): give a file")
+    refused(
+        capsys,
+        tmp,
+        ["predict", str(model_dir), "--input", str(fifo)],
+        f"{fifo}: not a regular file (a device, pipe or socket): give a file",
+    )
 
 
 def _limited(args: list[str], gib: float) -> subprocess.CompletedProcess:
     """A gandalf command in a subprocess whose address space is capped: a regression fails the
     test instead of the machine."""
+
     def cap():
         import resource
 
         limit = int(gib * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
-    return subprocess.run([sys.executable, "-m", "gandalf_xmc.cli", *args], capture_output=True, text=True,
-                          preexec_fn=cap, timeout=300, env={**os.environ, "NUMBA_NUM_THREADS": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "gandalf_xmc.cli", *args],
+        capture_output=True,
+        text=True,
+        preexec_fn=cap,
+        timeout=300,
+        env={**os.environ, "NUMBA_NUM_THREADS": "1"},
+    )
 
 
 def test_a_gzip_bomb_stops_at_the_line_limit_under_a_memory_cap(work):
@@ -178,8 +245,9 @@ def test_a_gzip_bomb_stops_at_the_line_limit_under_a_memory_cap(work):
     assert (data / "trn.json.gz").stat().st_size < 10 << 20
     done = _limited(["stats", "--data", str(data)], gib=1.5)
     assert done.returncode == 2, done.stderr
-    assert done.stderr.strip() == f"error: {data / 'trn.json.gz'}:1: a line longer than 16,777,216 bytes: not a file " \
-                                  "of this format"
+    assert (
+        done.stderr.strip() == f"error: {data / 'trn.json.gz'}:1: a line longer than 16,777,216 bytes: not a file of this format"
+    )
 
 
 def test_a_gzip_of_many_lines_stops_at_the_memory_available(work, monkeypatch, capsys):
@@ -191,19 +259,27 @@ def test_a_gzip_of_many_lines_stops_at_the_memory_available(work, monkeypatch, c
     write_json_lines(data / "trn.json.gz", rows)
     inflated = np.cumsum([len(json.dumps(r)) + 1 for r in rows])
     first_over = int(np.argmax(inflated > 1000)) + 1
-    refused(capsys, tmp, ["stats", "--data", str(data)],
-            f"{data / 'trn.json.gz'}:{first_over}: inflates past 0.0 GiB, more than this machine's available memory")
+    refused(
+        capsys,
+        tmp,
+        ["stats", "--data", str(data)],
+        f"{data / 'trn.json.gz'}:{first_over}: inflates past 0.0 GiB, more than this machine's available memory",
+    )
 
 
 def test_standard_input_lines_are_bounded(model_dir, tmp_path):
-    done = subprocess.run([sys.executable, "-m", "gandalf_xmc.cli", "predict", str(model_dir), "--input", "-"],
-                          input=b"x" * (20 << 20), capture_output=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "gandalf_xmc.cli", "predict", str(model_dir), "--input", "-"],
+        input=b"x" * (20 << 20),
+        capture_output=True,
+        timeout=300,
+    )
     assert done.returncode == 2
-    assert done.stderr.decode().strip() == "error: <stdin>:1: a line longer than 16,777,216 bytes: not a file of this " \
-                                           "format"
+    assert done.stderr.decode().strip() == "error: <stdin>:1: a line longer than 16,777,216 bytes: not a file of this format"
 
 
 # ---------------------------------------------------------------------------------------------- downloads
+
 
 class _Mirror:
     """A local HTTP server answering every path with ``body`` (bytes, or None: endless)."""
@@ -240,12 +316,15 @@ class _Mirror:
         self.server.shutdown()
 
 
-@pytest.mark.parametrize("body,declared,message", [
-    (None, None, "more than the pinned 1,000 bytes; stopped"),
-    (b"x" * 10, 10, "the server announces 10 bytes, not the pinned 1,000"),
-    (b"x" * 999, 1000, "ended after 999 of the pinned 1,000 bytes"),
-    (b"x" * 1000, 1000, "SHA-256 "),
-])
+@pytest.mark.parametrize(
+    "body,declared,message",
+    [
+        (None, None, "more than the pinned 1,000 bytes; stopped"),
+        (b"x" * 10, 10, "the server announces 10 bytes, not the pinned 1,000"),
+        (b"x" * 999, 1000, "ended after 999 of the pinned 1,000 bytes"),
+        (b"x" * 1000, 1000, "SHA-256 "),
+    ],
+)
 def test_downloads_are_hashed_as_they_stream_and_stop_at_the_pinned_size(tmp_path, monkeypatch, body, declared, message):
     from gandalf_xmc.data.builders import debian_archive
     from gandalf_xmc.errors import GandalfError
@@ -280,16 +359,20 @@ def test_the_default_mirror_is_https():
 
 # ---------------------------------------------------------------------------------------------- texts
 
+
 @pytest.mark.parametrize("model", ["linear", "knn"])
 def test_texts_without_words_are_one_line(tmp_path, capsys, model):
-    data = write_tiny_dataset(tmp_path / "d", train=[("!!!", [0]), ("...", [1]), ("?", [2]), ("-", [0])],
-                              labels=["*", "+", "#", "%"], test=[("!", [0])])
+    data = write_tiny_dataset(
+        tmp_path / "d", train=[("!!!", [0]), ("...", [1]), ("?", [2]), ("-", [0])], labels=["*", "+", "#", "%"], test=[("!", [0])]
+    )
     before = snapshot(tmp_path)
-    code, _, err = run_cli(["train", "--data", str(data), "--model", model, "--out", str(tmp_path / "m"),
-                            "--no-progress"], capsys)
+    code, _, err = run_cli(
+        ["train", "--data", str(data), "--model", model, "--out", str(tmp_path / "m"), "--no-progress"], capsys
+    )
     assert code == 2, err
-    assert err.strip().splitlines()[-1] == ("error: the training and label texts hold no words (letters or digits): "
-                                            "nothing to learn from")
+    assert err.strip().splitlines()[-1] == (
+        "error: the training and label texts hold no words (letters or digits): nothing to learn from"
+    )
     assert snapshot(tmp_path) == before
 
 
@@ -304,8 +387,22 @@ def test_deep_values_that_a_parser_accepts_are_described_without_recursing(work,
     deep: list = []
     for _ in range(100_000):
         deep = [deep]
-    monkeypatch.setattr(formats, "orjson", type("Lenient", (), {"loads": staticmethod(lambda line: (
-        {"uid": "0", "title": "a", "target_ind": deep} if b"target_ind" in line.encode() else orjson.loads(line))),
-        "JSONDecodeError": orjson.JSONDecodeError}))
-    refused(capsys, tmp, ["stats", "--data", str(data)],
-            f"{data / 'trn.json.gz'}:1: label id a deeply nested list is not an integer")
+    monkeypatch.setattr(
+        formats,
+        "orjson",
+        type(
+            "Lenient",
+            (),
+            {
+                "loads": staticmethod(
+                    lambda line: (
+                        {"uid": "0", "title": "a", "target_ind": deep} if b"target_ind" in line.encode() else orjson.loads(line)
+                    )
+                ),
+                "JSONDecodeError": orjson.JSONDecodeError,
+            },
+        ),
+    )
+    refused(
+        capsys, tmp, ["stats", "--data", str(data)], f"{data / 'trn.json.gz'}:1: label id a deeply nested list is not an integer"
+    )

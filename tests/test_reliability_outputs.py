@@ -25,35 +25,54 @@ def queries(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- predict --out
 
+
 def test_predict_out_never_replaces_the_dataset_it_reads(work, model_dir, capsys):
     tmp, data = work
     for force in ([], ["--force"]):
-        refused(capsys, tmp, ["predict", str(model_dir), "--data", str(data), "--out", str(data / "tst.json.gz"), *force],
-                f"{data / 'tst.json.gz'}: is an input of this command ({data}): choose another --out")
+        refused(
+            capsys,
+            tmp,
+            ["predict", str(model_dir), "--data", str(data), "--out", str(data / "tst.json.gz"), *force],
+            f"{data / 'tst.json.gz'}: is an input of this command ({data}): choose another --out",
+        )
 
 
 def test_predict_out_never_replaces_its_query_file(model_dir, queries, capsys):
     for force in ([], ["--force"]):
-        refused(capsys, queries.parent, ["predict", str(model_dir), "--input", str(queries), "--out", str(queries), *force],
-                f"{queries}: is an input of this command ({queries}): choose another --out")
+        refused(
+            capsys,
+            queries.parent,
+            ["predict", str(model_dir), "--input", str(queries), "--out", str(queries), *force],
+            f"{queries}: is an input of this command ({queries}): choose another --out",
+        )
 
 
 def test_predict_out_never_writes_into_the_model(model_dir, tmp_path, queries, capsys):
     m = copy_model(model_dir, tmp_path / "m")
     for name in ("model.json", "new.txt"):
-        refused(capsys, tmp_path, ["predict", str(m), "--input", str(queries), "--out", str(m / name), "--force"],
-                f"{m / name}: is inside {m}, which this command reads: choose another --out")
+        refused(
+            capsys,
+            tmp_path,
+            ["predict", str(m), "--input", str(queries), "--out", str(m / name), "--force"],
+            f"{m / name}: is inside {m}, which this command reads: choose another --out",
+        )
 
 
 def test_predict_out_needs_force_for_an_existing_file(model_dir, queries, capsys):
     out = queries.parent / "p.jsonl"
     out.write_text("mine\n")
-    refused(capsys, queries.parent, ["predict", str(model_dir), "--input", str(queries), "--out", str(out)],
-            f"{out}: exists; pass --force to replace it")
+    refused(
+        capsys,
+        queries.parent,
+        ["predict", str(model_dir), "--input", str(queries), "--out", str(out)],
+        f"{out}: exists; pass --force to replace it",
+    )
     code, _, err = run_cli(["predict", str(model_dir), "--input", str(queries), "--out", str(out), "--force"], capsys)
     assert code == 0, err
     assert [line.split('"labels"')[0] for line in out.read_text().splitlines()] == [
-        '{"text": "red apple", ', '{"text": "whale", ']
+        '{"text": "red apple", ',
+        '{"text": "whale", ',
+    ]
 
 
 def test_predict_out_through_a_link_writes_the_file_and_keeps_the_link(model_dir, queries, capsys):
@@ -99,6 +118,7 @@ def test_predict_out_to_a_device_node_stays_a_device(model_dir, queries, capsys)
 
 
 # ---------------------------------------------------------------------------------------------- staging clean-up
+
 
 def _staging(parent, out_name: str, kind: str = "staging", marked: bool = True, suffix: str = "abcd1234"):
     ending = "tmp" if kind == "staging" else "old"
@@ -157,20 +177,29 @@ def test_an_empty_directory_of_the_exact_pattern_is_an_interrupted_mkdtemp(work)
 
 # ---------------------------------------------------------------------------------------------- reproduce --out
 
+
 def test_reproduce_out_that_holds_other_files_is_refused(work, capsys):
     tmp, data = work
     out = tmp / "report"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    refused(capsys, tmp, ["reproduce", "--data", str(data), "--out", str(out), "--quick"],
-            f"{out}: holds 'notes.txt', which is not part of a report: choose a new --out, or pass --force to write "
-            "the report into it")
+    refused(
+        capsys,
+        tmp,
+        ["reproduce", "--data", str(data), "--out", str(out), "--quick"],
+        f"{out}: holds 'notes.txt', which is not part of a report: choose a new --out, or pass --force to write "
+        "the report into it",
+    )
 
 
 def test_reproduce_out_inside_the_dataset_is_refused(work, capsys):
     tmp, data = work
-    refused(capsys, tmp, ["reproduce", "--data", str(data), "--out", str(data / "report"), "--quick", "--force"],
-            f"{data / 'report'}: is the input {data} (or inside it): choose another --out")
+    refused(
+        capsys,
+        tmp,
+        ["reproduce", "--data", str(data), "--out", str(data / "report"), "--quick", "--force"],
+        f"{data / 'report'}: is the input {data} (or inside it): choose another --out",
+    )
 
 
 def test_reproduce_takes_the_lock(work, capsys):
@@ -182,8 +211,12 @@ def test_reproduce_takes_the_lock(work, capsys):
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
-        refused(capsys, tmp, ["reproduce", "--data", str(data), "--out", str(out), "--quick"],
-                f"{out}: another gandalf command is writing it; wait for it to finish")
+        refused(
+            capsys,
+            tmp,
+            ["reproduce", "--data", str(data), "--out", str(out), "--quick"],
+            f"{out}: another gandalf command is writing it; wait for it to finish",
+        )
 
 
 def test_reproduce_without_the_neural_extra_names_it(work, capsys, monkeypatch):
@@ -192,18 +225,26 @@ def test_reproduce_without_the_neural_extra_names_it(work, capsys, monkeypatch):
     tmp, data = work
     monkeypatch.setitem(sys.modules, "torch", None)  # as if torch were not installed
     monkeypatch.delitem(sys.modules, "gandalf_xmc.models.classifier", raising=False)
-    refused(capsys, tmp, ["reproduce", "--data", str(data), "--out", str(tmp / "r"), "--models", "astec", "--quick"],
-            "the astec model needs the 'neural' extra (torch is not installed): pip install -c constraints.txt -e "
-            "'.[neural]'")
+    refused(
+        capsys,
+        tmp,
+        ["reproduce", "--data", str(data), "--out", str(tmp / "r"), "--models", "astec", "--quick"],
+        "the astec model needs the 'neural' extra (torch is not installed): pip install -c constraints.txt -e '.[neural]'",
+    )
 
 
 # ---------------------------------------------------------------------------------------------- the cache
+
 
 def test_an_unwritable_cache_is_named_as_the_cache(work, capsys, monkeypatch):
     tmp, data = work
     blocker = tmp / "not-a-directory"
     blocker.write_text("x")
     monkeypatch.setenv("GANDALF_CACHE", str(blocker))
-    refused(capsys, tmp, ["augment", "--data", str(data), "--out", str(tmp / "out")],
-            f"{blocker / 'locks'}: the cache directory cannot be written (Not a directory); set GANDALF_CACHE to a "
-            "writable directory")
+    refused(
+        capsys,
+        tmp,
+        ["augment", "--data", str(data), "--out", str(tmp / "out")],
+        f"{blocker / 'locks'}: the cache directory cannot be written (Not a directory); set GANDALF_CACHE to a "
+        "writable directory",
+    )

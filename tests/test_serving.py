@@ -53,8 +53,9 @@ def test_predict_input_file_writes_ranked_json_lines(saved_model, tmp_path, caps
     directory, model = saved_model
     queries = tmp_path / "q.txt"
     queries.write_text('red apple juice\n{"title": "apple pie recipe"}\nwhale [paperback] edition\n')
-    code, out, err = run_cli(["predict", str(directory), "--input", str(queries), "--out", str(tmp_path / "o.jsonl"),
-                              "-k", "2"], capsys)
+    code, out, err = run_cli(
+        ["predict", str(directory), "--input", str(queries), "--out", str(tmp_path / "o.jsonl"), "-k", "2"], capsys
+    )
     assert code == 0, err
     rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
     assert [r["text"] for r in rows] == ["red apple juice", "apple pie recipe", "whale [paperback] edition"]
@@ -73,8 +74,12 @@ def test_markup_in_queries_and_labels_is_printed_as_text(tiny_dir, tmp_path, cap
 
 
 def _start_server(directory, *extra):
-    proc = subprocess.Popen([sys.executable, "-m", "gandalf_xmc.cli", "serve", str(directory), "--port", "0", *extra],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gandalf_xmc.cli", "serve", str(directory), "--port", "0", *extra],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     deadline = time.time() + 120
     lines = []
     while time.time() < deadline:
@@ -91,8 +96,9 @@ def _start_server(directory, *extra):
 
 def _call(url, body=None, method=None):
     data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-    req = urllib.request.Request(url, data=data, method=method or ("POST" if data is not None else "GET"),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url, data=data, method=method or ("POST" if data is not None else "GET"), headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.status, json.loads(resp.read())
@@ -176,14 +182,24 @@ def test_a_request_that_meets_a_damaged_layout_gets_a_500_with_the_reason(damage
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "http_version": "1.1", "method": "POST", "scheme": "http", "path": "/predict",
-             "raw_path": b"/predict", "root_path": "", "query_string": b"", "server": ("test", 80),
-             "client": ("test", 1), "headers": [(b"content-type", b"application/json"),
-                                                (b"content-length", str(len(body)).encode())]}
+    scope = {
+        "type": "http",
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/predict",
+        "raw_path": b"/predict",
+        "root_path": "",
+        "query_string": b"",
+        "server": ("test", 80),
+        "client": ("test", 1),
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+    }
     asyncio.run(app(scope, receive, send))
     assert sent[0]["status"] == 500
     assert json.loads(b"".join(m.get("body", b"") for m in sent[1:])) == {
-        "error": f"{leaves}: the search layout is damaged (an entry out of its bounds)"}
+        "error": f"{leaves}: the search layout is damaged (an entry out of its bounds)"
+    }
 
 
 def test_an_in_catalogue_query_leaves_its_own_label_out(saved_model, tmp_path, capsys):
@@ -203,7 +219,8 @@ def test_an_in_catalogue_query_leaves_its_own_label_out(saved_model, tmp_path, c
     assert code == 0, err
     assert [json.loads(line) for line in out.splitlines()] == [
         {"uid": own, "title": "red apple", "text": "red apple", "labels": expected},
-        {"title": "red apple", "text": "red apple", "labels": plain[:2]}]
+        {"title": "red apple", "text": "red apple", "labels": plain[:2]},
+    ]
 
 
 @pytest.mark.serve
@@ -216,14 +233,17 @@ def test_the_server_leaves_an_in_catalogue_querys_own_label_out(saved_model):
     try:
         assert _call(f"{base}/predict", {"text": "red apple", "uid": own, "k": 2}) == (200, {"labels": expected})
         assert _call(f"{base}/predict", {"texts": ["red apple"] * 2, "uids": [own, None], "k": 2}) == (
-            200, {"results": [expected, plain[:2]]})
+            200,
+            {"results": [expected, plain[:2]]},
+        )
         assert _call(f"{base}/predict", {"texts": ["red apple"], "uids": [own, own]})[0] == 400
         assert _call(f"{base}/predict", {"text": "red apple", "uid": 3})[0] == 400
         new_item = [r for r in model.predict_labels(["red apple"], k=4)[0] if r["text"] != "red apple"][:2]
-        assert _call(f"{base}/predict", {"text": "red apple", "k": 2, "drop_namesakes": True}) == (
-            200, {"labels": new_item})
+        assert _call(f"{base}/predict", {"text": "red apple", "k": 2, "drop_namesakes": True}) == (200, {"labels": new_item})
         assert _call(f"{base}/predict", {"texts": ["red apple"], "k": 2, "drop_namesakes": True}) == (
-            200, {"results": [new_item]})
+            200,
+            {"results": [new_item]},
+        )
         assert _call(f"{base}/predict", {"text": "red apple", "drop_namesakes": "yes"})[0] == 400
         # an empty or unknown query: no labels and a flag, not the labels' prior
         assert _call(f"{base}/predict", {"text": "", "k": 2}) == (200, {"labels": [], "out_of_vocabulary": True})
@@ -273,8 +293,14 @@ def test_predict_input_keeps_every_field_of_a_json_line(saved_model, tmp_path, c
     code, out, err = run_cli(["predict", str(directory), "--input", str(queries), "-k", "1"], capsys)
     assert code == 0, err
     first, second = (json.loads(line) for line in out.splitlines())
-    assert first == {"uid": "7", "title": "red apple", "shop": "north", "n": [1, 2], "text": "red apple",
-                     "labels": model.predict_labels(["red apple"], 1)[0]}
+    assert first == {
+        "uid": "7",
+        "title": "red apple",
+        "shop": "north",
+        "n": [1, 2],
+        "text": "red apple",
+        "labels": model.predict_labels(["red apple"], 1)[0],
+    }
     assert second == {"text": "plain apple pie", "labels": model.predict_labels(["plain apple pie"], 1)[0]}
 
 
@@ -292,8 +318,7 @@ def test_a_new_items_namesakes_are_left_out(saved_model, tmp_path, capsys):
     twin.set_labels(["red apple", "red apple", "apple pie", "blue whale"], model.label_uids)
     assert {r["id"] for r in twin.predict_labels([query], k=4, drop_namesakes=True)[0]} <= {"L2", "L3"}
     assert twin.namesake_pairs([query, "pie", "apple pie"]).tolist() == [[0, 0], [0, 1], [2, 2]]
-    code, out, err = run_cli(["predict", str(directory), "--text", query, "-k", "2", "--json", "--drop-namesakes"],
-                             capsys)
+    code, out, err = run_cli(["predict", str(directory), "--text", query, "-k", "2", "--json", "--drop-namesakes"], capsys)
     assert code == 0, err
     assert json.loads(out)["labels"] == expected
     queries = tmp_path / "q.txt"
@@ -308,8 +333,21 @@ def test_a_splits_predictions_leave_out_namesakes(saved_model, tiny_dir, tmp_pat
 
     directory, model = saved_model
     data = write_tiny_dataset(tmp_path / "d", test=[("red apple", [1]), ("apple pie", [0, 2]), ("whale", [3])])
-    code, _, err = run_cli(["predict", str(directory), "--data", str(data), "--out", str(tmp_path / "p.txt"), "-k", "3",
-                            "--drop-namesakes", "--no-progress"], capsys)
+    code, _, err = run_cli(
+        [
+            "predict",
+            str(directory),
+            "--data",
+            str(data),
+            "--out",
+            str(tmp_path / "p.txt"),
+            "-k",
+            "3",
+            "--drop-namesakes",
+            "--no-progress",
+        ],
+        capsys,
+    )
     assert code == 0, err
     got = read_sparse_text(tmp_path / "p.txt").toarray()
     full = model.predict(["red apple", "apple pie", "whale"], k=4).toarray()
@@ -331,13 +369,28 @@ def test_predict_writes_each_format_for_queries_and_for_a_split(saved_model, tin
     text_rows.write_text(out)
     want = model.predict(["red apple", "apple pie recipe"], k=2).toarray()
     np.testing.assert_allclose(read_sparse_text(text_rows).toarray(), want, rtol=1e-5)
-    code, _, err = run_cli(["predict", str(directory), "--input", str(queries), "--format", "npz", "-k", "2", "--out",
-                            str(tmp_path / "q.npz")], capsys)
+    code, _, err = run_cli(
+        ["predict", str(directory), "--input", str(queries), "--format", "npz", "-k", "2", "--out", str(tmp_path / "q.npz")],
+        capsys,
+    )
     assert code == 0, err
     np.testing.assert_allclose(read_predictions(tmp_path / "q.npz", (2, 4)).toarray(), want, rtol=1e-6)
     # a split as JSON lines: each point's uid, its text and its ranked labels
-    code, _, err = run_cli(["predict", str(directory), "--data", str(tiny_dir), "--format", "jsonl", "-k", "2", "--out",
-                            str(tmp_path / "split.jsonl")], capsys)
+    code, _, err = run_cli(
+        [
+            "predict",
+            str(directory),
+            "--data",
+            str(tiny_dir),
+            "--format",
+            "jsonl",
+            "-k",
+            "2",
+            "--out",
+            str(tmp_path / "split.jsonl"),
+        ],
+        capsys,
+    )
     assert code == 0, err
     ds = load_dataset(tiny_dir)
     lines = [json.loads(line) for line in (tmp_path / "split.jsonl").read_text().splitlines()]

@@ -22,8 +22,12 @@ pytestmark = pytest.mark.serve
 
 class Server:
     def __init__(self, directory, *extra):
-        self.proc = subprocess.Popen([sys.executable, "-m", "gandalf_xmc.cli", "serve", str(directory), "--port", "0",
-                                      *extra], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gandalf_xmc.cli", "serve", str(directory), "--port", "0", *extra],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )
         self.lines: list[str] = []
         deadline = time.time() + 120
         while time.time() < deadline:
@@ -119,7 +123,7 @@ def test_hostile_bodies_and_half_closed_clients(spilled_model):
         status, answer = server.call(b'{"text": "a", "k": ' + b"1" * 5000 + b"}")
         assert status == 400 and answer["error"].startswith("the body is not JSON: malformed JSON (Exceeds the limit")
         s = socket.create_connection(("127.0.0.1", server.port))
-        s.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"te")
+        s.sendall(b'POST /predict HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"te')
         s.shutdown(socket.SHUT_WR)
         s.settimeout(10)
         s.recv(100)

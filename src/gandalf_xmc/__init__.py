@@ -22,13 +22,24 @@ import importlib
 __version__ = "0.1.0"
 
 _WHERE = {
-    "load_dataset": "data", "dataset_stats": "data",
-    "GraphConfig": "graph", "label_graph": "graph",
-    "AugmentConfig": "augment", "preset": "augment", "training_set": "augment", "TrainingSet": "augment",
-    "XRLinear": "models", "LinearConfig": "models", "TfidfKNN": "models", "NeuralXMC": "models",
-    "ModelConfig": "models", "model_config": "models", "load_trained": "models",
+    "load_dataset": "data",
+    "dataset_stats": "data",
+    "GraphConfig": "graph",
+    "label_graph": "graph",
+    "AugmentConfig": "augment",
+    "preset": "augment",
+    "training_set": "augment",
+    "TrainingSet": "augment",
+    "XRLinear": "models",
+    "LinearConfig": "models",
+    "TfidfKNN": "models",
+    "NeuralXMC": "models",
+    "ModelConfig": "models",
+    "model_config": "models",
+    "load_trained": "models",
     "train_model": "workflow.pipeline",
-    "evaluate": "metrics", "inverse_propensity": "metrics",
+    "evaluate": "metrics",
+    "inverse_propensity": "metrics",
 }
 __all__ = sorted(_WHERE)
 

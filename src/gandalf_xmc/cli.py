@@ -23,16 +23,22 @@ from .errors import GandalfError
 from .models.registry import MODELS
 from .workflow.validation import PROTOCOLS
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
-                  help="Gandalf / LabelMix label-feature augmentation for extreme multi-label classification.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Gandalf / LabelMix label-feature augmentation for extreme multi-label classification.",
+)
 
 # choices, from the tables that define them
 ModelName = Enum("ModelName", {n: n for n in MODELS}, type=str)
 PredictionFormat = Enum("PredictionFormat", {n: n for n in ("jsonl", "txt", "npz")}, type=str)
 TrainableModel = Enum("TrainableModel", {n: n for n in MODELS}, type=str)
 AugmentName = Enum("AugmentName", {n: n for n in TRAINING_SETS}, type=str)
-WrittenAugmentName = Enum("WrittenAugmentName", {row.name: row.name for row in AUGMENTATIONS.values() if row.writes_files},
-                          type=str)
+WrittenAugmentName = Enum(
+    "WrittenAugmentName", {row.name: row.name for row in AUGMENTATIONS.values() if row.writes_files}, type=str
+)
 GraphKind = Enum("GraphKind", {n: n for n in ("cooccurrence", "random-walk", "glas", "identity")}, type=str)
 PointWeights = Enum("PointWeights", {"none": "none", "inverse-size": "inverse-size"}, type=str)
 Sampling = Enum("Sampling", {"random": "random", "tail": "tail"}, type=str)
@@ -40,12 +46,19 @@ Precision = Enum("Precision", {n: n for n in ("auto", "float32", "bfloat16", "in
 ExportFormat = Enum("ExportFormat", {n: n for n in ("lf", "text", "npz", "bow")}, type=str)
 ValidProtocol = Enum("ValidProtocol", {n: n for n in PROTOCOLS}, type=str)
 
-DATA_OPTION = typer.Option(None, "--data", help="A dataset directory (LF JSON or text layout) or a suite dataset's name "
-                                                "(gandalf datasets); default debian-bookworm.")
-DERIVE_OPTION = typer.Option(True, "--derive-filters/--no-derive-filters",
-                             help="When a split has no filter file, filter the pairs where a point is itself a label.")
-PROGRESS_OPTION = typer.Option(None, "--progress/--no-progress",
-                               help="Progress bars and stage lines on stderr (default: when stderr is a terminal).")
+DATA_OPTION = typer.Option(
+    None,
+    "--data",
+    help="A dataset directory (LF JSON or text layout) or a suite dataset's name (gandalf datasets); default debian-bookworm.",
+)
+DERIVE_OPTION = typer.Option(
+    True,
+    "--derive-filters/--no-derive-filters",
+    help="When a split has no filter file, filter the pairs where a point is itself a label.",
+)
+PROGRESS_OPTION = typer.Option(
+    None, "--progress/--no-progress", help="Progress bars and stage lines on stderr (default: when stderr is a terminal)."
+)
 FORCE_OPTION = typer.Option(False, "--force", help="Replace --out if it exists and is not empty.")
 SEED_OPTION = typer.Option(0, min=0, help="Random seed.")
 # the label graph, shared by augment, train and analyze (see graph.GraphConfig); None: the training set's own
@@ -55,8 +68,9 @@ TOP_K_OPTION = typer.Option(None, "--top-k", min=0, help="Cap of co-label target
 SHRINKAGE_OPTION = typer.Option(None, min=0.0, help="alpha in G_ji / (G_jj + alpha): shrinks P[i | j] of rare labels j.")
 POINT_WEIGHTS_OPTION = typer.Option(None, help="inverse-size: a point with n labels counts 1/n in co-occurrence.")
 CO_LABEL_SCALE_OPTION = typer.Option(None, min=0.0, max=1.0, help="Factor on an extra point's co-label targets.")
-SELF_SCALE_OPTION = typer.Option(None, min=0.0, max=1.0,
-                                 help="Factor on an extra point's own label's target (0: it teaches only its co-labels).")
+SELF_SCALE_OPTION = typer.Option(
+    None, min=0.0, max=1.0, help="Factor on an extra point's own label's target (0: it teaches only its co-labels)."
+)
 
 
 def _version(value: bool) -> None:
@@ -68,10 +82,12 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print the version and exit."),
-          threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads for numba kernels and torch "
-                                                "(default: every core).")) -> None:
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", min=1, help="Threads for numba kernels and torch (default: every core)."
+    ),
+) -> None:
     """Gandalf / LabelMix label-feature augmentation for extreme multi-label classification."""
     if threads:
         import os
@@ -113,9 +129,15 @@ def _graph_config(base, kind, delta, top_k, shrinkage, point_weights, co_label_s
     """``base`` (a GraphConfig) with the options that were given, validated."""
     from dataclasses import replace
 
-    given = {"kind": kind.value if kind else None, "delta": delta, "top_k": top_k, "shrinkage": shrinkage,
-             "point_weights": point_weights.value if point_weights else None, "co_label_scale": co_label_scale,
-             "self_scale": self_scale}
+    given = {
+        "kind": kind.value if kind else None,
+        "delta": delta,
+        "top_k": top_k,
+        "shrinkage": shrinkage,
+        "point_weights": point_weights.value if point_weights else None,
+        "co_label_scale": co_label_scale,
+        "self_scale": self_scale,
+    }
     config = replace(base, **{k: v for k, v in given.items() if v is not None})
     config.validate()
     return config
@@ -166,8 +188,9 @@ FIGURES = ("N", "L", "APpL", "ALpP", "AWpP", "labels_le5_pct", "labels_0_pct", "
 
 
 @datasets_app.callback(invoke_without_command=True)
-def datasets(ctx: typer.Context,
-             as_json: bool = typer.Option(False, "--json", help="Print a JSON list (name, path, domain, figures).")) -> None:
+def datasets(
+    ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print a JSON list (name, path, domain, figures).")
+) -> None:
     """List the suite's datasets with their Table 1 figures; every command takes a name for --data."""
     if ctx.invoked_subcommand is not None:
         return
@@ -178,26 +201,46 @@ def datasets(ctx: typer.Context,
         path = suite_path(entry.name)
         available = is_available(entry.name)
         figures = json.loads((path / "stats.json").read_text()) if available else {}
-        rows.append({"name": entry.name, "path": str(path), "domain": entry.domain, "test_split": entry.test_split,
-                     "available": available,
-                     "shipped": entry.shipped, **{k: figures[k] for k in FIGURES if k in figures}})
+        rows.append(
+            {
+                "name": entry.name,
+                "path": str(path),
+                "domain": entry.domain,
+                "test_split": entry.test_split,
+                "available": available,
+                "shipped": entry.shipped,
+                **{k: figures[k] for k in FIGURES if k in figures},
+            }
+        )
     if as_json:
         print(json.dumps(rows))
         return
-    cells = [[r["name"] + ("" if r["available"] else " (not built)"), r["domain"], r["test_split"],
-              *[f"{r[k]:,}" if isinstance(r.get(k), int) else f"{r[k]:.2f}" if k in r else "-" for k in FIGURES],
-              r["path"]]
-             for r in rows]
-    _table("Datasets (gandalf datasets build NAME builds one not yet built)", ["name", "domain", "test split", *FIGURES, "where"],
-           cells, right=FIGURES)
+    cells = [
+        [
+            r["name"] + ("" if r["available"] else " (not built)"),
+            r["domain"],
+            r["test_split"],
+            *[f"{r[k]:,}" if isinstance(r.get(k), int) else f"{r[k]:.2f}" if k in r else "-" for k in FIGURES],
+            r["path"],
+        ]
+        for r in rows
+    ]
+    _table(
+        "Datasets (gandalf datasets build NAME builds one not yet built)",
+        ["name", "domain", "test split", *FIGURES, "where"],
+        cells,
+        right=FIGURES,
+    )
 
 
 @datasets_app.command("build")
-def datasets_build(name: str = typer.Argument(..., help="A suite dataset with a builder."),
-                   out: Optional[Path] = typer.Option(None, "--out", help="Directory to write (default: the suite's "
-                                                      "place for it)."),
-                   mirror: Optional[str] = typer.Option(None, "--mirror", help="Debian mirror (default deb.debian.org)."),
-                   force: bool = FORCE_OPTION, progress: Optional[bool] = PROGRESS_OPTION) -> None:
+def datasets_build(
+    name: str = typer.Argument(..., help="A suite dataset with a builder."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Directory to write (default: the suite's place for it)."),
+    mirror: Optional[str] = typer.Option(None, "--mirror", help="Debian mirror (default deb.debian.org)."),
+    force: bool = FORCE_OPTION,
+    progress: Optional[bool] = PROGRESS_OPTION,
+) -> None:
     """Build a suite dataset from its pinned Debian package versions, byte for byte."""
     from .data.suite import build
 
@@ -207,8 +250,11 @@ def datasets_build(name: str = typer.Argument(..., help="A suite dataset with a 
 
 # ---------------------------------------------------------------------------------------------
 @app.command()
-def stats(data: Optional[str] = DATA_OPTION, derive_filters: bool = DERIVE_OPTION,
-          as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table.")) -> None:
+def stats(
+    data: Optional[str] = DATA_OPTION,
+    derive_filters: bool = DERIVE_OPTION,
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+) -> None:
     """Dataset statistics: the paper's Table 1 columns (N, L, APpL, ALpP, AWpP) and tail figures."""
     from .data import dataset_stats
     from .experiments.demo import STAT_NAMES
@@ -218,30 +264,50 @@ def stats(data: Optional[str] = DATA_OPTION, derive_filters: bool = DERIVE_OPTIO
     if as_json:
         print(json.dumps({"dataset": ds.name, **st}))
         return
-    _table(f"Dataset {ds.name}", ["statistic", "value"],
-           [[STAT_NAMES.get(k, k), f"{v:,}" if isinstance(v, int) else f"{v:.2f}"] for k, v in st.items()], ("value",))
+    _table(
+        f"Dataset {ds.name}",
+        ["statistic", "value"],
+        [[STAT_NAMES.get(k, k), f"{v:,}" if isinstance(v, int) else f"{v:.2f}"] for k, v in st.items()],
+        ("value",),
+    )
 
 
 @app.command()
-def augment(data: Optional[str] = DATA_OPTION,
-            out: Path = typer.Option(..., "--out", help="Output directory: a complete dataset directory."),
-            training_set: WrittenAugmentName = typer.Option("gandalf", "--augment", help=" | ".join(
-                f"{row.name}: {TRAINING_SETS[row.name]}" for row in AUGMENTATIONS.values() if row.writes_files)),
-            graph: Optional[GraphKind] = GRAPH_OPTION, delta: Optional[float] = DELTA_OPTION,
-            top_k: Optional[int] = TOP_K_OPTION, shrinkage: Optional[float] = SHRINKAGE_OPTION,
-            point_weights: Optional[PointWeights] = POINT_WEIGHTS_OPTION,
-            co_label_scale: Optional[float] = CO_LABEL_SCALE_OPTION,
-            self_scale: Optional[float] = SELF_SCALE_OPTION,
-            labels_fraction: float = typer.Option(1.0, min=0.0, max=1.0, help="Share of labels that become points."),
-            labels_sampling: Sampling = typer.Option("random", help="random | tail (five equi-voluminous bins, tail first)"),
-            export: ExportFormat = typer.Option("lf", "--format", help="lf: LF JSON + sparse text targets (default); "
-                                                "text: the repository's text layout; npz: TF-IDF and targets as scipy "
-                                                "matrices (PECOS); bow: XMLRepo bag of words (binary targets only)."),
-            seed: int = SEED_OPTION,
-            dask: Optional[str] = typer.Option(None, "--dask", help="Build the label graph on Dask: 'local:N' (a local "
-                                               "cluster of N worker processes) or a scheduler address tcp://HOST:PORT."),
-            derive_filters: bool = DERIVE_OPTION, force: bool = FORCE_OPTION,
-            progress: Optional[bool] = PROGRESS_OPTION) -> None:
+def augment(
+    data: Optional[str] = DATA_OPTION,
+    out: Path = typer.Option(..., "--out", help="Output directory: a complete dataset directory."),
+    training_set: WrittenAugmentName = typer.Option(
+        "gandalf",
+        "--augment",
+        help=" | ".join(f"{row.name}: {TRAINING_SETS[row.name]}" for row in AUGMENTATIONS.values() if row.writes_files),
+    ),
+    graph: Optional[GraphKind] = GRAPH_OPTION,
+    delta: Optional[float] = DELTA_OPTION,
+    top_k: Optional[int] = TOP_K_OPTION,
+    shrinkage: Optional[float] = SHRINKAGE_OPTION,
+    point_weights: Optional[PointWeights] = POINT_WEIGHTS_OPTION,
+    co_label_scale: Optional[float] = CO_LABEL_SCALE_OPTION,
+    self_scale: Optional[float] = SELF_SCALE_OPTION,
+    labels_fraction: float = typer.Option(1.0, min=0.0, max=1.0, help="Share of labels that become points."),
+    labels_sampling: Sampling = typer.Option("random", help="random | tail (five equi-voluminous bins, tail first)"),
+    export: ExportFormat = typer.Option(
+        "lf",
+        "--format",
+        help="lf: LF JSON + sparse text targets (default); "
+        "text: the repository's text layout; npz: TF-IDF and targets as scipy "
+        "matrices (PECOS); bow: XMLRepo bag of words (binary targets only).",
+    ),
+    seed: int = SEED_OPTION,
+    dask: Optional[str] = typer.Option(
+        None,
+        "--dask",
+        help="Build the label graph on Dask: 'local:N' (a local "
+        "cluster of N worker processes) or a scheduler address tcp://HOST:PORT.",
+    ),
+    derive_filters: bool = DERIVE_OPTION,
+    force: bool = FORCE_OPTION,
+    progress: Optional[bool] = PROGRESS_OPTION,
+) -> None:
     """Write the augmented training set as files other XMC tools read (label points, combined training set)."""
     from contextlib import nullcontext
     from dataclasses import replace
@@ -252,9 +318,7 @@ def augment(data: Optional[str] = DATA_OPTION,
     t0 = time.perf_counter()
     base = preset(training_set.value, seed)
     graph_config = _graph_config(base.graph, graph, delta, top_k, shrinkage, point_weights, co_label_scale, self_scale)
-    config = replace(base, graph=graph_config,
-                     labels_fraction=labels_fraction,
-                     labels_sampling=labels_sampling.value)
+    config = replace(base, graph=graph_config, labels_fraction=labels_fraction, labels_sampling=labels_sampling.value)
     config.validate()
     log = _stage_logger(progress)
     if log:
@@ -265,8 +329,10 @@ def augment(data: Optional[str] = DATA_OPTION,
     with dask_client(dask) if dask else nullcontext() as client:
         meta = write_augmented_dataset(ds, out, config, log=log, client=client, force=force, export=export.value)
     n = max(meta["n_extra"], 1)
-    _say(f"{meta['n_extra']:,} extra points ({meta['extra_targets_nnz'] / n:.2f} targets a point) "
-         f"+ {meta['n_original_train']:,} original -> {out} in {time.perf_counter() - t0:.1f} s")
+    _say(
+        f"{meta['n_extra']:,} extra points ({meta['extra_targets_nnz'] / n:.2f} targets a point) "
+        f"+ {meta['n_original_train']:,} original -> {out} in {time.perf_counter() - t0:.1f} s"
+    )
 
 
 def _has_test(data: Optional[str]) -> bool:
@@ -278,26 +344,40 @@ def _has_test(data: Optional[str]) -> bool:
 
 
 @app.command()
-def evaluate(pred_files: list[Path] = typer.Argument(..., help="Prediction files: sparse matrix text (label:score a "
-                                                          "row) or a scipy .npz matrix (one row a point); several are "
-                                                          "scored side by side."),
-             data: Optional[str] = DATA_OPTION,
-             split: str = typer.Option("tst", help="Which split the predictions are for."),
-             k: list[str] = typer.Option(["1,3,5"], "-k", help="Cut-offs: -k 1,3,5 or -k 1 -k 3 -k 5."),
-             a: Optional[float] = typer.Option(None, "-A", help="Propensity A (default: the dataset's)."),
-             b: Optional[float] = typer.Option(None, "-B", help="Propensity B (default: the dataset's)."),
-             bins: bool = typer.Option(False, "--bins", help="Also report each of five label-frequency bins' "
-                                       "contribution to P@k (the five add up to P@k)."),
-             bootstrap: int = typer.Option(0, min=0, help="Resamples of the test points for 90% intervals of P@k "
-                                           "and PSP@k, shared by every file, so a second file's difference from the "
-                                           "first gets its own interval (e.g. 1000; 0: none)."),
-             plot: Optional[Path] = typer.Option(None, "--plot", help="Also write a PNG: P@k and PSP@k of the files "
-                                                 "side by side, and each label-frequency bin's contribution to them "
-                                                 "(needs the plots extra)."),
-             force: bool = FORCE_OPTION,
-             seed: int = SEED_OPTION,
-             derive_filters: bool = DERIVE_OPTION,
-             as_json: bool = typer.Option(False, "--json", help="Print one JSON object (metrics in percent).")) -> None:
+def evaluate(
+    pred_files: list[Path] = typer.Argument(
+        ...,
+        help="Prediction files: sparse matrix text (label:score a "
+        "row) or a scipy .npz matrix (one row a point); several are "
+        "scored side by side.",
+    ),
+    data: Optional[str] = DATA_OPTION,
+    split: str = typer.Option("tst", help="Which split the predictions are for."),
+    k: list[str] = typer.Option(["1,3,5"], "-k", help="Cut-offs: -k 1,3,5 or -k 1 -k 3 -k 5."),
+    a: Optional[float] = typer.Option(None, "-A", help="Propensity A (default: the dataset's)."),
+    b: Optional[float] = typer.Option(None, "-B", help="Propensity B (default: the dataset's)."),
+    bins: bool = typer.Option(
+        False, "--bins", help="Also report each of five label-frequency bins' contribution to P@k (the five add up to P@k)."
+    ),
+    bootstrap: int = typer.Option(
+        0,
+        min=0,
+        help="Resamples of the test points for 90% intervals of P@k "
+        "and PSP@k, shared by every file, so a second file's difference from the "
+        "first gets its own interval (e.g. 1000; 0: none).",
+    ),
+    plot: Optional[Path] = typer.Option(
+        None,
+        "--plot",
+        help="Also write a PNG: P@k and PSP@k of the files "
+        "side by side, and each label-frequency bin's contribution to them "
+        "(needs the plots extra).",
+    ),
+    force: bool = FORCE_OPTION,
+    seed: int = SEED_OPTION,
+    derive_filters: bool = DERIVE_OPTION,
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (metrics in percent)."),
+) -> None:
     """Score prediction files: P@k, nDCG@k, PSP@k, PSnDCG@k, R@k, C@k (filter pairs removed)."""
     from .data.formats import read_predictions
     from .data.stats import frequency_bins
@@ -332,8 +412,12 @@ def evaluate(pred_files: list[Path] = typer.Argument(..., help="Prediction files
             if bins:
                 out.update({f"bin{i + 1}_P@{max(ks)}": float(c) for i, c in enumerate(contrib)})
             if plot:
-                figure_bins.append({"bins_P": contrib, "bins_PSP": bin_contributions(
-                    pred, target.Y, label_bins, max(ks), target.filter_pairs, inv_propensity=w)})
+                figure_bins.append(
+                    {
+                        "bins_P": contrib,
+                        "bins_PSP": bin_contributions(pred, target.Y, label_bins, max(ks), target.filter_pairs, inv_propensity=w),
+                    }
+                )
         scores.append(out)
     n_points = int(res["n_points"])
     intervals = bootstrap_intervals(preds, target.Y, w, ks, target.filter_pairs, bootstrap, seed) if bootstrap else None
@@ -342,80 +426,128 @@ def evaluate(pred_files: list[Path] = typer.Argument(..., help="Prediction files
 
         from .experiments.report import comparison_figure
 
-        comparison_figure(plot, names, [{**sc, **fb} for sc, fb in zip(scores, figure_bins)], ks,
-                          np.bincount(label_bins, minlength=5))
+        comparison_figure(
+            plot, names, [{**sc, **fb} for sc, fb in zip(scores, figure_bins)], ks, np.bincount(label_bins, minlength=5)
+        )
         print(f"figure: {plot}", file=sys.stderr)
     if as_json:
         extra = {"propensity": {"A": pa, "B": pb}, "n_points": n_points}
         if len(preds) == 1:
             print(json.dumps({**scores[0], **extra, **({"intervals": intervals[0]} if intervals else {})}))
         else:
-            print(json.dumps({"files": {name: {**sc, **({"intervals": iv} if intervals else {})}
-                                        for name, sc, iv in zip(names, scores, intervals or [None] * len(names))},
-                              **extra}))
+            print(
+                json.dumps(
+                    {
+                        "files": {
+                            name: {**sc, **({"intervals": iv} if intervals else {})}
+                            for name, sc, iv in zip(names, scores, intervals or [None] * len(names))
+                        },
+                        **extra,
+                    }
+                )
+            )
         return
     where = f"{ds.name}/{split} ({n_points:,} points with labels)"
     if len(preds) == 1:
-        _table(f"{names[0]} on {where}", ["metric", *[f"@{kk}" for kk in ks]],
-               [[m, *[f"{scores[0][f'{m}@{kk}']:.2f}" for kk in ks]] for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "C")],
-               right=tuple(f"@{kk}" for kk in ks))
+        _table(
+            f"{names[0]} on {where}",
+            ["metric", *[f"@{kk}" for kk in ks]],
+            [[m, *[f"{scores[0][f'{m}@{kk}']:.2f}" for kk in ks]] for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "C")],
+            right=tuple(f"@{kk}" for kk in ks),
+        )
     else:
-        _table(f"{len(preds)} prediction files on {where}", ["metric", *names],
-               [[f"{m}@{kk}", *[f"{sc[f'{m}@{kk}']:.2f}" for sc in scores]]
-                for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "C") for kk in ks], right=tuple(names))
+        _table(
+            f"{len(preds)} prediction files on {where}",
+            ["metric", *names],
+            [
+                [f"{m}@{kk}", *[f"{sc[f'{m}@{kk}']:.2f}" for sc in scores]]
+                for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "C")
+                for kk in ks
+            ],
+            right=tuple(names),
+        )
     _say(f"propensity A = {pa:g}, B = {pb:g} (PSP, PSnDCG)")
     if intervals:
         for name, iv in zip(names, intervals):
-            _say(f"{name}: 90% intervals over {bootstrap:,} resamples of the points: "
-                 + ", ".join(f"{m} {lo:.2f} to {hi:.2f}" for m, (lo, hi) in iv.items()))
+            _say(
+                f"{name}: 90% intervals over {bootstrap:,} resamples of the points: "
+                + ", ".join(f"{m} {lo:.2f} to {hi:.2f}" for m, (lo, hi) in iv.items())
+            )
     if bins:
         for name, sc in zip(names, scores):
-            _say(f"{name}: contribution to P@{max(ks)} by label-frequency bin (1 = head ... 5 = tail; they add up "
-                 f"to P@{max(ks)}): " + ", ".join(f"{sc[f'bin{i + 1}_P@{max(ks)}']:.2f}" for i in range(5)))
+            _say(
+                f"{name}: contribution to P@{max(ks)} by label-frequency bin (1 = head ... 5 = tail; they add up "
+                f"to P@{max(ks)}): " + ", ".join(f"{sc[f'bin{i + 1}_P@{max(ks)}']:.2f}" for i in range(5))
+            )
 
 
 @app.command()
-def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".join(
-              f"{n}: {e.summary}" for n, e in MODELS.items())),
-          data: Optional[str] = DATA_OPTION,
-          training_set: AugmentName = typer.Option("none", "--augment", help=" | ".join(
-              f"{n}: {d}" for n, d in TRAINING_SETS.items())),
-          graph: Optional[GraphKind] = GRAPH_OPTION, delta: Optional[float] = DELTA_OPTION,
-          top_k: Optional[int] = TOP_K_OPTION, shrinkage: Optional[float] = SHRINKAGE_OPTION,
-          point_weights: Optional[PointWeights] = POINT_WEIGHTS_OPTION,
-          co_label_scale: Optional[float] = CO_LABEL_SCALE_OPTION,
-          self_scale: Optional[float] = SELF_SCALE_OPTION,
-          extra_weight: Optional[float] = typer.Option(None, min=0.0, help="Loss weight of an extra (label) point; "
-                                                       "originals weigh 1 (default 1, gandalf-tempered 0.5)."),
-          extra_share: float = typer.Option(1.0, min=0.0, max=1.0, help="Share of the extra points drawn (afresh) into "
-                                            "each epoch (models trained in epochs)."),
-          extra_negatives: bool = typer.Option(True, "--extra-negatives/--no-extra-negatives",
-                                               help="Whether an extra point's shortlist labels outside its targets count "
-                                                    "as negatives (neural models)."),
-          auto_budget: float = typer.Option(60.0, min=0.0, help="Minutes --augment auto may spend on its trials."),
-          out: Path = typer.Option(..., "--out", help="Model directory to write."),
-          epochs: Optional[int] = typer.Option(None, min=1, help="Epochs (models trained in epochs; default: the model's)."),
-          valid_fraction: float = typer.Option(0.05, min=0.0, max=0.5,
-                                               help="Share of training points held out for model selection and the "
-                                                    "validation report (0: none; one run on every point)."),
-          valid_protocol: ValidProtocol = typer.Option("random", help="Which points are held out: " + " | ".join(
-              f"{name}: {what}" for name, what in PROTOCOLS.items()) + "."),
-          refit: bool = typer.Option(True, "--refit/--no-refit", help="After validation has chosen, train the final "
-                                     "model again on every training point (--no-refit keeps the validated model, "
-                                     "trained without the validation points: one run instead of two)."),
-          seed: int = SEED_OPTION,
-          settings: Optional[list[str]] = typer.Option(
-              None, "--set", metavar="NAME=VALUE", help="Change one of the model's settings by its (dotted) name, e.g. "
-              "--set solver.max_iter=10 or --set beam=20 (repeatable; the names are the fields of the model's settings "
-              "class, e.g. LinearConfig; values are JSON)."),
-          resume: bool = typer.Option(False, help="Continue from OUT/checkpoints."),
-          keep_checkpoints: bool = typer.Option(False, "--keep-checkpoints", help="Keep OUT/checkpoints once the "
-                                                "run has finished (to continue it for more epochs with --resume); by "
-                                                "default they are removed."),
-          encoder_precision: Precision = typer.Option("auto", help="dual-encoder's MiniLM: auto (bfloat16 where the CPU "
-                                                      "has it natively, else float32) | float32 | bfloat16 | int8."),
-          derive_filters: bool = DERIVE_OPTION, force: bool = FORCE_OPTION,
-          progress: Optional[bool] = PROGRESS_OPTION) -> None:
+def train(
+    model: TrainableModel = typer.Option("linear", "--model", help=" | ".join(f"{n}: {e.summary}" for n, e in MODELS.items())),
+    data: Optional[str] = DATA_OPTION,
+    training_set: AugmentName = typer.Option("none", "--augment", help=" | ".join(f"{n}: {d}" for n, d in TRAINING_SETS.items())),
+    graph: Optional[GraphKind] = GRAPH_OPTION,
+    delta: Optional[float] = DELTA_OPTION,
+    top_k: Optional[int] = TOP_K_OPTION,
+    shrinkage: Optional[float] = SHRINKAGE_OPTION,
+    point_weights: Optional[PointWeights] = POINT_WEIGHTS_OPTION,
+    co_label_scale: Optional[float] = CO_LABEL_SCALE_OPTION,
+    self_scale: Optional[float] = SELF_SCALE_OPTION,
+    extra_weight: Optional[float] = typer.Option(
+        None, min=0.0, help="Loss weight of an extra (label) point; originals weigh 1 (default 1, gandalf-tempered 0.5)."
+    ),
+    extra_share: float = typer.Option(
+        1.0, min=0.0, max=1.0, help="Share of the extra points drawn (afresh) into each epoch (models trained in epochs)."
+    ),
+    extra_negatives: bool = typer.Option(
+        True,
+        "--extra-negatives/--no-extra-negatives",
+        help="Whether an extra point's shortlist labels outside its targets count as negatives (neural models).",
+    ),
+    auto_budget: float = typer.Option(60.0, min=0.0, help="Minutes --augment auto may spend on its trials."),
+    out: Path = typer.Option(..., "--out", help="Model directory to write."),
+    epochs: Optional[int] = typer.Option(None, min=1, help="Epochs (models trained in epochs; default: the model's)."),
+    valid_fraction: float = typer.Option(
+        0.05,
+        min=0.0,
+        max=0.5,
+        help="Share of training points held out for model selection and the validation report (0: none; one run on every point).",
+    ),
+    valid_protocol: ValidProtocol = typer.Option(
+        "random", help="Which points are held out: " + " | ".join(f"{name}: {what}" for name, what in PROTOCOLS.items()) + "."
+    ),
+    refit: bool = typer.Option(
+        True,
+        "--refit/--no-refit",
+        help="After validation has chosen, train the final "
+        "model again on every training point (--no-refit keeps the validated model, "
+        "trained without the validation points: one run instead of two).",
+    ),
+    seed: int = SEED_OPTION,
+    settings: Optional[list[str]] = typer.Option(
+        None,
+        "--set",
+        metavar="NAME=VALUE",
+        help="Change one of the model's settings by its (dotted) name, e.g. "
+        "--set solver.max_iter=10 or --set beam=20 (repeatable; the names are the fields of the model's settings "
+        "class, e.g. LinearConfig; values are JSON).",
+    ),
+    resume: bool = typer.Option(False, help="Continue from OUT/checkpoints."),
+    keep_checkpoints: bool = typer.Option(
+        False,
+        "--keep-checkpoints",
+        help="Keep OUT/checkpoints once the "
+        "run has finished (to continue it for more epochs with --resume); by "
+        "default they are removed.",
+    ),
+    encoder_precision: Precision = typer.Option(
+        "auto",
+        help="dual-encoder's MiniLM: auto (bfloat16 where the CPU has it natively, else float32) | float32 | bfloat16 | int8.",
+    ),
+    derive_filters: bool = DERIVE_OPTION,
+    force: bool = FORCE_OPTION,
+    progress: Optional[bool] = PROGRESS_OPTION,
+) -> None:
     """Train a model and save a self-contained model directory (gandalf predict / serve read it)."""
     from dataclasses import replace
 
@@ -438,21 +570,39 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
 
         config = replace(config, encoder_precision=resolve_precision(encoder_precision.value))
     base = preset(training_set.value, seed)
-    changes = {"graph": _graph_config(base.graph, graph, delta, top_k, shrinkage, point_weights, co_label_scale, self_scale),
-               "extra_share": extra_share, "extra_negatives": extra_negatives}
+    changes = {
+        "graph": _graph_config(base.graph, graph, delta, top_k, shrinkage, point_weights, co_label_scale, self_scale),
+        "extra_share": extra_share,
+        "extra_negatives": extra_negatives,
+    }
     if extra_weight is not None:
         changes["extra_weight"] = extra_weight
     aug = replace(base, **changes)
     started = time.perf_counter()
-    trained = train_model(ds, out, config, aug, valid_fraction, resume, progress=_show_progress(progress),
-                          auto_config=AutoConfig(budget_seconds=60 * auto_budget), force=force,
-                          valid_protocol=valid_protocol.value, refit=refit, keep_checkpoints=keep_checkpoints)
+    trained = train_model(
+        ds,
+        out,
+        config,
+        aug,
+        valid_fraction,
+        resume,
+        progress=_show_progress(progress),
+        auto_config=AutoConfig(budget_seconds=60 * auto_budget),
+        force=force,
+        valid_protocol=valid_protocol.value,
+        refit=refit,
+        keep_checkpoints=keep_checkpoints,
+    )
     res = trained.result
     if trained.search is not None:
         chosen = trained.search["chosen"]
         gain = trained.search.get("p1_gain_over_none", {}).get(chosen)
-        sure = (f"; valid P@1 {gain['gain']:+.2f} over none, {100 * gain['level']:.0f}% interval "
-                f"{gain['interval'][0]:+.2f} to {gain['interval'][1]:+.2f}" if gain else "")
+        sure = (
+            f"; valid P@1 {gain['gain']:+.2f} over none, {100 * gain['level']:.0f}% interval "
+            f"{gain['interval'][0]:+.2f} to {gain['interval'][1]:+.2f}"
+            if gain
+            else ""
+        )
         _say(f"auto chose {chosen}{sure} (search recorded in {out / 'auto.json'})")
         if not trained.search.get("decided", {"sure": True})["sure"]:
             _say(f"note: {trained.search['decided']['why']}")
@@ -460,38 +610,63 @@ def train(model: TrainableModel = typer.Option("linear", "--model", help=" | ".j
     best = checked.history[checked.best_epoch] if checked.history else {}
     valid = f"valid P@1 {best['P@1']:.2f}, PSP@5 {best['PSP@5']:.2f}" if "P@1" in best else "no validation split"
     epochs_note = f"best epoch {checked.best_epoch + 1} of {len(checked.history)}, " if MODELS[model.value].in_epochs else ""
-    final = (f"; then the final model on all {trained.info['n_train']:,} training points ({res.seconds:.1f} s)"
-             if trained.info["refit"] else "")
-    _say(f"trained {model.value} on {ds.name} ({training_set.value}) in {time.perf_counter() - started:.1f} s "
-         f"all told; {epochs_note}{valid}{final} -> {out}")
+    final = (
+        f"; then the final model on all {trained.info['n_train']:,} training points ({res.seconds:.1f} s)"
+        if trained.info["refit"]
+        else ""
+    )
+    _say(
+        f"trained {model.value} on {ds.name} ({training_set.value}) in {time.perf_counter() - started:.1f} s "
+        f"all told; {epochs_note}{valid}{final} -> {out}"
+    )
 
 
 @app.command()
-def predict(model_dir: Path = typer.Argument(..., help="A directory written by 'gandalf train'."),
-            text: Optional[str] = typer.Option(None, "--text", help="One query; prints its top labels."),
-            uid: Optional[str] = typer.Option(None, "--uid", help="With --text: the query's own id when it is an item "
-                                              "of the catalogue; the label with that id (itself) is left out."),
-            input_file: Optional[str] = typer.Option(None, "--input", help="A file of queries, one a line (plain text, or "
-                                                     "JSON lines with a 'title' and optionally the query's own 'uid', "
-                                                     "whose label is then left out); '-' reads stdin. Writes ranked JSON "
-                                                     "lines."),
-            data: Optional[str] = typer.Option(None, "--data", help="A dataset (directory or suite name) whose split to "
-                                               "predict (with --out)."),
-            split: str = typer.Option("tst"),
-            out: Optional[Path] = typer.Option(None, "--out", help="Output file: sparse text predictions for --data, JSON "
-                                               "lines for --input (default stdout)."),
-            k: Optional[int] = typer.Option(None, "-k", min=1, help="Labels per query (default 5; 100 with --data)."),
-            fmt: Optional[PredictionFormat] = typer.Option(None, "--format", help="jsonl: ranked labels a line, each "
-                                                            "with the query's fields (--input's default) | txt: a "
-                                                            "sparse text matrix (--data's default) | npz: a scipy "
-                                                            "matrix, one row a query."),
-            as_json: bool = typer.Option(False, "--json", help="With --text: print one JSON object."),
-            drop_namesakes: bool = typer.Option(False, "--drop-namesakes", help="The queries are new items, outside the "
-                                                "catalogue: leave out labels of exactly the query's text (an older "
-                                                "version, another build), as a filter file leaves out the item itself."),
-            force: bool = typer.Option(False, "--force", help="Replace --out if it is an existing file (never one of "
-                                       "this command's inputs)."),
-            progress: Optional[bool] = PROGRESS_OPTION) -> None:
+def predict(
+    model_dir: Path = typer.Argument(..., help="A directory written by 'gandalf train'."),
+    text: Optional[str] = typer.Option(None, "--text", help="One query; prints its top labels."),
+    uid: Optional[str] = typer.Option(
+        None,
+        "--uid",
+        help="With --text: the query's own id when it is an item of the catalogue; the label with that id (itself) is left out.",
+    ),
+    input_file: Optional[str] = typer.Option(
+        None,
+        "--input",
+        help="A file of queries, one a line (plain text, or "
+        "JSON lines with a 'title' and optionally the query's own 'uid', "
+        "whose label is then left out); '-' reads stdin. Writes ranked JSON "
+        "lines.",
+    ),
+    data: Optional[str] = typer.Option(
+        None, "--data", help="A dataset (directory or suite name) whose split to predict (with --out)."
+    ),
+    split: str = typer.Option("tst"),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Output file: sparse text predictions for --data, JSON lines for --input (default stdout)."
+    ),
+    k: Optional[int] = typer.Option(None, "-k", min=1, help="Labels per query (default 5; 100 with --data)."),
+    fmt: Optional[PredictionFormat] = typer.Option(
+        None,
+        "--format",
+        help="jsonl: ranked labels a line, each "
+        "with the query's fields (--input's default) | txt: a "
+        "sparse text matrix (--data's default) | npz: a scipy "
+        "matrix, one row a query.",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="With --text: print one JSON object."),
+    drop_namesakes: bool = typer.Option(
+        False,
+        "--drop-namesakes",
+        help="The queries are new items, outside the "
+        "catalogue: leave out labels of exactly the query's text (an older "
+        "version, another build), as a filter file leaves out the item itself.",
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Replace --out if it is an existing file (never one of this command's inputs)."
+    ),
+    progress: Optional[bool] = PROGRESS_OPTION,
+) -> None:
     """Top labels of one query (--text), of a file of raw queries (--input), or of a dataset split (--data --out).
 
     --out is a new file, or an existing one with --force; '-' is standard output, and a device or
@@ -515,15 +690,21 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
         answers, knows = predictor.rank_labels([text], k or 5, None if uid is None else [uid], drop_namesakes)
         ranked, known = answers[0], knows[0]
         if as_json:
-            print(json.dumps({"text": text, "labels": ranked, **({} if known else {"out_of_vocabulary": True})},
-                             ensure_ascii=False))
+            print(
+                json.dumps({"text": text, "labels": ranked, **({} if known else {"out_of_vocabulary": True})}, ensure_ascii=False)
+            )
         else:
             shown = text if len(text) <= 80 else text[:77] + "..."
-            _table(f"top {k or 5} labels for {shown!r}", ["rank", "label", "text", "score"],
-                   [[str(i + 1), r["id"], r["text"], f"{r['score']:.3f}"] for i, r in enumerate(ranked)], ("rank", "score"))
+            _table(
+                f"top {k or 5} labels for {shown!r}",
+                ["rank", "label", "text", "score"],
+                [[str(i + 1), r["id"], r["text"], f"{r['score']:.3f}"] for i, r in enumerate(ranked)],
+                ("rank", "score"),
+            )
         if not known:
-            print("warning: none of the query's words is in the model's vocabulary: no labels (out_of_vocabulary)",
-                  file=sys.stderr)
+            print(
+                "warning: none of the query's words is in the model's vocabulary: no labels (out_of_vocabulary)", file=sys.stderr
+            )
         return
     if input_file is not None and fmt_name in (None, "jsonl"):
         from .predictor import predict_lines
@@ -538,10 +719,19 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
         from .predictor import read_queries
 
         texts = [query[0] for query in read_queries(input_file)]
-        write_predictions(predictor.model, texts, predictor.n_labels, "-" if out is None else out, k=k or 5,
-                          progress=_show_progress(progress), force=force,
-                          inputs=() if input_file == "-" else (input_file,), closed=(model_dir,),
-                          drop_namesakes=drop_namesakes, fmt=fmt_name)
+        write_predictions(
+            predictor.model,
+            texts,
+            predictor.n_labels,
+            "-" if out is None else out,
+            k=k or 5,
+            progress=_show_progress(progress),
+            force=force,
+            inputs=() if input_file == "-" else (input_file,),
+            closed=(model_dir,),
+            drop_namesakes=drop_namesakes,
+            fmt=fmt_name,
+        )
         return
     if out is None:
         raise ConfigError("--data needs --out FILE (the prediction file)")
@@ -554,46 +744,79 @@ def predict(model_dir: Path = typer.Argument(..., help="A directory written by '
     if fmt_name == "jsonl":  # ranked labels with each point's uid (its own label left out, as filter files do)
         from .predictor import predict_lines
 
-        predict_lines(predictor, None, out, kk, force=force, drop_namesakes=drop_namesakes,
-                      queries=((t, u, {}) for t, u in zip(texts, uids)), inputs=(directory,))
+        predict_lines(
+            predictor,
+            None,
+            out,
+            kk,
+            force=force,
+            drop_namesakes=drop_namesakes,
+            queries=((t, u, {}) for t, u in zip(texts, uids)),
+            inputs=(directory,),
+        )
     else:
-        write_predictions(predictor.model, texts, predictor.n_labels, out, k=kk, progress=_show_progress(progress),
-                          force=force, inputs=(directory,), closed=(model_dir,), drop_namesakes=drop_namesakes,
-                          fmt=fmt_name or "txt")
+        write_predictions(
+            predictor.model,
+            texts,
+            predictor.n_labels,
+            out,
+            k=kk,
+            progress=_show_progress(progress),
+            force=force,
+            inputs=(directory,),
+            closed=(model_dir,),
+            drop_namesakes=drop_namesakes,
+            fmt=fmt_name or "txt",
+        )
     if str(out) != "-":
         _say(f"wrote top-{kk} predictions of {len(texts):,} points to {out}")
 
 
 @app.command()
-def serve(model_dir: Path = typer.Argument(..., help="A directory written by 'gandalf train'."),
-          host: str = typer.Option("127.0.0.1", help="Address to listen on."),
-          port: int = typer.Option(8000, min=0, max=65535, help="Port (0: any free port, printed)."),
-          max_batch: int = typer.Option(1024, min=1, help="Most texts one request may hold (more: 413)."),
-          max_k: int = typer.Option(100, min=1, help="Largest k a request may ask for (more: 422)."),
-          max_body_bytes: int = typer.Option(1 << 20, min=1, help="Largest request body in bytes (more: 413)."),
-          read_timeout: float = typer.Option(10.0, min=0.1, help="Seconds a connection has to deliver a whole request "
-                                             "after it opens or after its last answer; then it is closed."),
-          max_connections: int = typer.Option(256, min=1, help="Open connections at most; past it requests get 503."),
-          access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="A line on stderr for every "
-                                          "request (client, method, path, status)."),
-          weights: str = typer.Option("auto", help="memory: copy the weights into the server's memory (changes to the "
-                                      "model directory cannot reach it); mapped: read them through file mappings "
-                                      "(for models larger than memory); auto: memory when they fit in half of it.")
-          ) -> None:
+def serve(
+    model_dir: Path = typer.Argument(..., help="A directory written by 'gandalf train'."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+    port: int = typer.Option(8000, min=0, max=65535, help="Port (0: any free port, printed)."),
+    max_batch: int = typer.Option(1024, min=1, help="Most texts one request may hold (more: 413)."),
+    max_k: int = typer.Option(100, min=1, help="Largest k a request may ask for (more: 422)."),
+    max_body_bytes: int = typer.Option(1 << 20, min=1, help="Largest request body in bytes (more: 413)."),
+    read_timeout: float = typer.Option(
+        10.0,
+        min=0.1,
+        help="Seconds a connection has to deliver a whole request after it opens or after its last answer; then it is closed.",
+    ),
+    max_connections: int = typer.Option(256, min=1, help="Open connections at most; past it requests get 503."),
+    access_log: bool = typer.Option(
+        True, "--access-log/--no-access-log", help="A line on stderr for every request (client, method, path, status)."
+    ),
+    weights: str = typer.Option(
+        "auto",
+        help="memory: copy the weights into the server's memory (changes to the "
+        "model directory cannot reach it); mapped: read them through file mappings "
+        "(for models larger than memory); auto: memory when they fit in half of it.",
+    ),
+) -> None:
     """Answer POST /predict (JSON: {"text": ...} or {"texts": [...]}, "k") and GET /health over HTTP.
 
     To replace a served model, write the new one elsewhere and rename it into place (gandalf train
     --force does); never copy files over a served model directory."""
     from .serve import ServeLimits, run_server
 
-    limits = ServeLimits(max_batch=max_batch, max_k=max_k, max_body_bytes=max_body_bytes, read_timeout=read_timeout,
-                         max_connections=max_connections)
+    limits = ServeLimits(
+        max_batch=max_batch,
+        max_k=max_k,
+        max_body_bytes=max_body_bytes,
+        read_timeout=read_timeout,
+        max_connections=max_connections,
+    )
     run_server(model_dir, host, port, limits=limits, weights=weights, access_log=access_log)
 
 
 @app.command()
-def info(model_dir: Path = typer.Argument(..., help="A directory written by 'gandalf train'."),
-         as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+def info(
+    model_dir: Path = typer.Argument(..., help="A directory written by 'gandalf train'."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
     """What a model directory holds: kind, settings, labels, training data, validation metrics, size."""
     from .predictor import model_info
 
@@ -602,41 +825,65 @@ def info(model_dir: Path = typer.Argument(..., help="A directory written by 'gan
         print(json.dumps(described))
         return
     t = described["training"]
-    rows = [["kind", str(described["kind"])], ["labels", f"{described['labels']:,}" if described["labels"] else "-"],
-            ["trained on", f"{t['dataset']} ({t['points']:,} points, augmentation {t['augment']})"
-             if t["points"] is not None else "-"],
-            ["validation", (", ".join(f"{k} {v:.2f}" for k, v in described["validation"].items()) or
-             (f"none ({t['validation_points']} points held out)" if t["validation_points"] is not None else "-"))
-             + (f" ({t['validation_points']:,} points held out; then trained again on every point)"
-                if t["refit"] else "")],
-            ["training time", f"{t['seconds']:.1f} s" if isinstance(t["seconds"], (int, float)) else "-"],
-            ["on disk", f"{described['bytes'] / 2**20:,.1f} MiB in {described['files']} files"
-             + (" (and checkpoints)" if described["has_checkpoints"] else "")],
-            ["written by", f"gandalf-xmc {described['version']}" if described["version"] else "an earlier version"],
-            ["settings", json.dumps(described["settings"])]]
+    rows = [
+        ["kind", str(described["kind"])],
+        ["labels", f"{described['labels']:,}" if described["labels"] else "-"],
+        [
+            "trained on",
+            f"{t['dataset']} ({t['points']:,} points, augmentation {t['augment']})" if t["points"] is not None else "-",
+        ],
+        [
+            "validation",
+            (
+                ", ".join(f"{k} {v:.2f}" for k, v in described["validation"].items())
+                or (f"none ({t['validation_points']} points held out)" if t["validation_points"] is not None else "-")
+            )
+            + (f" ({t['validation_points']:,} points held out; then trained again on every point)" if t["refit"] else ""),
+        ],
+        ["training time", f"{t['seconds']:.1f} s" if isinstance(t["seconds"], (int, float)) else "-"],
+        [
+            "on disk",
+            f"{described['bytes'] / 2**20:,.1f} MiB in {described['files']} files"
+            + (" (and checkpoints)" if described["has_checkpoints"] else ""),
+        ],
+        ["written by", f"gandalf-xmc {described['version']}" if described["version"] else "an earlier version"],
+        ["settings", json.dumps(described["settings"])],
+    ]
     _table(f"Model {model_dir}", ["", "value"], rows)
 
 
 @app.command()
-def analyze(data: Optional[str] = DATA_OPTION,
-            recipe: Optional[Path] = typer.Option(None, "--recipe", help="A model directory or a `gandalf augment` "
-                                                  "directory: describe the label points it was trained with or holds "
-                                                  "(and its data, unless --data)."),
-            training_set: Optional[AugmentName] = typer.Option(None, "--augment", help="gandalf | gandalf-tempered | ...: "
-                                                               "which label graph's soft targets to describe "
-                                                               "(default gandalf)."),
-            graph: Optional[GraphKind] = GRAPH_OPTION, delta: Optional[float] = DELTA_OPTION,
-            top_k: Optional[int] = TOP_K_OPTION, shrinkage: Optional[float] = SHRINKAGE_OPTION,
-            point_weights: Optional[PointWeights] = POINT_WEIGHTS_OPTION,
-            co_label_scale: Optional[float] = CO_LABEL_SCALE_OPTION,
-            self_scale: Optional[float] = SELF_SCALE_OPTION,
-            baseline: Optional[Path] = typer.Option(None, "--baseline", help="Predictions of a model trained without "
-                                                    "the augmentation (as `gandalf predict --out`)."),
-            augmented: Optional[Path] = typer.Option(None, "--augmented", help="Predictions of the same model trained "
-                                                     "with it."),
-            split: str = typer.Option("tst", help="Which split the predictions are for."),
-            k: int = typer.Option(5, "-k", min=1), seed: int = SEED_OPTION, derive_filters: bool = DERIVE_OPTION,
-            as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+def analyze(
+    data: Optional[str] = DATA_OPTION,
+    recipe: Optional[Path] = typer.Option(
+        None,
+        "--recipe",
+        help="A model directory or a `gandalf augment` "
+        "directory: describe the label points it was trained with or holds "
+        "(and its data, unless --data).",
+    ),
+    training_set: Optional[AugmentName] = typer.Option(
+        None,
+        "--augment",
+        help="gandalf | gandalf-tempered | ...: which label graph's soft targets to describe (default gandalf).",
+    ),
+    graph: Optional[GraphKind] = GRAPH_OPTION,
+    delta: Optional[float] = DELTA_OPTION,
+    top_k: Optional[int] = TOP_K_OPTION,
+    shrinkage: Optional[float] = SHRINKAGE_OPTION,
+    point_weights: Optional[PointWeights] = POINT_WEIGHTS_OPTION,
+    co_label_scale: Optional[float] = CO_LABEL_SCALE_OPTION,
+    self_scale: Optional[float] = SELF_SCALE_OPTION,
+    baseline: Optional[Path] = typer.Option(
+        None, "--baseline", help="Predictions of a model trained without the augmentation (as `gandalf predict --out`)."
+    ),
+    augmented: Optional[Path] = typer.Option(None, "--augmented", help="Predictions of the same model trained with it."),
+    split: str = typer.Option("tst", help="Which split the predictions are for."),
+    k: int = typer.Option(5, "-k", min=1),
+    seed: int = SEED_OPTION,
+    derive_filters: bool = DERIVE_OPTION,
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
     """Per label-frequency bin: the extra points' soft targets and, given two prediction files, what
     the augmentation did to P@k and PSP@k."""
     from dataclasses import asdict
@@ -658,8 +905,9 @@ def analyze(data: Optional[str] = DATA_OPTION,
         found = read_recipe(recipe)
         base = found.augment
         if not AUGMENTATIONS[base.training_set].has_label_points:
-            raise ConfigError(f"{found.origin}: trained with --augment {base.training_set}, which has no label points "
-                              "to describe")
+            raise ConfigError(
+                f"{found.origin}: trained with --augment {base.training_set}, which has no label points to describe"
+            )
         data = data if data is not None else found.data
     else:
         base = preset(training_set.value if training_set else "gandalf", seed)
@@ -667,8 +915,7 @@ def analyze(data: Optional[str] = DATA_OPTION,
     ds = _load(data, splits=("trn", split) if baseline is not None else ("trn",), derive_filters=derive_filters)
     Y = ds.original_train_Y()
     freq = ds.label_frequencies()
-    result: dict = {"dataset": ds.name, "graph": asdict(config),
-                    "soft_targets": soft_target_stats(label_graph(Y, config), freq)}
+    result: dict = {"dataset": ds.name, "graph": asdict(config), "soft_targets": soft_target_stats(label_graph(Y, config), freq)}
     if baseline is not None:
         truth = ds.split(split)
         preds = [read_predictions(p, expect_shape=(len(truth), ds.n_labels)) for p in (baseline, augmented)]
@@ -677,31 +924,59 @@ def analyze(data: Optional[str] = DATA_OPTION,
     if as_json:
         print(json.dumps(result))
         return
-    _table(f"Extra points' soft targets by label-frequency bin ({config.kind}, delta {config.delta})",
-           ["bin", "labels", "mean freq", "seen once %", "co-labels a point", "co-labels = 1.0 %", "mean co-label"],
-           [[str(r["bin"]), f"{r['labels']:,}", f"{r['mean_frequency']:.1f}", f"{r['seen_once_pct']:.1f}",
-             f"{r['co_labels_per_point']:.2f}", f"{r['co_label_ones_pct']:.1f}", f"{r['co_label_mean']:.3f}"]
-            for r in result["soft_targets"]], right=("labels", "mean freq", "seen once %", "co-labels a point",
-                                                     "co-labels = 1.0 %", "mean co-label"))
+    _table(
+        f"Extra points' soft targets by label-frequency bin ({config.kind}, delta {config.delta})",
+        ["bin", "labels", "mean freq", "seen once %", "co-labels a point", "co-labels = 1.0 %", "mean co-label"],
+        [
+            [
+                str(r["bin"]),
+                f"{r['labels']:,}",
+                f"{r['mean_frequency']:.1f}",
+                f"{r['seen_once_pct']:.1f}",
+                f"{r['co_labels_per_point']:.2f}",
+                f"{r['co_label_ones_pct']:.1f}",
+                f"{r['co_label_mean']:.3f}",
+            ]
+            for r in result["soft_targets"]
+        ],
+        right=("labels", "mean freq", "seen once %", "co-labels a point", "co-labels = 1.0 %", "mean co-label"),
+    )
     _say("bin 1 = head (most frequent labels) ... bin 5 = tail; each bin holds a fifth of all positives")
     if "effect" in result:
         eff = result["effect"]
-        _table(f"Contribution of each bin to P@{k} and PSP@{k}: baseline -> augmented",
-               ["bin", f"P@{k}", f"delta P@{k}", f"PSP@{k}", f"delta PSP@{k}"],
-               [[str(r["bin"]), f"{r[f'baseline_P@{k}']:.2f} -> {r[f'augmented_P@{k}']:.2f}", f"{r[f'delta_P@{k}']:+.2f}",
-                 f"{r[f'baseline_PSP@{k}']:.2f} -> {r[f'augmented_PSP@{k}']:.2f}", f"{r[f'delta_PSP@{k}']:+.2f}"]
-                for r in eff["per_bin"]])
+        _table(
+            f"Contribution of each bin to P@{k} and PSP@{k}: baseline -> augmented",
+            ["bin", f"P@{k}", f"delta P@{k}", f"PSP@{k}", f"delta PSP@{k}"],
+            [
+                [
+                    str(r["bin"]),
+                    f"{r[f'baseline_P@{k}']:.2f} -> {r[f'augmented_P@{k}']:.2f}",
+                    f"{r[f'delta_P@{k}']:+.2f}",
+                    f"{r[f'baseline_PSP@{k}']:.2f} -> {r[f'augmented_PSP@{k}']:.2f}",
+                    f"{r[f'delta_PSP@{k}']:+.2f}",
+                ]
+                for r in eff["per_bin"]
+            ],
+        )
         o = eff["overall"]
         _say(", ".join(f"{m} {o['baseline'][m]:.2f} -> {o['augmented'][m]:.2f}" for m in o["baseline"]))
 
 
 @app.command()
-def demo(data: Optional[str] = DATA_OPTION,
-         out: Optional[Path] = typer.Option(None, "--out", help="Where models, predictions and results.json go "
-                                            "(default: gandalf-demo/DATASET-MODEL, one directory a dataset and model)."),
-         model: ModelName = typer.Option("linear", "--model", help=" | ".join(MODELS)),
-         epochs: Optional[int] = typer.Option(None, min=1, help="Epochs (models trained in epochs)."),
-         seed: int = SEED_OPTION, force: bool = FORCE_OPTION, progress: Optional[bool] = PROGRESS_OPTION) -> None:
+def demo(
+    data: Optional[str] = DATA_OPTION,
+    out: Optional[Path] = typer.Option(
+        None,
+        "--out",
+        help="Where models, predictions and results.json go "
+        "(default: gandalf-demo/DATASET-MODEL, one directory a dataset and model).",
+    ),
+    model: ModelName = typer.Option("linear", "--model", help=" | ".join(MODELS)),
+    epochs: Optional[int] = typer.Option(None, min=1, help="Epochs (models trained in epochs)."),
+    seed: int = SEED_OPTION,
+    force: bool = FORCE_OPTION,
+    progress: Optional[bool] = PROGRESS_OPTION,
+) -> None:
     """Run the pipeline on a dataset: stats, augment, train and predict without augmentation and with
     label points (the paper's Gandalf, identity, tempered), evaluate; print one comparison table."""
     from .data.suite import resolve
@@ -711,27 +986,46 @@ def demo(data: Optional[str] = DATA_OPTION,
     if out is None:
         out = Path("gandalf-demo") / f"{resolve(data).name}-{model.value}"
         if out.is_dir() and any(out.iterdir()) and not force:
-            raise ConfigError(f"{out} holds an earlier demo of this dataset and model: add --force to run it again "
-                              "there, or give another --out")
-    run_demo(data, out, model=model.value, seed=seed, epochs=epochs, force=force, progress=_show_progress(progress),
-             say=_say, table=_table)
+            raise ConfigError(
+                f"{out} holds an earlier demo of this dataset and model: add --force to run it again there, or give another --out"
+            )
+    run_demo(
+        data,
+        out,
+        model=model.value,
+        seed=seed,
+        epochs=epochs,
+        force=force,
+        progress=_show_progress(progress),
+        say=_say,
+        table=_table,
+    )
 
 
 @app.command()
-def reproduce(data: Optional[str] = DATA_OPTION,
-              out: Path = typer.Option(..., "--out", help="REPORT_DIR: report.md, PNG figures, results.json, runs/."),
-              models: list[str] = typer.Option(["linear"], "--models", help="Table 3's models: --models linear,astec "
-                                               "or --models linear --models astec (" + " | ".join(MODELS) + ")."),
-              ablation_model: ModelName = typer.Option("linear", "--ablation-model",
-                                                       help="The model of every other table (the paper's InceptionXML role)."),
-              seeds: int = typer.Option(3, min=1, help="Seeds 0..N-1 for every run."),
-              epochs: int = typer.Option(3, min=0, help="Epoch budget of the models trained in epochs (0: each "
-                                                         "model's own default)."),
-              parallel: int = typer.Option(2, min=1, help="Runs at a time, each in its own process."),
-              quick: bool = typer.Option(False, "--quick", help="Everything on a small sample: a smoke test of every "
-                                                                "table and plot (minutes)."),
-              force: bool = typer.Option(False, "--force", help="Write the report into --out even if it holds other "
-                                         "files (an earlier report is continued without it).")) -> None:
+def reproduce(
+    data: Optional[str] = DATA_OPTION,
+    out: Path = typer.Option(..., "--out", help="REPORT_DIR: report.md, PNG figures, results.json, runs/."),
+    models: list[str] = typer.Option(
+        ["linear"],
+        "--models",
+        help="Table 3's models: --models linear,astec or --models linear --models astec (" + " | ".join(MODELS) + ").",
+    ),
+    ablation_model: ModelName = typer.Option(
+        "linear", "--ablation-model", help="The model of every other table (the paper's InceptionXML role)."
+    ),
+    seeds: int = typer.Option(3, min=1, help="Seeds 0..N-1 for every run."),
+    epochs: int = typer.Option(3, min=0, help="Epoch budget of the models trained in epochs (0: each model's own default)."),
+    parallel: int = typer.Option(2, min=1, help="Runs at a time, each in its own process."),
+    quick: bool = typer.Option(
+        False, "--quick", help="Everything on a small sample: a smoke test of every table and plot (minutes)."
+    ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Write the report into --out even if it holds other files (an earlier report is continued without it).",
+    ),
+) -> None:
     """Run every experiment of the paper (Tables 1-7, Figures 2-3) and write REPORT_DIR/report.md.
 
     Finished runs are kept in REPORT_DIR/runs: the same command again continues after an interruption."""
@@ -744,8 +1038,14 @@ def reproduce(data: Optional[str] = DATA_OPTION,
         from .errors import ConfigError
 
         raise ConfigError(f"--models: unknown model {unknown[0]!r}; choose from {', '.join(MODELS)}")
-    config = ReproduceConfig(models=tuple(dict.fromkeys(chosen)), ablation_model=ablation_model.value,
-                             seeds=tuple(range(seeds)), epochs=epochs or None, quick=quick, parallel=parallel)
+    config = ReproduceConfig(
+        models=tuple(dict.fromkeys(chosen)),
+        ablation_model=ablation_model.value,
+        seeds=tuple(range(seeds)),
+        epochs=epochs or None,
+        quick=quick,
+        parallel=parallel,
+    )
     run_reproduce(data, out, config, log=_say, force=force)
 
 

@@ -32,8 +32,9 @@ class WordTfidf:
     importing scikit-learn (scipy.stats with it) takes longer than training the linear model on a
     small dataset; character n-grams and ``max_features`` still use scikit-learn."""
 
-    def __init__(self, ngram_max: int = 2, min_df: int = 1, vocabulary: dict[str, int] | None = None,
-                 idf: np.ndarray | None = None):
+    def __init__(
+        self, ngram_max: int = 2, min_df: int = 1, vocabulary: dict[str, int] | None = None, idf: np.ndarray | None = None
+    ):
         self.ngram_max = ngram_max
         self.min_df = min_df
         self.vocabulary_ = vocabulary
@@ -51,8 +52,14 @@ class WordTfidf:
             else:
                 indices.extend([j for j in map(vocabulary.get, grams) if j is not None])
             indptr.append(len(indices))
-        X = sp.csr_matrix((np.ones(len(indices), dtype=np.float32), np.frombuffer(indices, dtype=np.int32).copy(),
-                           np.frombuffer(indptr, dtype=np.int64).copy()), shape=(len(texts), len(vocabulary)))
+        X = sp.csr_matrix(
+            (
+                np.ones(len(indices), dtype=np.float32),
+                np.frombuffer(indices, dtype=np.int32).copy(),
+                np.frombuffer(indptr, dtype=np.int64).copy(),
+            ),
+            shape=(len(texts), len(vocabulary)),
+        )
         X.sum_duplicates()  # sorts each row's ids and adds up the repeats
         return X
 
@@ -71,8 +78,10 @@ class WordTfidf:
         if self.min_df > 1:
             keep = np.bincount(X.indices, minlength=X.shape[1]) >= self.min_df
             if not keep.any():
-                raise ConfigError(f"no word n-gram occurs in {self.min_df} texts or more (training and label texts "
-                                  f"together): too few texts for min_df {self.min_df}")
+                raise ConfigError(
+                    f"no word n-gram occurs in {self.min_df} texts or more (training and label texts "
+                    f"together): too few texts for min_df {self.min_df}"
+                )
             X = X[:, np.flatnonzero(keep)]
         # ids in order of first sight -> alphabetical ids (the rows keep their stored order, as scikit-learn's)
         seen = list(vocabulary)  # a numbering: ids in order of insertion
@@ -106,8 +115,9 @@ class TextFeaturizer:
     boundaries (``char_ngrams = (lo, hi)``), fitted on training and label texts. Each block is
     l2-normalised, then the row is (so word and character evidence weigh the same)."""
 
-    def __init__(self, ngram_max: int = 2, min_df: int = 1, max_features: int | None = None,
-                 char_ngrams: tuple[int, int] | None = None):
+    def __init__(
+        self, ngram_max: int = 2, min_df: int = 1, max_features: int | None = None, char_ngrams: tuple[int, int] | None = None
+    ):
         self.ngram_max = ngram_max
         self.min_df = min_df
         self.max_features = max_features
@@ -120,15 +130,27 @@ class TextFeaturizer:
             return WordTfidf(self.ngram_max, self.min_df if vocabulary is None else 1, vocabulary)
         from sklearn.feature_extraction.text import TfidfVectorizer
 
-        return TfidfVectorizer(ngram_range=(1, self.ngram_max), sublinear_tf=True, token_pattern=TOKEN_PATTERN,
-                               min_df=self.min_df, max_features=self.max_features, dtype=np.float32)
+        return TfidfVectorizer(
+            ngram_range=(1, self.ngram_max),
+            sublinear_tf=True,
+            token_pattern=TOKEN_PATTERN,
+            min_df=self.min_df,
+            max_features=self.max_features,
+            dtype=np.float32,
+        )
 
     def _new_char_vectorizer(self, vocabulary=None):
         from sklearn.feature_extraction.text import TfidfVectorizer
 
-        return TfidfVectorizer(analyzer="char_wb", ngram_range=self.char_ngrams, sublinear_tf=True,
-                               min_df=1 if vocabulary is not None else max(self.min_df, 2),
-                               max_features=self.max_features, vocabulary=vocabulary, dtype=np.float32)
+        return TfidfVectorizer(
+            analyzer="char_wb",
+            ngram_range=self.char_ngrams,
+            sublinear_tf=True,
+            min_df=1 if vocabulary is not None else max(self.min_df, 2),
+            max_features=self.max_features,
+            vocabulary=vocabulary,
+            dtype=np.float32,
+        )
 
     def fit(self, texts: list[str]) -> TextFeaturizer:
         with _words_needed():
@@ -146,8 +168,9 @@ class TextFeaturizer:
                 from sklearn.preprocessing import normalize
 
                 self.char_vectorizer = self._new_char_vectorizer()
-                X = sp.csr_matrix(normalize(sp.hstack([X, self.char_vectorizer.fit_transform(texts)], format="csr")),
-                                  dtype=np.float32)
+                X = sp.csr_matrix(
+                    normalize(sp.hstack([X, self.char_vectorizer.fit_transform(texts)], format="csr")), dtype=np.float32
+                )
         X.sort_indices()
         return X
 
@@ -162,8 +185,10 @@ class TextFeaturizer:
             indices.extend(ids)
             data.extend(values)
             indptr.append(len(indices))
-        X = sp.csr_matrix((np.asarray(data, dtype=np.float32), np.asarray(indices, dtype=np.int32),
-                           np.asarray(indptr, dtype=np.int32)), shape=(len(texts), len(vocabulary)))
+        X = sp.csr_matrix(
+            (np.asarray(data, dtype=np.float32), np.asarray(indices, dtype=np.int32), np.asarray(indptr, dtype=np.int32)),
+            shape=(len(texts), len(vocabulary)),
+        )
         X.has_sorted_indices = True
         return X
 
@@ -192,8 +217,12 @@ class TextFeaturizer:
     def save(self, directory: str | Path) -> None:
         assert self.vectorizer is not None
         d = Path(directory)
-        spec = {"ngram_max": self.ngram_max, "min_df": self.min_df, "max_features": self.max_features,
-                "vocabulary": _terms(self.vectorizer)}
+        spec = {
+            "ngram_max": self.ngram_max,
+            "min_df": self.min_df,
+            "max_features": self.max_features,
+            "vocabulary": _terms(self.vectorizer),
+        }
         if self.char_vectorizer is not None:
             spec["char_ngrams"] = list(self.char_ngrams)
             spec["char_vocabulary"] = _terms(self.char_vectorizer)
@@ -239,8 +268,10 @@ class PrecomputedFeatures:
 
     def transform(self, rows) -> sp.csr_matrix:
         if not is_feature_matrix(rows):
-            raise ConfigError(f"this model was trained on precomputed features: give it feature rows (a scipy sparse "
-                              f"matrix or a 2-D numpy array of {self.n_features:,} columns), not texts")
+            raise ConfigError(
+                f"this model was trained on precomputed features: give it feature rows (a scipy sparse "
+                f"matrix or a 2-D numpy array of {self.n_features:,} columns), not texts"
+            )
         X = sp.csr_matrix(rows, dtype=np.float32)
         if X.shape[1] != self.n_features:
             raise ConfigError(f"feature rows of {X.shape[1]:,} columns for a model trained on {self.n_features:,}")
@@ -261,8 +292,9 @@ class PrecomputedFeatures:
         return cls(spec["n_features"])
 
 
-def load_featurizer(directory: str | Path, spec: dict | None = None,
-                    idf: np.ndarray | None = None) -> TextFeaturizer | PrecomputedFeatures:
+def load_featurizer(
+    directory: str | Path, spec: dict | None = None, idf: np.ndarray | None = None
+) -> TextFeaturizer | PrecomputedFeatures:
     """The part that reads a saved model's input, by its ``features.json``: texts or precomputed rows."""
     from .jsonio import read_json_file
 
@@ -284,5 +316,4 @@ def _words_needed():
     except ValueError as exc:
         if "empty vocabulary" not in str(exc):
             raise
-        raise ConfigError("the training and label texts hold no words (letters or digits): nothing to learn from") \
-            from None
+        raise ConfigError("the training and label texts hold no words (letters or digits): nothing to learn from") from None

@@ -60,8 +60,9 @@ def open_input(path: str | Path) -> IO[bytes]:
         raise DataFormatError(path, None, f"cannot read: {exc.strerror or exc}") from None
 
 
-def bounded_lines(fh: IO[bytes], name: str | Path, max_line: int | None = None,
-                  max_total: int | None = None, block: int = 1 << 20) -> Iterator[tuple[int, bytes]]:
+def bounded_lines(
+    fh: IO[bytes], name: str | Path, max_line: int | None = None, max_total: int | None = None, block: int = 1 << 20
+) -> Iterator[tuple[int, bytes]]:
     """``(line number from 1, raw line without its newline)`` of ``fh``, read ``block`` bytes at a
     time and split in C (several times faster than a readline a line): a line longer than
     ``max_line`` (default :data:`MAX_LINE_BYTES`) is a DataFormatError naming it, as is reading

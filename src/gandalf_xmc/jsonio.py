@@ -66,4 +66,4 @@ def shown(value, style: str = "json", limit: int = 80) -> str:
         text = json.dumps(value, ensure_ascii=False) if style == "json" else repr(value)
     except (RecursionError, TypeError, ValueError):
         text = "a deeply nested " + ("list" if isinstance(value, list) else type(value).__name__)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -25,8 +25,9 @@ def cache_dir(name: str) -> Path:
         if not os.access(path, os.W_OK | os.X_OK):
             raise PermissionError(13, "Permission denied")
     except OSError as exc:
-        raise GandalfError(f"{path}: the cache directory cannot be written ({exc.strerror or exc}); set GANDALF_CACHE "
-                           "to a writable directory") from None
+        raise GandalfError(
+            f"{path}: the cache directory cannot be written ({exc.strerror or exc}); set GANDALF_CACHE to a writable directory"
+        ) from None
     return path
 
 

@@ -31,15 +31,17 @@ class Predictor:
     def n_labels(self) -> int:
         return len(self.model.label_uids)
 
-    def predict_labels(self, texts: list[str], k: int = 5, uids: list[str | None] | None = None,
-                       drop_namesakes: bool = False) -> list[list[dict]]:
+    def predict_labels(
+        self, texts: list[str], k: int = 5, uids: list[str | None] | None = None, drop_namesakes: bool = False
+    ) -> list[list[dict]]:
         """See :meth:`.models.base.LabelledModel.predict_labels` (``uids``: in-catalogue queries'
         own ids, whose labels are left out; ``drop_namesakes``: the queries are new items, and
         labels of exactly their text are left out)."""
         return self.model.predict_labels(texts, k, uids, drop_namesakes)
 
-    def rank_labels(self, texts: list[str], k: int = 5, uids: list[str | None] | None = None,
-                    drop_namesakes: bool = False) -> tuple[list[list[dict]], list[bool]]:
+    def rank_labels(
+        self, texts: list[str], k: int = 5, uids: list[str | None] | None = None, drop_namesakes: bool = False
+    ) -> tuple[list[list[dict]], list[bool]]:
         """:meth:`predict_labels` and whether the model knows a word of each text, at once."""
         return self.model.rank_labels(texts, k, uids, drop_namesakes)
 
@@ -50,12 +52,20 @@ class Predictor:
     def check_labels(self, uids: list[str], texts: list[str], where) -> None:
         """Refuse a dataset whose labels are not the model's (ids and texts compared)."""
         if len(uids) != self.n_labels:
-            raise DataFormatError(where, None, f"the dataset has {len(uids):,} labels but the model was trained on "
-                                               f"{self.n_labels:,}: predict with the dataset it was trained on")
+            raise DataFormatError(
+                where,
+                None,
+                f"the dataset has {len(uids):,} labels but the model was trained on "
+                f"{self.n_labels:,}: predict with the dataset it was trained on",
+            )
         diff = next((j for j in range(len(uids)) if uids[j] != self.label_uids[j] or texts[j] != self.label_texts[j]), None)
         if diff is not None:
-            raise DataFormatError(where, None, f"label {diff} is {uids[diff]!r} in the dataset but {self.label_uids[diff]!r} "
-                                               f"in the model ({len(uids):,} labels on both sides): another label set")
+            raise DataFormatError(
+                where,
+                None,
+                f"label {diff} is {uids[diff]!r} in the dataset but {self.label_uids[diff]!r} "
+                f"in the model ({len(uids):,} labels on both sides): another label set",
+            )
 
 
 def load_predictor(model_dir: str | Path, light: bool = False) -> Predictor:
@@ -154,8 +164,17 @@ def read_queries(source: str):
             fh.close()
 
 
-def predict_lines(predictor: Predictor, source: str | None, out: str | Path | None, k: int, batch: int = 2048,
-                  force: bool = False, drop_namesakes: bool = False, queries=None, inputs: tuple = ()) -> int:
+def predict_lines(
+    predictor: Predictor,
+    source: str | None,
+    out: str | Path | None,
+    k: int,
+    batch: int = 2048,
+    force: bool = False,
+    drop_namesakes: bool = False,
+    queries=None,
+    inputs: tuple = (),
+) -> int:
     """Rank the labels of every query of ``source`` and write one JSON line a query: ``uid`` when
     the query gave one, the JSON line's other fields as they were, ``text`` and ``labels`` (a
     query's own label, by its uid, is left out; with ``drop_namesakes`` so are labels of exactly
@@ -167,7 +186,7 @@ def predict_lines(predictor: Predictor, source: str | None, out: str | Path | No
 
     def lines():
         buffer = []
-        for query in (read_queries(source) if queries is None else queries):
+        for query in read_queries(source) if queries is None else queries:
             buffer.append(query)
             if len(buffer) == batch:
                 yield from _ranked(buffer)
@@ -179,8 +198,13 @@ def predict_lines(predictor: Predictor, source: str | None, out: str | Path | No
         texts, uids = [q[0] for q in queries], [q[1] for q in queries]
         ranked, known = predictor.rank_labels(texts, k, uids, drop_namesakes)
         for (text, uid, fields), labels, knows in zip(queries, ranked, known):
-            answer = {**({} if uid is None else {"uid": uid}), **fields, "text": text, "labels": labels,
-                      **({} if knows else {"out_of_vocabulary": True})}
+            answer = {
+                **({} if uid is None else {"uid": uid}),
+                **fields,
+                "text": text,
+                "labels": labels,
+                **({} if knows else {"out_of_vocabulary": True}),
+            }
             yield json.dumps(answer, ensure_ascii=False) + "\n"
 
     n = 0
@@ -223,13 +247,23 @@ def model_info(model_dir: str | Path) -> dict:
     files = [p for p in d.rglob("*") if p.is_file() and "checkpoints" not in p.relative_to(d).parts]
     augment = training.get("augment") if isinstance(training.get("augment"), dict) else {}
     return {
-        "directory": str(d), "kind": spec.get("kind"), "settings": spec.get("model"),
-        "labels": spec.get("n_labels"), "version": training.get("gandalf_version"),
-        "training": {"dataset": training.get("dataset"), "source": training.get("source"),
-                     "augment": augment.get("training_set"), "points": training.get("n_train"),
-                     "validation_points": training.get("n_valid"), "valid_protocol": training.get("valid_protocol"),
-                     "refit": training.get("refit", False), "seconds": result.get("seconds")},
+        "directory": str(d),
+        "kind": spec.get("kind"),
+        "settings": spec.get("model"),
+        "labels": spec.get("n_labels"),
+        "version": training.get("gandalf_version"),
+        "training": {
+            "dataset": training.get("dataset"),
+            "source": training.get("source"),
+            "augment": augment.get("training_set"),
+            "points": training.get("n_train"),
+            "validation_points": training.get("n_valid"),
+            "valid_protocol": training.get("valid_protocol"),
+            "refit": training.get("refit", False),
+            "seconds": result.get("seconds"),
+        },
         "validation": {k: v for k, v in chosen.items() if isinstance(v, (int, float)) and "@" in k},
-        "files": len(files), "bytes": sum(p.stat().st_size for p in files),
+        "files": len(files),
+        "bytes": sum(p.stat().st_size for p in files),
         "has_checkpoints": (d / "checkpoints").is_dir(),
     }

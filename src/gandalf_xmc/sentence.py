@@ -84,7 +84,8 @@ def _model(precision: str = "float32"):
             with warnings.catch_warnings():  # torch.ao's deprecation notice; the pinned torch has it
                 warnings.simplefilter("ignore")
                 model[0].model = torch.ao.quantization.quantize_dynamic(  # auto_model is a read-only view of it
-                    model[0].auto_model, {torch.nn.Linear}, dtype=torch.qint8)
+                    model[0].auto_model, {torch.nn.Linear}, dtype=torch.qint8
+                )
         _MODELS[precision] = model
     return _MODELS[precision]
 
@@ -95,8 +96,7 @@ def _embed_direct(texts: list[str], precision: str = "float32") -> np.ndarray:
     import torch
 
     transformer = _model(precision)[0]
-    enc = transformer.tokenizer(texts, padding=True, truncation=True, max_length=transformer.max_seq_length,
-                                return_tensors="pt")
+    enc = transformer.tokenizer(texts, padding=True, truncation=True, max_length=transformer.max_seq_length, return_tensors="pt")
     with torch.inference_mode():
         tokens = transformer.auto_model(**enc).last_hidden_state.float()
         mask = enc["attention_mask"].unsqueeze(-1).to(tokens.dtype)
@@ -104,8 +104,9 @@ def _embed_direct(texts: list[str], precision: str = "float32") -> np.ndarray:
         return torch.nn.functional.normalize(mean, dim=1).numpy()
 
 
-def embed(texts: list[str], cache: bool = True, progress: bool = False, batch_size: int = 128,
-          precision: str = "float32") -> np.ndarray:
+def embed(
+    texts: list[str], cache: bool = True, progress: bool = False, batch_size: int = 128, precision: str = "float32"
+) -> np.ndarray:
     """L2-normalised ``len(texts) x 384`` float32 embeddings from the encoder at ``precision``:
     ``float32``; ``bfloat16`` (see :func:`resolve_precision`); ``auto`` (one of those two); or
     ``int8``: about 3x faster a single query, cosine ~0.95 to the float32 ones; int8 encodes one
@@ -132,8 +133,11 @@ def embed(texts: list[str], cache: bool = True, progress: bool = False, batch_si
     elif len(texts) <= DIRECT_MAX_TEXTS:
         vectors = _embed_direct(texts, precision)
     else:
-        vectors = _model(precision).encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
-                                  show_progress_bar=progress).astype(np.float32)
+        vectors = (
+            _model(precision)
+            .encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=progress)
+            .astype(np.float32)
+        )
     if cache:
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as tmp:

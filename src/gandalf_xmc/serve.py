@@ -70,12 +70,22 @@ class FileGuard:
         for path, identity in self.files.items():
             now = self._identity(path)
             if now is not None and now[0] == identity[0] and now != identity:
-                raise DataFormatError(path, None, "changed in place while the server maps it: restart the server "
-                                                  "(replace a served model by renaming a new directory into place)")
+                raise DataFormatError(
+                    path,
+                    None,
+                    "changed in place while the server maps it: restart the server "
+                    "(replace a served model by renaming a new directory into place)",
+                )
 
 
-def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, max_body_bytes: int = MAX_BODY_BYTES,
-               guard: FileGuard | None = None, info: dict | None = None):
+def create_app(
+    predictor: Predictor,
+    max_batch: int = 1024,
+    max_k: int = 100,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    guard: FileGuard | None = None,
+    info: dict | None = None,
+):
     """The ASGI application answering for ``predictor`` (``guard``: the mapped files to check
     before each prediction; ``info``: what ``GET /info`` answers, by default
     :func:`.predictor.model_info` of the predictor's directory)."""
@@ -87,8 +97,9 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
 
     kind = getattr(predictor.model, "kind", "model")
 
-    def ranked(texts: list[str], k: int, uids: list | None = None, drop_namesakes: bool = False
-               ) -> tuple[list[list[dict]], list[bool]]:
+    def ranked(
+        texts: list[str], k: int, uids: list | None = None, drop_namesakes: bool = False
+    ) -> tuple[list[list[dict]], list[bool]]:
         if guard is not None:
             guard.check()
         return predictor.rank_labels(texts, k, uids, drop_namesakes)
@@ -145,8 +156,7 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
             if "uids" in payload or not isinstance(payload.get("uid", ""), str):
                 return error(400, '"uid" (the query\'s own id, a string) goes with "text", "uids" with "texts"')
             uid = payload.get("uid")
-            answer, known = await run_in_threadpool(ranked, [payload["text"]], k, None if uid is None else [uid],
-                                                    drop_namesakes)
+            answer, known = await run_in_threadpool(ranked, [payload["text"]], k, None if uid is None else [uid], drop_namesakes)
             return JSONResponse({"labels": answer[0], **({} if known[0] else {"out_of_vocabulary": True})})
         texts = payload["texts"]
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
@@ -154,8 +164,10 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
         if len(texts) > max_batch:
             return error(413, f"at most {max_batch} texts a request, got {len(texts)}")
         uids = payload.get("uids")
-        if "uid" in payload or (uids is not None and not (
-                isinstance(uids, list) and len(uids) == len(texts) and all(u is None or isinstance(u, str) for u in uids))):
+        if "uid" in payload or (
+            uids is not None
+            and not (isinstance(uids, list) and len(uids) == len(texts) and all(u is None or isinstance(u, str) for u in uids))
+        ):
             return error(400, '"uids" goes with "texts": a list as long as it, of strings or null')
         results, known = await run_in_threadpool(ranked, texts, k, uids, drop_namesakes) if texts else ([], [])
         unknown = [i for i, knows in enumerate(known) if not knows]
@@ -171,9 +183,14 @@ def create_app(predictor: Predictor, max_batch: int = 1024, max_k: int = 100, ma
         log.error("request failed: %s", exc)  # a model file damaged where loading could not see, or changed
         return error(500, str(exc))
 
-    return Starlette(routes=[Route("/health", health, methods=["GET"]), Route("/info", describe, methods=["GET"]),
-                             Route("/predict", predict, methods=["POST"])],
-                     exception_handlers={404: not_found, 405: not_allowed, DataFormatError: damaged})
+    return Starlette(
+        routes=[
+            Route("/health", health, methods=["GET"]),
+            Route("/info", describe, methods=["GET"]),
+            Route("/predict", predict, methods=["POST"]),
+        ],
+        exception_handlers={404: not_found, 405: not_allowed, DataFormatError: damaged},
+    )
 
 
 def _listen(host: str, port: int):
@@ -265,15 +282,26 @@ def prepare(model_dir: str | Path, weights: str = "auto") -> tuple[Predictor, Fi
     still_mapped = predictor.model.mapped_files()
     guard = FileGuard(still_mapped) if still_mapped else None
     if guard is not None:
-        print("serving weights mapped from files: replace this model by renaming a new directory into place, "
-              "never by copying over its files", file=sys.stderr, flush=True)
+        print(
+            "serving weights mapped from files: replace this model by renaming a new directory into place, "
+            "never by copying over its files",
+            file=sys.stderr,
+            flush=True,
+        )
     predictor.predict_labels(["warm up"], 1)  # and compile
     return predictor, guard
 
 
-def run_server(model_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, max_batch: int = 1024,
-               max_k: int = 100, limits: ServeLimits | None = None, weights: str = "auto",
-               access_log: bool = True) -> None:
+def run_server(
+    model_dir: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    max_batch: int = 1024,
+    max_k: int = 100,
+    limits: ServeLimits | None = None,
+    weights: str = "auto",
+    access_log: bool = True,
+) -> None:
     """Load the model, then serve until interrupted; ``access_log``: a line a request on stderr."""
     import copy
 
@@ -286,17 +314,27 @@ def run_server(model_dir: str | Path, host: str = "127.0.0.1", port: int = 8000,
     app = create_app(predictor, limits.max_batch, limits.max_k, limits.max_body_bytes, guard)
     log_config = copy.deepcopy(LOGGING_CONFIG)  # the access log on stderr with every other line, not stdout
     log_config["handlers"]["access"]["stream"] = "ext://sys.stderr"
-    config = uvicorn.Config(app, host=host, port=sock.getsockname()[1], log_level="info", access_log=access_log,
-                            log_config=log_config,
-                            http=_timed_protocol(limits.read_timeout), limit_concurrency=limits.max_connections,
-                            timeout_keep_alive=5)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=sock.getsockname()[1],
+        log_level="info",
+        access_log=access_log,
+        log_config=log_config,
+        http=_timed_protocol(limits.read_timeout),
+        limit_concurrency=limits.max_connections,
+        timeout_keep_alive=5,
+    )
     logging.getLogger("gandalf.serve").setLevel(logging.INFO)
     if not logging.getLogger("gandalf.serve").handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
         logging.getLogger("gandalf.serve").addHandler(handler)
     shown = f"[{host}]" if ":" in host else host
-    print(f"INFO:     gandalf serve running on http://{shown}:{sock.getsockname()[1]} (Press CTRL+C to quit): "
-          f"{getattr(predictor.model, 'kind', 'model')} model, {predictor.n_labels:,} labels, from {model_dir}",
-          file=sys.stderr, flush=True)
+    print(
+        f"INFO:     gandalf serve running on http://{shown}:{sock.getsockname()[1]} (Press CTRL+C to quit): "
+        f"{getattr(predictor.model, 'kind', 'model')} model, {predictor.n_labels:,} labels, from {model_dir}",
+        file=sys.stderr,
+        flush=True,
+    )
     uvicorn.Server(config).run(sockets=[sock])

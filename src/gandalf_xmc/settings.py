@@ -17,8 +17,13 @@ from typing import Any
 from .errors import ConfigError
 
 
-def check_ranges(settings: Any, positive: tuple[str, ...] = (), non_negative: tuple[str, ...] = (),
-                 below_one: tuple[str, ...] = (), at_most_one: tuple[str, ...] = ()) -> None:
+def check_ranges(
+    settings: Any,
+    positive: tuple[str, ...] = (),
+    non_negative: tuple[str, ...] = (),
+    below_one: tuple[str, ...] = (),
+    at_most_one: tuple[str, ...] = (),
+) -> None:
     """Raise :class:`ConfigError` for the first named number of ``settings`` out of its range.
 
     Args:
@@ -26,10 +31,12 @@ def check_ranges(settings: Any, positive: tuple[str, ...] = (), non_negative: tu
         positive: names that must be > 0; non_negative: >= 0; below_one: in [0, 1);
             at_most_one: in [0, 1]. Every one of them must also be a finite number.
     """
-    rules = [(n, lambda v: v > 0, "a number > 0") for n in positive] + \
-        [(n, lambda v: v >= 0, "a number >= 0") for n in non_negative] + \
-        [(n, lambda v: 0 <= v < 1, "a number in [0, 1)") for n in below_one] + \
-        [(n, lambda v: 0 <= v <= 1, "a number in [0, 1]") for n in at_most_one]
+    rules = (
+        [(n, lambda v: v > 0, "a number > 0") for n in positive]
+        + [(n, lambda v: v >= 0, "a number >= 0") for n in non_negative]
+        + [(n, lambda v: 0 <= v < 1, "a number in [0, 1)") for n in below_one]
+        + [(n, lambda v: 0 <= v <= 1, "a number in [0, 1]") for n in at_most_one]
+    )
     for name, ok, what in rules:
         value = getattr(settings, name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not ok(value):

@@ -32,7 +32,7 @@ def grown(a: np.ndarray, n: int) -> np.ndarray:
     """A copy of ``a`` in a new array of at least ``n`` entries (twice ``a``'s size if that is more):
     output buffers of numba kernels that cannot know their size in advance."""
     out = np.empty(max(2 * a.size, n), dtype=a.dtype)
-    out[:a.size] = a
+    out[: a.size] = a
     return out
 
 

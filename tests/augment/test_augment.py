@@ -22,18 +22,22 @@ def test_gandalf_training_set_by_hand(tiny_dir):
     ds = load_dataset(tiny_dir)
     g = training_set(ds, AugmentConfig("gandalf", GraphConfig(delta=0.1)))
     assert len(g) == len(TRAIN) + len(LABELS)
-    assert g.texts[: len(TRAIN)] == [t for t, _ in TRAIN] and g.texts[len(TRAIN):] == LABELS
+    assert g.texts[: len(TRAIN)] == [t for t, _ in TRAIN] and g.texts[len(TRAIN) :] == LABELS
     # label 0 ("red apple") is in points 0, 1, 2; label 1 in 0, 1; label 2 in 1, 3
-    np.testing.assert_allclose(g.Y[len(TRAIN):].toarray(), [
-        [1, 2 / 3, 1 / 3, 0],
-        [1, 1, 1 / 2, 0],
-        [1 / 2, 1 / 2, 1, 0],
-        [0, 0, 0, 1],
-    ], rtol=1e-6)
+    np.testing.assert_allclose(
+        g.Y[len(TRAIN) :].toarray(),
+        [
+            [1, 2 / 3, 1 / 3, 0],
+            [1, 1, 1 / 2, 0],
+            [1 / 2, 1 / 2, 1, 0],
+            [0, 0, 0, 1],
+        ],
+        rtol=1e-6,
+    )
     z = training_set(ds, AugmentConfig("z-only"))
     assert z.texts == LABELS
     ident = training_set(ds, AugmentConfig("identity"))
-    np.testing.assert_array_equal(ident.Y[len(TRAIN):].toarray(), np.eye(4))
+    np.testing.assert_array_equal(ident.Y[len(TRAIN) :].toarray(), np.eye(4))
     none = training_set(ds, AugmentConfig("none"))
     assert none.texts == [t for t, _ in TRAIN]
 
@@ -201,8 +205,21 @@ def test_text_transform_drawn_once_appends_only_changed_points():
     assert texts == ["apple", "berry", "avocado"]  # the caller's list is not changed
 
 
-@pytest.mark.parametrize("name", ["none", "gandalf", "identity", "z-only", "uniform", "glas", "random-walk", "labelmix",
-                                  pytest.param("synonym", marks=pytest.mark.neural), "mixup"])  # synonyms need MiniLM
+@pytest.mark.parametrize(
+    "name",
+    [
+        "none",
+        "gandalf",
+        "identity",
+        "z-only",
+        "uniform",
+        "glas",
+        "random-walk",
+        "labelmix",
+        pytest.param("synonym", marks=pytest.mark.neural),
+        "mixup",
+    ],
+)  # synonyms need MiniLM
 def test_built_training_set_marks_its_label_points(tiny_dir, name):
     from gandalf_xmc.augment import AugmentConfig, build_training_set, training_set
     from gandalf_xmc.data import load_dataset
@@ -234,8 +251,9 @@ def test_built_training_set_of_a_written_directory(tiny_dir, tmp_path, capsys):
 
 
 def test_augment_json_records_the_graph_as_built(tiny_dir, tmp_path, capsys):
-    code, _, err = run_cli(["augment", "--data", str(tiny_dir), "--out", str(tmp_path / "aug"), "--augment", "glas",
-                            "--seed", "3"], capsys)
+    code, _, err = run_cli(
+        ["augment", "--data", str(tiny_dir), "--out", str(tmp_path / "aug"), "--augment", "glas", "--seed", "3"], capsys
+    )
     assert code == 0, err
     graph = json.loads((tmp_path / "aug" / "augment.json").read_text())["config"]["graph"]
     assert graph["kind"] == "glas" and graph["walk"]["seed"] == 3  # the one seed, not the section's default 0

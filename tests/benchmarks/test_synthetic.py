@@ -16,8 +16,9 @@ spec.loader.exec_module(synthetic)
 
 
 def test_generated_dataset_matches_requested_statistics(tmp_path):
-    synthetic.generate(tmp_path / "s", n_points=3000, n_labels=1500, labels_per_point=6.0, words_per_point=8.0,
-                       n_test=500, seed=1)
+    synthetic.generate(
+        tmp_path / "s", n_points=3000, n_labels=1500, labels_per_point=6.0, words_per_point=8.0, n_test=500, seed=1
+    )
     ds = load_dataset(tmp_path / "s")
     st = dataset_stats(ds)
     assert st["N"] == 3000 and st["L"] == 1500 and st["N_test"] == 500
@@ -44,8 +45,9 @@ def test_the_worst_case_writes_texts_that_share_no_more_with_their_labels_than_c
     import numpy as np
 
     def share(texts, label_sets, label_words):
-        return sum(bool(set(t.split()) & set().union(*(label_words[j] for j in js)))
-                   for t, js in zip(texts, label_sets)) / len(texts)
+        return sum(bool(set(t.split()) & set().union(*(label_words[j] for j in js))) for t, js in zip(texts, label_sets)) / len(
+            texts
+        )
 
     kw = dict(n_points=2000, n_labels=1000, labels_per_point=4.0, words_per_point=8.0, n_test=200, seed=3)
     synthetic.generate(tmp_path / "usual", **kw)

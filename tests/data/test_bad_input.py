@@ -10,10 +10,18 @@ import pytest
 from helpers import assert_clean_failure, run_cli, trn_rows, write_json_lines, write_tiny_dataset
 
 BAD_TRAIN = {
-    "malformed_json": ('{"uid": "0", "title": "a", "target_ind": [0]}\n{"uid": "1", "title": "b", "target_ind": [1\n', "trn.json.gz:2", "malformed JSON"),
+    "malformed_json": (
+        '{"uid": "0", "title": "a", "target_ind": [0]}\n{"uid": "1", "title": "b", "target_ind": [1\n',
+        "trn.json.gz:2",
+        "malformed JSON",
+    ),
     "label_too_large": (trn_rows({"target_ind": [0]}, {"target_ind": [1, 4]}), "trn.json.gz:2", "label id 4 is out of range"),
     "label_negative": (trn_rows({"target_ind": [0]}, {"target_ind": [-1]}), "trn.json.gz:2", "label id -1 is negative"),
-    "rel_length": (trn_rows({"target_ind": [0, 1], "target_rel": [1.0]}), "trn.json.gz:1", "'target_rel' has 1 values but 'target_ind' has 2"),
+    "rel_length": (
+        trn_rows({"target_ind": [0, 1], "target_rel": [1.0]}),
+        "trn.json.gz:1",
+        "'target_rel' has 1 values but 'target_ind' has 2",
+    ),
     "rel_nan": (trn_rows({"target_ind": [0]}, {"target_ind": [1], "target_rel": [float("nan")]}), "trn.json.gz:2", "not finite"),
     "rel_negative": (trn_rows({"target_ind": [0], "target_rel": [-0.5]}), "trn.json.gz:1", "outside [0, 1]"),
     "rel_above_one": (trn_rows({"target_ind": [0]}, {"target_ind": [2], "target_rel": [1.5]}), "trn.json.gz:2", "outside [0, 1]"),

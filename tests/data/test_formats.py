@@ -24,11 +24,14 @@ from helpers import write_json_lines
 
 
 def test_lf_json_targets_and_relevance(tmp_path):
-    p = write_json_lines(tmp_path / "trn.json.gz", [
-        {"uid": "a", "title": "x y", "target_ind": [2, 0], "target_rel": [0.5, 1.0]},
-        {"uid": "b", "title": "z", "target_ind": []},
-        {"uid": "c", "title": "w", "target_ind": [1]},
-    ])
+    p = write_json_lines(
+        tmp_path / "trn.json.gz",
+        [
+            {"uid": "a", "title": "x y", "target_ind": [2, 0], "target_rel": [0.5, 1.0]},
+            {"uid": "b", "title": "z", "target_ind": []},
+            {"uid": "c", "title": "w", "target_ind": [1]},
+        ],
+    )
     rec = read_lf_json(p, 3)
     assert rec.uids == ["a", "b", "c"] and rec.texts == ["x y", "z", "w"]
     assert rec.Y.dtype == np.float32
@@ -99,7 +102,10 @@ def test_a_text_layout_of_unequal_lengths_names_both_files(tmp_path):
     (d / "trn_X_Y.txt").write_text("2 2\n0:1\n1:1 0:1\n")
     with pytest.raises(DataFormatError) as err:
         load_dataset(d, splits=("trn",))
-    assert str(err.value) == f"{d / 'trn_X.txt'}: 1 texts (lines) but trn_X_Y.txt has 2 rows: the two files need one line for each point"
+    assert (
+        str(err.value)
+        == f"{d / 'trn_X.txt'}: 1 texts (lines) but trn_X_Y.txt has 2 rows: the two files need one line for each point"
+    )
 
 
 def test_embedded_dataset_matches_its_readme():
@@ -111,9 +117,12 @@ def test_embedded_dataset_matches_its_readme():
     assert ds.propensity_constants() == (0.55, 1.5)
 
 
-@pytest.mark.parametrize("content,problem", [
-    ('{"title": "a", "target_ind": [0]}\n{"title": "b", "target_ind": [0, 3]}\n', "line 2"),
-])
+@pytest.mark.parametrize(
+    "content,problem",
+    [
+        ('{"title": "a", "target_ind": [0]}\n{"title": "b", "target_ind": [0, 3]}\n', "line 2"),
+    ],
+)
 def test_error_names_file_and_line(tmp_path, content, problem):
     p = tmp_path / "trn.json"
     p.write_text(content)
@@ -175,6 +184,7 @@ def test_predictions_stream_to_the_same_file_and_leave_nothing_on_failure(tmp_pa
 
 def test_row_blocks_cover_rows_once_within_their_limits():
     from gandalf_xmc.data.render import row_blocks
+
     M = sp.random(50, 30, density=0.3, format="csr", random_state=0)
     blocks = list(row_blocks(M, 7, max_entries=20))
     assert blocks[0][0] == 0 and blocks[-1][1] == 50

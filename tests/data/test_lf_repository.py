@@ -16,15 +16,27 @@ from helpers import run_cli, write_json_lines
 
 def raw_layout(d):
     d.mkdir(parents=True)
-    write_json_lines(d / "lbl.json.gz", [{"uid": f"B0{i}", "title": t, "content": ""} for i, t in
-                                         enumerate(["usb cable", "phone case", "screen guard"])])
-    write_json_lines(d / "trn.json.gz", [
-        {"uid": "A1", "title": "usb c cable 2m", "content": "a long description", "target_ind": [0, 2],
-         "target_rel": [1.0, 1.0]},
-        {"uid": "A2", "title": "slim phone case", "content": "", "target_ind": [1], "target_rel": [1.0]},
-    ])
-    write_json_lines(d / "tst.json.gz", [{"uid": "A3", "title": "phone case blue", "content": "", "target_ind": [1, 2],
-                                          "target_rel": [1.0, 1.0]}])
+    write_json_lines(
+        d / "lbl.json.gz",
+        [{"uid": f"B0{i}", "title": t, "content": ""} for i, t in enumerate(["usb cable", "phone case", "screen guard"])],
+    )
+    write_json_lines(
+        d / "trn.json.gz",
+        [
+            {
+                "uid": "A1",
+                "title": "usb c cable 2m",
+                "content": "a long description",
+                "target_ind": [0, 2],
+                "target_rel": [1.0, 1.0],
+            },
+            {"uid": "A2", "title": "slim phone case", "content": "", "target_ind": [1], "target_rel": [1.0]},
+        ],
+    )
+    write_json_lines(
+        d / "tst.json.gz",
+        [{"uid": "A3", "title": "phone case blue", "content": "", "target_ind": [1, 2], "target_rel": [1.0, 1.0]}],
+    )
     (d / "filter_labels_test.txt").write_text("0 2\n")
     (d / "filter_labels_train.txt").write_text("")
     return d
@@ -41,12 +53,15 @@ def text_layout(d):
     return d
 
 
-@pytest.mark.parametrize("name,layout,ab", [
-    ("LF-AmazonTitles-131K", raw_layout, (0.6, 2.6)),
-    ("LF-AmazonTitles-1.3M", raw_layout, (0.6, 2.6)),
-    ("LF-WikiSeeAlsoTitles-320K", text_layout, (0.55, 1.5)),
-    ("LF-WikiTitles-500K", text_layout, (0.5, 0.4)),
-])
+@pytest.mark.parametrize(
+    "name,layout,ab",
+    [
+        ("LF-AmazonTitles-131K", raw_layout, (0.6, 2.6)),
+        ("LF-AmazonTitles-1.3M", raw_layout, (0.6, 2.6)),
+        ("LF-WikiSeeAlsoTitles-320K", text_layout, (0.55, 1.5)),
+        ("LF-WikiTitles-500K", text_layout, (0.5, 0.4)),
+    ],
+)
 def test_repository_layouts_load_with_their_constants(tmp_path, name, layout, ab):
     d = layout(tmp_path / name)
     ds = load_dataset(d)

@@ -23,8 +23,14 @@ CARD = DatasetCard(name="toy", domain="toys", summary="s", text="t", labels="l",
 
 def toy_items():
     # a -> b, c; b -> c; c -> a; d -> x (unknown: dropped, so d is no point); e -> e (self: dropped)
-    return [Item("a", "apple  pie", ("b", "c")), Item("b", "banana", ("c",)), Item("c", "cherry", ("a",)),
-            Item("d", "date", ("x",)), Item("e", "elder", ("e",)), Item("f", "fig", ("a", "a"), "g1")]
+    return [
+        Item("a", "apple  pie", ("b", "c")),
+        Item("b", "banana", ("c",)),
+        Item("c", "cherry", ("a",)),
+        Item("d", "date", ("x",)),
+        Item("e", "elder", ("e",)),
+        Item("f", "fig", ("a", "a"), "g1"),
+    ]
 
 
 def read_lines(path):
@@ -58,9 +64,11 @@ def test_related_items_are_byte_identical(tmp_path):
 
 
 def test_wordnet_parse_by_hand():
-    noun = ("  1 This software and database is being provided\n"
-            "02084071 05 n 03 dog 0 domestic_dog 0 Canis_familiaris 0 003 @ 02083346 n 0000 ~ 01322604 n 0000 "
-            "#m 02083863 n 0000 | a member of the genus Canis\n")
+    noun = (
+        "  1 This software and database is being provided\n"
+        "02084071 05 n 03 dog 0 domestic_dog 0 Canis_familiaris 0 003 @ 02083346 n 0000 ~ 01322604 n 0000 "
+        "#m 02083863 n 0000 | a member of the genus Canis\n"
+    )
     adj = "00001740 00 a 01 able 0 002 ! 00002098 a 0101 & 00002312 s 0000 | (usually followed by `to')\n"
     items = wordnet.parse({"noun": noun, "verb": "", "adj": adj, "adv": ""})
     dog = next(i for i in items if i.uid == "n02084071")
@@ -73,9 +81,15 @@ def test_wordnet_parse_by_hand():
 def test_gene_ontology_parse_by_hand():
     db = sqlite3.connect(":memory:")
     db.execute("CREATE TABLE go_term (_id INTEGER, go_id TEXT, term TEXT, ontology TEXT)")
-    db.executemany("INSERT INTO go_term VALUES (?,?,?,?)",
-                   [(1, "all", "all", "universal"), (2, "GO:1", "binding", "MF"), (3, "GO:2", "protein binding", "MF"),
-                    (4, "GO:3", "cell", "CC")])
+    db.executemany(
+        "INSERT INTO go_term VALUES (?,?,?,?)",
+        [
+            (1, "all", "all", "universal"),
+            (2, "GO:1", "binding", "MF"),
+            (3, "GO:2", "protein binding", "MF"),
+            (4, "GO:3", "cell", "CC"),
+        ],
+    )
     for t in ("go_bp_parents", "go_mf_parents", "go_cc_parents"):
         db.execute(f"CREATE TABLE {t} (_id INTEGER, _parent_id INTEGER, relationship_type TEXT)")
     db.execute("INSERT INTO go_mf_parents VALUES (3, 2, 'isa')")
@@ -85,16 +99,19 @@ def test_gene_ontology_parse_by_hand():
 
 
 def test_manpages_parse_by_hand():
-    ls = (b'.TH LS 1\n.SH NAME\nls \\- list directory contents\n.SH SEE ALSO\n'
-          b'\\fBdir\\fR\\|(1), \\fBstat\\fP(2), nothere(3)\n')
+    ls = b".TH LS 1\n.SH NAME\nls \\- list directory contents\n.SH SEE ALSO\n\\fBdir\\fR\\|(1), \\fBstat\\fP(2), nothere(3)\n"
     stat = b'.TH STAT 2\n.SH "NAME"\nstat, fstat \\- get file status\n.SH SEE ALSO\n.BR fstat (2)\n'
-    mdoc = b'.Sh NAME\n.Nm strlcpy\n.Nd size-bounded string copying\n.Sh SEE ALSO\n.Xr stat 2 ,\n'
-    packages = {"p": [("usr/share/man/man1/ls.1.gz", gzip.compress(ls)),
-                      ("usr/share/man/man1/dir.1.gz", "ls.1.gz"),  # a symbolic link: dir(1) is ls(1)
-                      ("usr/share/man/man2/stat.2.gz", gzip.compress(stat)),
-                      ("usr/share/man/man2/fstat.2.gz", gzip.compress(b".so man2/stat.2\n")),
-                      ("usr/share/man/man3/strlcpy.3bsd.gz", gzip.compress(mdoc)),
-                      ("usr/share/man/de/man1/ls.1.gz", gzip.compress(ls))]}  # a translation: not read
+    mdoc = b".Sh NAME\n.Nm strlcpy\n.Nd size-bounded string copying\n.Sh SEE ALSO\n.Xr stat 2 ,\n"
+    packages = {
+        "p": [
+            ("usr/share/man/man1/ls.1.gz", gzip.compress(ls)),
+            ("usr/share/man/man1/dir.1.gz", "ls.1.gz"),  # a symbolic link: dir(1) is ls(1)
+            ("usr/share/man/man2/stat.2.gz", gzip.compress(stat)),
+            ("usr/share/man/man2/fstat.2.gz", gzip.compress(b".so man2/stat.2\n")),
+            ("usr/share/man/man3/strlcpy.3bsd.gz", gzip.compress(mdoc)),
+            ("usr/share/man/de/man1/ls.1.gz", gzip.compress(ls)),
+        ]
+    }  # a translation: not read
     items = {i.uid: i for i in manpages.parse(packages)}
     assert set(items) == {"ls(1)", "stat(2)", "strlcpy(3bsd)"}
     assert items["ls(1)"].text == "ls - list directory contents"
@@ -105,8 +122,10 @@ def test_manpages_parse_by_hand():
 
 
 def test_jargon_parse_by_hand():
-    body = [b"hard boot\n n.\n\n    See {boot}.\n\n", b"boot\n v.\n\n    1. To load and initialize. See {hard boot}\n"
-            b"    and {nonexistent}.\n\n"]
+    body = [
+        b"hard boot\n n.\n\n    See {boot}.\n\n",
+        b"boot\n v.\n\n    1. To load and initialize. See {hard boot}\n    and {nonexistent}.\n\n",
+    ]
     dictionary = b"".join(body)
 
     def b64(n):
@@ -125,11 +144,13 @@ def test_gcide_parse_by_hand():
     exists ({Fold} does not); a braced inflection in the etymology is none; an inflection's index
     line leads to its entry's body, which is one item; pronunciation, part of speech and
     etymology leave the text."""
-    bodies = ['Cockle \\Coc"kle\\, v. t. [imp. & p. p. {Cockled}.] [Of uncertain origin.]\n'
-              '   To cause to contract into wrinkles. See {Wrinkle}.\n   [1913 Webster]\n\n',
-              'Wrinkle \\Wrin"kle\\, n. [AS. wrincle.]\n   A small ridge or prominence. Same as {Crease}, {Fold};\n'
-              '   cf. {Cockle}.\n\n',
-              'Crease \\Crease\\, n.\n   A line or mark made by folding.\n\n']
+    bodies = [
+        'Cockle \\Coc"kle\\, v. t. [imp. & p. p. {Cockled}.] [Of uncertain origin.]\n'
+        "   To cause to contract into wrinkles. See {Wrinkle}.\n   [1913 Webster]\n\n",
+        'Wrinkle \\Wrin"kle\\, n. [AS. wrincle.]\n   A small ridge or prominence. Same as {Crease}, {Fold};\n'
+        "   cf. {Cockle}.\n\n",
+        "Crease \\Crease\\, n.\n   A line or mark made by folding.\n\n",
+    ]
     raw = [b.encode("utf-8") for b in bodies]
     starts = [0, len(raw[0]), len(raw[0]) + len(raw[1])]
 
@@ -207,10 +228,20 @@ def test_self_label_pairs_by_text_only_when_the_text_names_one_label():
 
 # ---------------------------------------------------------------------------------------------- new items
 
-OLD = [Item("A", "alpha tool", ("B", "C")), Item("B", "beta library", ("C",)), Item("C", "gamma data", ()),
-       Item("D", "delta tool", ("B", "Z")), Item("Q", "", ("B",))]  # Z is no item; Q has no text
-NEW = [Item("A", "alpha tool, renamed", ("B",)), Item("E", "epsilon tool", ("B", "X")), Item("F", "phi", ("X",)),
-       Item("G", "gamma tool", ("C", "A")), Item("H", "", ("B",))]
+OLD = [
+    Item("A", "alpha tool", ("B", "C")),
+    Item("B", "beta library", ("C",)),
+    Item("C", "gamma data", ()),
+    Item("D", "delta tool", ("B", "Z")),
+    Item("Q", "", ("B",)),
+]  # Z is no item; Q has no text
+NEW = [
+    Item("A", "alpha tool, renamed", ("B",)),
+    Item("E", "epsilon tool", ("B", "X")),
+    Item("F", "phi", ("X",)),
+    Item("G", "gamma tool", ("C", "A")),
+    Item("H", "", ("B",)),
+]
 
 
 def test_new_items_by_hand(tmp_path):
@@ -259,7 +290,8 @@ def test_debian_packages_index_parse_by_hand():
         "Description: the a tool\n a long description line: Depends: zzz\n .\n more\nSection: utils\n\n"
         "Package: b\nSource: bsrc (1.0-1)\nPre-Depends: e\nSuggests: f (<< 3) | g\nDescription: b library\nSection: libs\n\n"
         "Package: a\nVersion: 2\nDepends: x\nDescription: a again\n\n"
-        "Package: h\nDescription: no relations\n")
+        "Package: h\nDescription: no relations\n"
+    )
     items = {it.uid: it for it in debian_new.parse(index)}
     assert list(items) == ["a", "b", "h"]
     assert items["a"] == Item("a", "the a tool", ("libc6", "b", "c", "d"), "a")  # no Source: its own family
@@ -271,6 +303,5 @@ def test_new_items_datasets_are_in_the_suite(capsys):
     code, out, err = run_cli(["datasets", "--json"], capsys)
     assert code == 0, err
     rows = {r["name"]: r for r in json.loads(out)}
-    assert {n for n, r in rows.items() if r["test_split"] == "new-items"} == {"debian-new-packages",
-                                                                             "gene-ontology-new-terms"}
+    assert {n for n, r in rows.items() if r["test_split"] == "new-items"} == {"debian-new-packages", "gene-ontology-new-terms"}
     assert rows["jargon"]["test_split"] == "random"

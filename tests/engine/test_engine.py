@@ -64,7 +64,7 @@ def test_features_of_one_row_equal_liblinear_with_hard_and_soft_targets():
     svc = LinearSVC(C=1.0, loss="squared_hinge", dual=True, fit_intercept=False, tol=1e-10, max_iter=1000000)
     svc.fit(X2, y2, sample_weight=w2)
     np.testing.assert_allclose(ours, svc.coef_[0], atol=2e-4)
-    assert np.all(ours[5:5 + n] != 0)  # every row's own feature kept its weight
+    assert np.all(ours[5 : 5 + n] != 0)  # every row's own feature kept its weight
 
 
 def test_pruning_keeps_exactly_the_weights_past_the_threshold_private_features_included():
@@ -74,8 +74,7 @@ def test_pruning_keeps_exactly_the_weights_past_the_threshold_private_features_i
     rng = np.random.default_rng(12)
     n, n_k = 300, 40
     shared = sp.random(n, 30, density=0.15, random_state=13, format="csr")
-    own = sp.csr_matrix((rng.uniform(0.05, 2.0, size=3 * n), np.arange(3 * n), np.arange(0, 3 * n + 1, 3)),
-                        shape=(n, 3 * n))
+    own = sp.csr_matrix((rng.uniform(0.05, 2.0, size=3 * n), np.arange(3 * n), np.arange(0, 3 * n + 1, 3)), shape=(n, 3 * n))
     X = sp.hstack([shared, own, np.ones((n, 1))], format="csr")
     t = np.where(rng.random((n, n_k)) < 0.08, rng.choice([1.0, 0.4, 0.7], size=(n, n_k)), 0.0).astype(np.float32)
     active = sp.csr_matrix(np.ones((n, 1), dtype=np.float32))
@@ -83,7 +82,7 @@ def test_pruning_keeps_exactly_the_weights_past_the_threshold_private_features_i
     full = train_level(*args, replace(SolverConfig(), threshold=0.0)).toarray()
     pruned = train_level(*args, SolverConfig()).toarray()
     kept = np.where(np.abs(full) > 0.1, full, 0.0)
-    private = np.abs(full[:, 30:30 + 3 * n])
+    private = np.abs(full[:, 30 : 30 + 3 * n])
     assert (private > 0.1).sum() > 100 and ((private > 0) & (private <= 0.1)).sum() > 100  # both sides occur
     np.testing.assert_array_equal(pruned, kept)
 
@@ -99,15 +98,15 @@ def test_a_soft_target_sets_the_margin_at_two_t_minus_one():
                 w = one_node(np.ones((1, 1)), [t], config=config)
                 # float32 dual variables: at C = 50 they reach ~100, so about 1e-5 of the weight is left
                 assert w[0] == pytest.approx(2 * C * (cp * t - (1 - t)) / (1 + 2 * C * (cp * t + 1 - t)), abs=1e-5)
-    assert one_node(np.ones((1, 1)), [1.0], config=SolverConfig(eps=1e-9, max_iter=10000, threshold=0.0))[0] == \
-        pytest.approx(4 / 5)  # the default: positives at twice the cost
+    assert one_node(np.ones((1, 1)), [1.0], config=SolverConfig(eps=1e-9, max_iter=10000, threshold=0.0))[0] == pytest.approx(
+        4 / 5
+    )  # the default: positives at twice the cost
 
 
 def test_instance_weight_scales_the_cost():
     # weight 3 on a point is the same problem as C = 3 on it
     a = one_node(np.ones((1, 1)), [1.0], weights=np.array([3.0]))
-    b = one_node(np.ones((1, 1)), [1.0], config=SolverConfig(C=3.0, eps=1e-9, max_iter=10000, threshold=0.0,
-                                                                  positive_cost=1.0))
+    b = one_node(np.ones((1, 1)), [1.0], config=SolverConfig(C=3.0, eps=1e-9, max_iter=10000, threshold=0.0, positive_cost=1.0))
     assert a[0] == pytest.approx(b[0]) and a[0] == pytest.approx(6 / 7)
 
 
@@ -131,8 +130,7 @@ def test_instance_weights_equal_repeated_instances():
     weights = np.ones(30)
     weights[[3, 7]] = 3.0
     repeated = sp.vstack([X] + [X[[3, 7]]] * 2, format="csr")
-    np.testing.assert_allclose(one_node(X, t, weights), one_node(repeated, np.concatenate([t, t[[3, 7]], t[[3, 7]]])),
-                               atol=1e-5)
+    np.testing.assert_allclose(one_node(X, t, weights), one_node(repeated, np.concatenate([t, t[[3, 7]], t[[3, 7]]])), atol=1e-5)
 
 
 def test_threshold_prunes_small_weights():
@@ -203,7 +201,7 @@ def test_tree_children_and_node_of_label():
     assert tree.children(0).tolist() == [0, 2, 4] and tree.children(1).tolist() == [0, 3, 5, 8, 10]
     node = tree.node_of_label(1)
     for k in range(4):
-        assert sorted(np.flatnonzero(node == k).tolist()) == sorted(tree.order[tree.bounds[1][k]:tree.bounds[1][k + 1]])
+        assert sorted(np.flatnonzero(node == k).tolist()) == sorted(tree.order[tree.bounds[1][k] : tree.bounds[1][k + 1]])
 
 
 def test_label_vectors_use_text_for_labels_without_points():
@@ -211,14 +209,16 @@ def test_label_vectors_use_text_for_labels_without_points():
     Y = sp.csr_matrix(np.array([[1.0, 0.0]]))
     Z = sp.csr_matrix(np.array([[0, 1.0, 0], [0, 0, 2.0]]))
     R = label_vectors(X, Y, Z, text_weight=1.0).toarray()
-    np.testing.assert_allclose(R, [[2 ** -0.5, 2 ** -0.5, 0], [0, 0, 1]], atol=1e-6)
+    np.testing.assert_allclose(R, [[2**-0.5, 2**-0.5, 0], [0, 0, 1]], atol=1e-6)
 
 
 def dense_label_vectors(X, Y, Z, text_weight):
     """The label vectors by the definition, in dense float64."""
+
     def unit(M):
         n = np.linalg.norm(M, axis=1, keepdims=True)
         return np.divide(M, n, out=np.zeros_like(M), where=n > 0)
+
     return unit(unit(Y.T @ X) + text_weight * unit(Z))
 
 
@@ -269,8 +269,9 @@ def test_label_blocks_cover_the_labels_within_the_budget():
 
 def brute_force_paths(levels, children, q, beam, k):
     """Beam search written plainly: every level's scores from dense weights."""
+
     def score(z):
-        return np.exp(-np.maximum(0, 1 - z) ** 3)
+        return np.exp(-(np.maximum(0, 1 - z) ** 3))
 
     cands, parent = list(range(levels[0].shape[0])), [1.0] * levels[0].shape[0]
     for t, W in enumerate(levels):
@@ -290,9 +291,11 @@ def brute_force_paths(levels, children, q, beam, k):
 def test_beam_search_matches_brute_force():
     rng = np.random.default_rng(7)
     D = 20
-    levels = [sp.random(4, D, density=0.5, random_state=1, format="csr") * 2 - sp.random(4, D, density=0.3, random_state=2),
-              sp.random(12, D, density=0.5, random_state=3, format="csr"),
-              sp.random(30, D, density=0.4, random_state=4, format="csr")]
+    levels = [
+        sp.random(4, D, density=0.5, random_state=1, format="csr") * 2 - sp.random(4, D, density=0.3, random_state=2),
+        sp.random(12, D, density=0.5, random_state=3, format="csr"),
+        sp.random(30, D, density=0.4, random_state=4, format="csr"),
+    ]
     children = [np.array([0, 3, 6, 9, 12]), np.array([0, 2, 5, 7, 10, 12, 15, 17, 20, 22, 25, 27, 30])]
     weights = TreeWeights(levels, children)
     Q = sp.random(25, D, density=0.3, random_state=5, format="csr")
@@ -300,8 +303,8 @@ def test_beam_search_matches_brute_force():
     dense = [W.toarray() for W in levels]
     for i in range(Q.shape[0]):
         want = brute_force_paths(dense, children, Q[i].toarray()[0], beam=2, k=5)
-        assert pos[i, :len(want)].tolist() == [c for c, _ in want]
-        np.testing.assert_allclose(sc[i, :len(want)], [s for _, s in want], rtol=1e-5)
+        assert pos[i, : len(want)].tolist() == [c for c, _ in want]
+        np.testing.assert_allclose(sc[i, : len(want)], [s for _, s in want], rtol=1e-5)
     assert rng is not None
 
 
@@ -309,10 +312,12 @@ def test_search_in_rows_equals_search_in_chunks():
     """Past ``chunk_entries`` the levels are searched in their own CSR rows: the same positions and
     scores, bit for bit, as the chunk layout (which the brute force above checks)."""
     D = 40
-    levels = [sp.random(4, D, density=0.5, random_state=11, format="csr", dtype=np.float32) * 2
-              - sp.random(4, D, density=0.3, random_state=12, dtype=np.float32),
-              sp.random(12, D, density=0.5, random_state=13, format="csr", dtype=np.float32),
-              sp.random(30, D, density=0.4, random_state=14, format="csr", dtype=np.float32)]
+    levels = [
+        sp.random(4, D, density=0.5, random_state=11, format="csr", dtype=np.float32) * 2
+        - sp.random(4, D, density=0.3, random_state=12, dtype=np.float32),
+        sp.random(12, D, density=0.5, random_state=13, format="csr", dtype=np.float32),
+        sp.random(30, D, density=0.4, random_state=14, format="csr", dtype=np.float32),
+    ]
     children = [np.array([0, 3, 6, 9, 12]), np.array([0, 2, 5, 7, 10, 12, 15, 17, 20, 22, 25, 27, 30])]
     chunks = TreeWeights(levels, children)
     rows = TreeWeights(levels, children, chunk_entries=0)
@@ -333,13 +338,14 @@ def test_a_level_spilled_to_files_equals_the_level_in_memory(tmp_path):
     X = sp.random(n, d, density=0.1, random_state=8, format="csr", dtype=np.float32)
     T = sp.csr_matrix((rng.random((n, 24)) < 0.1).astype(np.float32))
     parent = np.repeat(np.arange(6), 4)
-    active = sp.csr_matrix(np.stack([T[:, 4 * p:4 * p + 4].toarray().max(axis=1) for p in range(6)], axis=1))
+    active = sp.csr_matrix(np.stack([T[:, 4 * p : 4 * p + 4].toarray().max(axis=1) for p in range(6)], axis=1))
     for threads in (1, 2):
         held = train_level(X, T, active, parent, np.ones(n), SolverConfig(), seed=2, threads=threads)
         folder = tmp_path / f"t{threads}"
         folder.mkdir()
-        spilled = train_level(X, T, active, parent, np.ones(n), SolverConfig(), seed=2, threads=threads,
-                              spill_dir=folder, spill_bytes=1)
+        spilled = train_level(
+            X, T, active, parent, np.ones(n), SolverConfig(), seed=2, threads=threads, spill_dir=folder, spill_bytes=1
+        )
         assert held.nnz > 0 and (held != spilled).nnz == 0 and np.array_equal(held.indices, spilled.indices)
         assert not spilled.data.flags.writeable
         assert sorted(p.name for p in folder.iterdir()) == ["data.npy", "indices.npy", "indptr.npy"]
@@ -358,10 +364,11 @@ def test_a_level_partly_spilled_equals_the_level_in_memory(tmp_path):
     X = sp.random(n, d, density=0.1, random_state=8, format="csr", dtype=np.float32)
     T = sp.csr_matrix((rng.random((n, 24)) < 0.1).astype(np.float32))
     parent = np.repeat(np.arange(6), 4)
-    active = sp.csr_matrix(np.stack([T[:, 4 * p:4 * p + 4].toarray().max(axis=1) for p in range(6)], axis=1))
+    active = sp.csr_matrix(np.stack([T[:, 4 * p : 4 * p + 4].toarray().max(axis=1) for p in range(6)], axis=1))
     held = train_level(X, T, active, parent, np.ones(n), SolverConfig(), seed=2, threads=2)
-    partly = train_level(X, T, active, parent, np.ones(n), SolverConfig(), seed=2, threads=2, spill_dir=tmp_path,
-                         spill_bytes=8 * held.nnz // 5)
+    partly = train_level(
+        X, T, active, parent, np.ones(n), SolverConfig(), seed=2, threads=2, spill_dir=tmp_path, spill_bytes=8 * held.nnz // 5
+    )
     assert (held != partly).nnz == 0 and np.array_equal(held.indices, partly.indices)
     assert not partly.data.flags.writeable
 
@@ -382,16 +389,17 @@ def test_copy_range_copies_the_bytes_between_offsets(tmp_path, monkeypatch, kern
         with pytest.raises(OSError, match="ended"):
             copy_range(s.fileno(), other.fileno(), 10, len(payload), 0, block=4)
     written = target.read_bytes()
-    assert written[3:3 + len(payload)] == payload
-    assert written[:3] == b"\xff" * 3 and written[3 + len(payload):] == b"\xff" * 7
+    assert written[3 : 3 + len(payload)] == payload
+    assert written[:3] == b"\xff" * 3 and written[3 + len(payload) :] == b"\xff" * 7
 
 
 def test_beam_search_with_weightless_parents_and_empty_queries():
     """A parent whose children have no weights scores them all exp(-1) (margin 0); a query with
     no features does the same everywhere, so ties keep the tree order."""
     top = sp.csr_matrix(np.array([[1.0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0]], dtype=np.float32))
-    leaves = sp.csr_matrix(np.array([[0, 0, 2.0, 0, 0, 0], [0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0],
-                                     [0, 0, 0, 0, 0, 0]], dtype=np.float32))  # parent 1's children: no weights
+    leaves = sp.csr_matrix(
+        np.array([[0, 0, 2.0, 0, 0, 0], [0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]], dtype=np.float32)
+    )  # parent 1's children: no weights
     weights = TreeWeights([top, leaves], [np.array([0, 2, 4])])
     Q = sp.csr_matrix(np.array([[0, 3.0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0], [1.0, 0, 1.0, 0, 0, 0]], dtype=np.float32))
     pos, sc = weights.search(Q, beam=1, k=2)
@@ -429,8 +437,9 @@ def test_siblings_with_a_weight_block_past_the_prefetch_size_equal_each_trained_
     n, d, n_k, per_row = 3000, 1_000_000, 120, 30
     rng = np.random.default_rng(11)
     cols = rng.integers(0, d, size=(n, per_row))
-    X = sp.csr_matrix((rng.uniform(0.1, 1.0, size=n * per_row), cols.ravel(), np.arange(0, n * per_row + 1, per_row)),
-                      shape=(n, d))
+    X = sp.csr_matrix(
+        (rng.uniform(0.1, 1.0, size=n * per_row), cols.ravel(), np.arange(0, n * per_row + 1, per_row)), shape=(n, d)
+    )
     X = sp.hstack([X, np.ones((n, 1))], format="csr")
     assert np.unique(X.indices).size * n_k * 4 > WEIGHT_PREFETCH_BYTES
     t = (rng.random((n, n_k)) < 0.05).astype(np.float32)
@@ -466,8 +475,10 @@ def test_a_split_parent_gives_the_same_weights_on_any_thread_count():
     X = sp.random(150, 25, density=0.2, random_state=6, format="csr")
     T = sp.csr_matrix((rng.random((150, 12)) > 0.8).astype(np.float32))
     active = sp.csr_matrix(np.ones((150, 1), dtype=np.float32))
-    runs = [train_level(X, T, active, np.zeros(12, dtype=np.int64), np.ones(150), SolverConfig(), seed=3, threads=n)
-            for n in (1, 2, 3)]
+    runs = [
+        train_level(X, T, active, np.zeros(12, dtype=np.int64), np.ones(150), SolverConfig(), seed=3, threads=n)
+        for n in (1, 2, 3)
+    ]
     assert all((runs[0] != r).nnz == 0 for r in runs[1:])
 
 

@@ -26,7 +26,7 @@ def _from_layout(chunks, child_ptr: np.ndarray, d: int) -> np.ndarray:
     out = np.zeros((child_ptr[-1], d), dtype=np.float32)
     for p in range(child_ptr.size - 1):
         prev_end = 0
-        features = chunks.feat[chunks.feat_lo[p]:chunks.feat_lo[p + 1]]
+        features = chunks.feat[chunks.feat_lo[p] : chunks.feat_lo[p + 1]]
         assert np.all(np.diff(features) > 0)  # distinct and ascending within a chunk
         for a in range(chunks.feat_lo[p], chunks.feat_lo[p + 1]):
             for e in range(chunks.entry_lo[p] + prev_end, chunks.entry_lo[p] + chunks.feat_end[a]):
@@ -94,10 +94,13 @@ def _damage(folder, name, change):
     np.save(path, array)
 
 
-@pytest.mark.parametrize("name, change", [
-    ("child", lambda a: a.__setitem__(slice(None), 250)),  # children past the family
-    ("feat_end", lambda a: a.__setitem__(slice(None), 10**6)),  # entries past the chunk's
-])
+@pytest.mark.parametrize(
+    "name, change",
+    [
+        ("child", lambda a: a.__setitem__(slice(None), 250)),  # children past the family
+        ("feat_end", lambda a: a.__setitem__(slice(None), 10**6)),  # entries past the chunk's
+    ],
+)
 def test_a_damaged_entry_is_an_error_not_a_stray_access(tmp_path, name, change):
     W = _level(6, 34, 50, 0.4)
     top = sp.csr_matrix(np.ones((6, 50), dtype=np.float32))
@@ -111,10 +114,13 @@ def test_a_damaged_entry_is_an_error_not_a_stray_access(tmp_path, name, change):
             weights.search(sp.csr_matrix(np.ones((n_queries, 50), dtype=np.float32)), beam=6, k=5)
 
 
-@pytest.mark.parametrize("name, change", [
-    ("feat_lo", lambda a: a.__setitem__(-1, a[-1] + 1)),
-    ("entry_lo", lambda a: a.__setitem__(2, a[-1] + 5)),
-])
+@pytest.mark.parametrize(
+    "name, change",
+    [
+        ("feat_lo", lambda a: a.__setitem__(-1, a[-1] + 1)),
+        ("entry_lo", lambda a: a.__setitem__(2, a[-1] + 5)),
+    ],
+)
 def test_pointers_that_disagree_are_refused_when_mapping(tmp_path, name, change):
     W = _level(7, 34, 50, 0.4)
     write_chunks(W, CHILD_PTR, tmp_path)

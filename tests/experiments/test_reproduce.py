@@ -30,7 +30,7 @@ def test_top_k_of_a_product_needs_no_duplicate_merge():
     A = sp.random(30, 20, density=0.3, random_state=2, format="csr", dtype=np.float32)
     B = sp.random(20, 40, density=0.3, random_state=3, format="csr", dtype=np.float32)
     S = (A @ B).tocsr()
-    rng.shuffle(S.indices[S.indptr[0]:S.indptr[1]])  # products need not be sorted; top-k must not care
+    rng.shuffle(S.indices[S.indptr[0] : S.indptr[1]])  # products need not be sorted; top-k must not care
     assert (top_k_per_row(S, 5, distinct=True) != top_k_per_row(S, 5)).nnz == 0
 
 
@@ -49,8 +49,9 @@ def test_synonym_replacement_rewrites_only_words_with_synonyms_and_is_seeded():
     assert texts == ["Red automobile, fast automobile", "banana split"]
     assert (Y2 != Y).nnz == 0
     table = {"a": ["b", "c"], "b": ["a"], "c": ["a"]}
-    runs = [SynonymReplacement(table, prob=0.5, word_prob=0.5, seed=7)(["a b c"] * 20, sp.csr_matrix((20, 2)))[0]
-            for _ in range(2)]
+    runs = [
+        SynonymReplacement(table, prob=0.5, word_prob=0.5, seed=7)(["a b c"] * 20, sp.csr_matrix((20, 2)))[0] for _ in range(2)
+    ]
     assert runs[0] == runs[1]
     assert any(t != "a b c" for t in runs[0]) and any(t == "a b c" for t in runs[0])
 
@@ -70,7 +71,8 @@ def test_mixup_points_are_convex_combinations_of_inputs_and_targets():
                 if lam < 0.5 - 1e-6:
                     continue
                 if np.allclose(Xd[i], lam * X0[a] + (1 - lam) * X0[b], atol=1e-5) and np.allclose(
-                        Yd[i], lam * Y0[a] + (1 - lam) * Y0[b], atol=1e-5):
+                    Yd[i], lam * Y0[a] + (1 - lam) * Y0[b], atol=1e-5
+                ):
                     found = True
         assert found, i
     again = FeatureMix("mixup", share=1.0, seed=3)(X, Y)
@@ -105,9 +107,11 @@ def test_sample_dataset_keeps_the_labels_of_its_points(tmp_path):
 
 
 def test_seed_spread_rule_by_hand():
-    runs = [{"model": "m", "setting": s, "seed": i, "metrics": {"P@1": v}}
-            for s, vals in (("none", (10.0, 12.0)), ("a", (13.0, 15.0)), ("b", (11.0, 14.0)), ("c", (7.0, 7.2)))
-            for i, v in enumerate(vals)]
+    runs = [
+        {"model": "m", "setting": s, "seed": i, "metrics": {"P@1": v}}
+        for s, vals in (("none", (10.0, 12.0)), ("a", (13.0, 15.0)), ("b", (11.0, 14.0)), ("c", (7.0, 7.2)))
+        for i, v in enumerate(vals)
+    ]
     res = Results(runs)
     # none: mean 11, std 1.414; a: mean 14, std 1.414 -> |3| >= 2.83: better
     assert res.compare("m", "a", "none", "P@1") == (pytest.approx(3.0), "better")
@@ -125,7 +129,8 @@ def test_plan_has_every_run_once():
     assert len(runs) == 48
     needed = {s for part in ABLATION_SETTINGS.values() for s in part}
     assert {(r.setting, r.seed) for r in runs if r.model == "linear"} == {
-        (s, seed) for s in needed | set(TABLE3_SETTINGS) for seed in (0, 1)}
+        (s, seed) for s in needed | set(TABLE3_SETTINGS) for seed in (0, 1)
+    }
     assert {r.setting for r in runs if r.model == "knn"} == set(TABLE3_SETTINGS)
 
 
@@ -165,8 +170,18 @@ def test_reproduce_quick_writes_every_table_and_plot_and_resumes(tmp_path):
     result = runner.invoke(app, ["reproduce", "--quick", "--seeds", "2", "--parallel", "2", "--out", str(out)])
     assert result.exit_code == 0, result.output
     text = (out / "report.md").read_text()
-    for title in ("Table 1", "Table 2", "Table 3", "Table 4", "Table 5", "Table 6", "Table 7", "Figure 2",
-                  "Figure 3 (a, b)", "Figure 3 (c, d)"):
+    for title in (
+        "Table 1",
+        "Table 2",
+        "Table 3",
+        "Table 4",
+        "Table 5",
+        "Table 6",
+        "Table 7",
+        "Figure 2",
+        "Figure 3 (a, b)",
+        "Figure 3 (c, d)",
+    ):
         assert f"## {title}" in text, title
     for name in ("fig2_bins.png", "fig3_training.png", "fig3_subsampling.png"):
         w, h = _png_size(out / name)
@@ -186,7 +201,7 @@ def test_reproduce_quick_writes_every_table_and_plot_and_resumes(tmp_path):
     for seed in (0, 1):
         top = np.load(out / "runs" / f"linear__none__s{seed}.top5.npy")
         has = np.diff(Y.indptr) > 0
-        p1.append(100.0 * np.mean([top[i, 0] in set(Y.indices[Y.indptr[i]:Y.indptr[i + 1]]) for i in np.flatnonzero(has)]))
+        p1.append(100.0 * np.mean([top[i, 0] in set(Y.indices[Y.indptr[i] : Y.indptr[i + 1]]) for i in np.flatnonzero(has)]))
         run = next(x for x in results["runs"] if x["setting"] == "none" and x["seed"] == seed and x["model"] == "linear")
         assert run["metrics"]["P@1"] == pytest.approx(p1[-1])
     row = next(line for line in text.splitlines() if line.startswith("| D (original points) `none`"))

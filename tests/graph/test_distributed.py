@@ -16,8 +16,10 @@ from gandalf_xmc.graph.distributed import dask_conditional_graph, finalize_rows
 @pytest.fixture(scope="module")
 def client():
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as c:
+    with (
+        distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as c,
+    ):
         yield c
 
 
@@ -34,13 +36,24 @@ def random_labels(n: int, n_labels: int, seed: int) -> sp.csr_matrix:
 
 def same(a: sp.csr_matrix, b: sp.csr_matrix) -> bool:
     a, b = sp.csr_matrix(a), sp.csr_matrix(b)
-    return (np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
-            and np.array_equal(a.data, b.data) and a.dtype == b.dtype)
+    return (
+        np.array_equal(a.indptr, b.indptr)
+        and np.array_equal(a.indices, b.indices)
+        and np.array_equal(a.data, b.data)
+        and a.dtype == b.dtype
+    )
 
 
-@pytest.mark.parametrize("options", [
-    {}, {"delta": 0.0}, {"delta": 0.3, "top_k": 2}, {"shrinkage": 1.0}, {"symmetric": True},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"delta": 0.0},
+        {"delta": 0.3, "top_k": 2},
+        {"shrinkage": 1.0},
+        {"symmetric": True},
+    ],
+)
 def test_dask_graph_is_identical_for_binary_labels(client, options):
     Y = random_labels(400, 60, seed=1)
     expected = conditional_graph(Y, **options)
@@ -61,12 +74,14 @@ def test_dask_graph_with_point_weights_matches_to_rounding(client):
 def test_finalize_rows_by_hand():
     # counts of rows 1..2 of a 4-label graph; diag = (4, 2, 5, 0)
     G = sp.csr_matrix(np.array([[1.0, 2.0, 1.0, 0.0], [0.0, 1.0, 5.0, 0.0]]))
-    out = finalize_rows(G, 1, np.array([4.0, 2.0, 5.0, 0.0]), delta=0.4, top_k=None, shrinkage=0.0, symmetric=False,
-                        self_value=1.0).toarray()
+    out = finalize_rows(
+        G, 1, np.array([4.0, 2.0, 5.0, 0.0]), delta=0.4, top_k=None, shrinkage=0.0, symmetric=False, self_value=1.0
+    ).toarray()
     # row 1: label 0 -> 1/2 = 0.5 kept, label 2 -> 1/2 kept; row 2: label 1 -> 1/5 dropped
     np.testing.assert_allclose(out, [[0.5, 1.0, 0.5, 0.0], [0.0, 0.0, 1.0, 0.0]])
-    capped = finalize_rows(G, 1, np.array([4.0, 2.0, 5.0, 0.0]), delta=0.4, top_k=1, shrinkage=0.0, symmetric=False,
-                           self_value=1.0).toarray()
+    capped = finalize_rows(
+        G, 1, np.array([4.0, 2.0, 5.0, 0.0]), delta=0.4, top_k=1, shrinkage=0.0, symmetric=False, self_value=1.0
+    ).toarray()
     np.testing.assert_allclose(capped[0], [0.5, 1.0, 0.0, 0.0])  # a tie at 0.5: the lower label id stays
 
 
@@ -81,10 +96,10 @@ def test_label_graph_and_augment_cli_on_dask(client, tmp_path, tiny_dir):
         assert same(label_graph(Y, config, client=client), label_graph(Y, config))
     runner = CliRunner()
     a = runner.invoke(app, ["augment", "--data", str(tiny_dir), "--out", str(tmp_path / "one")])
-    b = runner.invoke(app, ["augment", "--data", str(tiny_dir), "--out", str(tmp_path / "dask"), "--dask",
-                            client.scheduler.address])
+    b = runner.invoke(
+        app, ["augment", "--data", str(tiny_dir), "--out", str(tmp_path / "dask"), "--dask", client.scheduler.address]
+    )
     assert a.exit_code == 0 and b.exit_code == 0, b.output
     for name in ("aug.json.gz", "trn.json.gz"):
-        assert gzip.decompress((tmp_path / "one" / name).read_bytes()) == gzip.decompress(
-            (tmp_path / "dask" / name).read_bytes())
+        assert gzip.decompress((tmp_path / "one" / name).read_bytes()) == gzip.decompress((tmp_path / "dask" / name).read_bytes())
     assert (tmp_path / "one" / "aug_X_Y.txt").read_text() == (tmp_path / "dask" / "aug_X_Y.txt").read_text()

@@ -17,12 +17,14 @@ from helpers import Y_HAND
 
 def test_cooccurrence_by_hand():
     got = label_graph(Y_HAND, GraphConfig(delta=0.1)).toarray()
-    want = np.array([
-        [1, 2 / 3, 1 / 3, 0],
-        [1, 1, 1 / 2, 0],
-        [1 / 2, 1 / 2, 1, 0],
-        [0, 0, 0, 1],  # no positives: self-annotation only
-    ])
+    want = np.array(
+        [
+            [1, 2 / 3, 1 / 3, 0],
+            [1, 1, 1 / 2, 0],
+            [1 / 2, 1 / 2, 1, 0],
+            [0, 0, 0, 1],  # no positives: self-annotation only
+        ]
+    )
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
@@ -30,8 +32,9 @@ def test_self_scale_multiplies_only_the_self_entries_and_drops_zeros():
     """By hand from the graph above: 0 leaves only co-labels (label 3, without co-labels, an empty
     row and no stored zero); 0.5 with co_label_scale 0.5 halves every entry."""
     without_self = label_graph(Y_HAND, GraphConfig(delta=0.1, self_scale=0.0))
-    np.testing.assert_allclose(without_self.toarray(), [[0, 2 / 3, 1 / 3, 0], [1, 0, 1 / 2, 0], [1 / 2, 1 / 2, 0, 0],
-                                                        [0, 0, 0, 0]], rtol=1e-6)
+    np.testing.assert_allclose(
+        without_self.toarray(), [[0, 2 / 3, 1 / 3, 0], [1, 0, 1 / 2, 0], [1 / 2, 1 / 2, 0, 0], [0, 0, 0, 0]], rtol=1e-6
+    )
     assert without_self.nnz == 6 and np.diff(without_self.indptr).tolist() == [2, 2, 2, 0]
     halved = label_graph(Y_HAND, GraphConfig(delta=0.1, self_scale=0.5, co_label_scale=0.5)).toarray()
     np.testing.assert_allclose(halved, 0.5 * label_graph(Y_HAND, GraphConfig(delta=0.1)).toarray(), rtol=1e-6)
@@ -49,12 +52,14 @@ def test_glas_by_hand():
     got = label_graph(Y_HAND, GraphConfig(kind="glas", delta=0.1)).toarray()
     sig = lambda x: 1 / (1 + np.exp(-x))  # noqa: E731
     s01, s02, s12 = 0.5 * (2 / 3 + 1), 0.5 * (1 / 3 + 1 / 2), 0.5 * (1 / 2 + 1 / 2)
-    want = np.array([
-        [sig(1), sig(s01), sig(s02), 0],
-        [sig(s01), sig(1), sig(s12), 0],
-        [sig(s02), sig(s12), sig(1), 0],
-        [0, 0, 0, sig(1)],
-    ])
+    want = np.array(
+        [
+            [sig(1), sig(s01), sig(s02), 0],
+            [sig(s01), sig(1), sig(s12), 0],
+            [sig(s02), sig(s12), sig(1), 0],
+            [0, 0, 0, sig(1)],
+        ]
+    )
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
@@ -106,9 +111,15 @@ def test_variants_match_brute_force(seed):
     Y = random_labels(seed, density=0.08)
     w = 1.0 / np.maximum(np.diff(Y.indptr), 1)
     np.testing.assert_allclose(conditional_graph(Y, delta=0.05, top_k=3).toarray(), brute_force(Y, 0.05, top_k=3), rtol=1e-6)
-    np.testing.assert_allclose(conditional_graph(Y, delta=0.05, shrinkage=2.0).toarray(), brute_force(Y, 0.05, shrinkage=2.0), rtol=1e-6)
-    np.testing.assert_allclose(conditional_graph(Y, delta=0.05, point_weights=w).toarray(), brute_force(Y, 0.05, weights=w), rtol=1e-5)
-    np.testing.assert_allclose(conditional_graph(Y, delta=0.1, symmetric=True).toarray(), brute_force(Y, 0.1, symmetric=True), rtol=1e-6)
+    np.testing.assert_allclose(
+        conditional_graph(Y, delta=0.05, shrinkage=2.0).toarray(), brute_force(Y, 0.05, shrinkage=2.0), rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        conditional_graph(Y, delta=0.05, point_weights=w).toarray(), brute_force(Y, 0.05, weights=w), rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        conditional_graph(Y, delta=0.1, symmetric=True).toarray(), brute_force(Y, 0.1, symmetric=True), rtol=1e-6
+    )
     via_config = label_graph(Y, GraphConfig(delta=0.05, point_weights="inverse-size")).toarray()
     np.testing.assert_allclose(via_config, brute_force(Y, 0.05, weights=w), rtol=1e-5)
 
@@ -183,7 +194,9 @@ def test_head_labels_get_only_a_self_loop():
     freq = np.bincount(Y.indices, minlength=30)
     threshold = int(np.sort(freq)[-3])  # the 2 most frequent labels are "head"
     head = np.flatnonzero(freq > threshold)
-    A = label_graph(Y, GraphConfig(kind="random-walk", delta=0.0, walk=RandomWalkConfig(head_threshold=threshold, walk_length=100))).toarray()
+    A = label_graph(
+        Y, GraphConfig(kind="random-walk", delta=0.0, walk=RandomWalkConfig(head_threshold=threshold, walk_length=100))
+    ).toarray()
     for h in head:
         assert A[h].nonzero()[0].tolist() == [h]
         assert np.all(A[:, h][np.arange(30) != h] == 0)

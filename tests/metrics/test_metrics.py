@@ -50,8 +50,8 @@ def test_hand_computed():
 def test_inverse_propensity_by_hand():
     Y = sp.csr_matrix(np.array([[1, 0, 1]] * 10 + [[1, 0, 0]] * 90, dtype=np.float32))
     w = inverse_propensity(Y, a=0.55, b=1.5)
-    c = (math.log(100) - 1) * 2.5 ** 0.55
-    assert w == pytest.approx([1 + c * 101.5 ** -0.55, 1 + c * 1.5 ** -0.55, 1 + c * 11.5 ** -0.55])
+    c = (math.log(100) - 1) * 2.5**0.55
+    assert w == pytest.approx([1 + c * 101.5**-0.55, 1 + c * 1.5**-0.55, 1 + c * 11.5**-0.55])
 
 
 def test_top_k_pads_short_rows():
@@ -89,8 +89,14 @@ def brute_force(pred, truth, w, k, filter_pairs):
         psn_d += sum(v / math.log2(r + 2) for r, v in enumerate(best))
         covered.update(l for l, h in zip(ranked, hits) if h)
     n = len(rows)
-    return {f"P@{k}": 100 * p / n, f"nDCG@{k}": 100 * nd / n, f"PSP@{k}": 100 * psp_n / psp_d,
-            f"PSnDCG@{k}": 100 * psn_n / psn_d, f"R@{k}": 100 * rec / n, f"C@{k}": 100 * len(covered) / len(all_true)}
+    return {
+        f"P@{k}": 100 * p / n,
+        f"nDCG@{k}": 100 * nd / n,
+        f"PSP@{k}": 100 * psp_n / psp_d,
+        f"PSnDCG@{k}": 100 * psn_n / psn_d,
+        f"R@{k}": 100 * rec / n,
+        f"C@{k}": 100 * len(covered) / len(all_true),
+    }
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -22,16 +22,21 @@ WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "peach", "melon
 
 @pytest.fixture
 def fruit(tmp_path):
-    train = [(f"{size} {w} and {WORDS[(j + 1) % 10]}", [j, (j + 1) % 10]) for j, w in enumerate(WORDS)
-             for size in ("small", "big", "ripe", "sweet")]
+    train = [
+        (f"{size} {w} and {WORDS[(j + 1) % 10]}", [j, (j + 1) % 10])
+        for j, w in enumerate(WORDS)
+        for size in ("small", "big", "ripe", "sweet")
+    ]
     test = [(f"fresh {w}", [j]) for j, w in enumerate(WORDS)]
-    return load_dataset(write_tiny_dataset(tmp_path / "d", train=train, labels=[f"{w} fruit" for w in WORDS],
-                                           test=test, filters=None))
+    return load_dataset(
+        write_tiny_dataset(tmp_path / "d", train=train, labels=[f"{w} fruit" for w in WORDS], test=test, filters=None)
+    )
 
 
 def test_the_vote_is_the_share_of_neighbour_weight_by_hand():
-    knn = TfidfKNN(model_config("knn", seed=0)).fit(["red apple", "red apple pie", "blue whale"],
-                                                    sp.csr_matrix(np.array([[1, 0], [0.5, 1], [0, 1]], np.float32)))
+    knn = TfidfKNN(model_config("knn", seed=0)).fit(
+        ["red apple", "red apple pie", "blue whale"], sp.csr_matrix(np.array([[1, 0], [0.5, 1], [0, 1]], np.float32))
+    )
     raw, share = knn.predict(["red apple"], k=2).toarray()[0], knn.vote(["red apple"], k=2).toarray()[0]
     Q = knn.featurizer.transform(["red apple"])
     sims = np.asarray((Q @ knn.XT).todense()).ravel() ** 2  # power 2; the whale shares no word
@@ -59,8 +64,9 @@ def test_validation_chooses_the_weight_of_best_p1_and_zero_is_among_them(fruit, 
     valid = fruit.test  # stands for a validation split here; nothing else is scored on it
     inv = inverse_propensity(fruit.train.Y)
     v = Validation(valid.texts, valid.Y, inv, valid.filter_pairs)
-    blend = LinearKnnBlend(model_config("linear-knn", seed=0)).fit(fruit.train.texts, fruit.train.Y,
-                                                                   fruit.label_texts, valid=v, progress=False)
+    blend = LinearKnnBlend(model_config("linear-knn", seed=0)).fit(
+        fruit.train.texts, fruit.train.Y, fruit.label_texts, valid=v, progress=False
+    )
     tried = blend.result.history[0]["weights_tried"]
     assert "0.0" in tried and set(map(float, tried)) == set(blend.config.weights)
     best = max(tried.values())
@@ -80,10 +86,10 @@ def test_without_validation_the_weight_is_the_left_out_choice(fruit):
     from gandalf_xmc.augment import preset, training_set
     from gandalf_xmc.models.blend import UNVALIDATED_WEIGHT
 
-    plain = LinearKnnBlend(model_config("linear-knn", seed=0)).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts,
-                                                                   progress=False)
+    plain = LinearKnnBlend(model_config("linear-knn", seed=0)).fit(
+        fruit.train.texts, fruit.train.Y, fruit.label_texts, progress=False
+    )
     assert plain.knn_weight == UNVALIDATED_WEIGHT[False] == 0.1
     recipe = training_set(fruit, preset("gandalf-tempered", 0))
-    with_points = LinearKnnBlend(model_config("linear-knn", seed=0)).fit(recipe, label_texts=fruit.label_texts,
-                                                                         progress=False)
+    with_points = LinearKnnBlend(model_config("linear-knn", seed=0)).fit(recipe, label_texts=fruit.label_texts, progress=False)
     assert with_points.knn_weight == UNVALIDATED_WEIGHT[True] == 0.35

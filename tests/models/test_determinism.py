@@ -12,8 +12,24 @@ import pytest
 
 
 def train(data, out, model, threads, extra=()):
-    cmd = [sys.executable, "-m", "gandalf_xmc.cli", "--threads", str(threads), "train", "--model", model, "--data",
-           str(data), "--out", str(out), "--seed", "3", "--no-progress", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gandalf_xmc.cli",
+        "--threads",
+        str(threads),
+        "train",
+        "--model",
+        model,
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--seed",
+        "3",
+        "--no-progress",
+        *extra,
+    ]
     subprocess.run(cmd, check=True, capture_output=True)
 
 
@@ -25,12 +41,14 @@ def same_model(a, b) -> list[str]:
             continue
         other = b / f.name
         if f.name in ("model.json", "training.json"):
+
             def strip(d):
                 if isinstance(d, dict):
                     return {k: strip(v) for k, v in d.items() if k not in ("seconds", "examples_per_second", "threads")}
                 if isinstance(d, list):
                     return [strip(v) for v in d]
                 return d
+
             if strip(json.loads(f.read_text())) != strip(json.loads(other.read_text())):
                 differ.append(f.name)
         elif f.read_bytes() != other.read_bytes():
@@ -38,13 +56,16 @@ def same_model(a, b) -> list[str]:
     return differ
 
 
-@pytest.mark.parametrize("model,extra", [
-    ("linear", ["--augment", "gandalf"]),
-    ("knn", ["--augment", "identity"]),
-    pytest.param("astec", ["--epochs", "2", "--augment", "labelmix"], marks=pytest.mark.neural),
-    pytest.param("inceptionxml", ["--epochs", "2"], marks=pytest.mark.neural),
-    pytest.param("dual-encoder", ["--epochs", "1"], marks=pytest.mark.neural),
-])
+@pytest.mark.parametrize(
+    "model,extra",
+    [
+        ("linear", ["--augment", "gandalf"]),
+        ("knn", ["--augment", "identity"]),
+        pytest.param("astec", ["--epochs", "2", "--augment", "labelmix"], marks=pytest.mark.neural),
+        pytest.param("inceptionxml", ["--epochs", "2"], marks=pytest.mark.neural),
+        pytest.param("dual-encoder", ["--epochs", "1"], marks=pytest.mark.neural),
+    ],
+)
 def test_same_seed_same_bytes_across_processes_and_threads(tiny_dir, tmp_path, model, extra):
     train(tiny_dir, tmp_path / "a", model, 1, extra)
     train(tiny_dir, tmp_path / "b", model, 1, extra)

@@ -111,17 +111,21 @@ def test_inference_tables_follow_parameter_updates():
 def test_dual_encoder_zero_shot_prefers_the_matching_label():
     labels = ["red apple", "blue whale", "green pepper", "steel hammer"]
     Y = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 1, 0, 0]], dtype=np.float32))
-    config = ModelConfig(family="dual-encoder", max_cluster_size=2, train=FAMILIES["dual-encoder"].train_config(epochs=1, lr=1e-6))
+    config = ModelConfig(
+        family="dual-encoder", max_cluster_size=2, train=FAMILIES["dual-encoder"].train_config(epochs=1, lr=1e-6)
+    )
     model = NeuralXMC(config).fit(["fresh red apples", "whale watching trip"], Y, labels, progress=False)
     P = model.predict(["a hammer made of steel", "green peppers"], k=1)
     assert P.indices.tolist() == [3, 2]  # labels never seen in training, found through their text
 
 
 def test_train_and_predict_dual_encoder_from_the_cli(tiny_dir, tmp_path, capsys):
-    code, out, err = run_cli(["train", "--model", "dual-encoder", "--data", str(tiny_dir), "--epochs", "1",
-                              "--out", str(tmp_path / "m")], capsys)
+    code, out, err = run_cli(
+        ["train", "--model", "dual-encoder", "--data", str(tiny_dir), "--epochs", "1", "--out", str(tmp_path / "m")], capsys
+    )
     assert code == 0, err
     from gandalf_xmc.models import load_trained
+
     # the default (auto) is fixed when the model is built, so that queries use the training encoder
     saved = load_trained(tmp_path / "m").config.encoder_precision
     assert saved == ("bfloat16" if sentence.native_bfloat16() else "float32")
@@ -131,16 +135,33 @@ def test_train_and_predict_dual_encoder_from_the_cli(tiny_dir, tmp_path, capsys)
 
 
 def test_int8_dual_encoder_from_the_cli_travels_with_the_model(tiny_dir, tmp_path, capsys):
-    code, out, err = run_cli(["train", "--model", "dual-encoder", "--data", str(tiny_dir), "--epochs", "1",
-                              "--encoder-precision", "int8", "--out", str(tmp_path / "m")], capsys)
+    code, out, err = run_cli(
+        [
+            "train",
+            "--model",
+            "dual-encoder",
+            "--data",
+            str(tiny_dir),
+            "--epochs",
+            "1",
+            "--encoder-precision",
+            "int8",
+            "--out",
+            str(tmp_path / "m"),
+        ],
+        capsys,
+    )
     assert code == 0, err
     from gandalf_xmc.models import load_trained
+
     assert load_trained(tmp_path / "m").config.encoder_precision == "int8"  # queries use the same encoder
     code, out, err = run_cli(["predict", str(tmp_path / "m"), "--text", "blue whale", "-k", "1"], capsys)
     assert code == 0, err
     assert "L3" in out and "blue whale" in out
-    code, out, err = run_cli(["train", "--model", "linear", "--data", str(tiny_dir), "--encoder-precision", "int8",
-                              "--out", str(tmp_path / "l")], capsys)
+    code, out, err = run_cli(
+        ["train", "--model", "linear", "--data", str(tiny_dir), "--encoder-precision", "int8", "--out", str(tmp_path / "l")],
+        capsys,
+    )
     assert code == 2 and "dual-encoder only" in out + err
 
 

@@ -33,8 +33,7 @@ def test_precomputed_rows_give_the_neighbours_of_their_cosine():
     Y = sp.csr_matrix(np.array([[1, 0], [0, 1], [0, 1]], dtype=np.float32))
     model = TfidfKNN(KNNConfig(n_neighbours=2, power=1.0)).fit(X, Y)
     np.testing.assert_allclose(model.predict(np.array([[5.0, 0.0]]), k=2).toarray(), [[1.0, 0.6]], rtol=1e-6)
-    np.testing.assert_allclose(model.vote(sp.csr_matrix([[5.0, 0.0]]), k=2).toarray(), [[1 / 1.6, 0.6 / 1.6]],
-                               rtol=1e-6)
+    np.testing.assert_allclose(model.vote(sp.csr_matrix([[5.0, 0.0]]), k=2).toarray(), [[1 / 1.6, 0.6 / 1.6]], rtol=1e-6)
 
 
 def test_a_model_of_its_own_tfidf_rows_equals_the_model_of_texts(tmp_path):

@@ -22,8 +22,9 @@ from gandalf_xmc.sparse_ops import top_k_per_row
 
 TEXTS = ["alpha beta", "gamma delta", "alpha gamma", "epsilon zeta", "beta zeta", "delta omega", "alpha alpha"]
 LABELS = ["alpha", "gamma", "zeta", "omega"]
-Y = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 0], [0, 0, 0, 1],
-                            [1, 0, 0, 0]], dtype=np.float32))
+Y = sp.csr_matrix(
+    np.array([[1, 0, 0, 0], [0, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 0], [0, 0, 0, 1], [1, 0, 0, 0]], dtype=np.float32)
+)
 EXACT = SolverConfig(C=1.0, eps=1e-7, max_iter=20000, threshold=0.0)
 
 
@@ -56,8 +57,9 @@ def test_node_targets_take_the_largest_target_of_a_nodes_labels():
     T = node_targets(Ys, np.array([0, 0, 1, 1]), 2).toarray()
     np.testing.assert_allclose(T, [[0.7, 0], [0, 0.4], [1, 0.3]])
     # a stored zero is no target; labels listed out of node order merge all the same
-    Z = sp.csr_matrix((np.array([0.0, 0.5, 0.9, 0.1], dtype=np.float32), np.array([3, 1, 2, 0]), np.array([0, 2, 4])),
-                      shape=(2, 4))
+    Z = sp.csr_matrix(
+        (np.array([0.0, 0.5, 0.9, 0.1], dtype=np.float32), np.array([3, 1, 2, 0]), np.array([0, 2, 4])), shape=(2, 4)
+    )
     T = node_targets(Z, np.array([0, 0, 1, 1]), 2)
     assert T.nnz == 3 and T.has_sorted_indices
     np.testing.assert_allclose(T.toarray(), [[0.5, 0], [0.1, 0.9]])
@@ -71,8 +73,14 @@ def test_node_targets_equal_a_dense_maximum_for_short_and_long_rows():
     node_of_label = rng.integers(0, n_nodes, size=n_labels)
     lengths = [0, 1, 5, 90, SHORT_ROW, SHORT_ROW + 1, 2 * SHORT_ROW]
     rows = [rng.choice(n_labels, size=k, replace=False) for k in lengths]
-    Ys = sp.csr_matrix((np.concatenate([rng.random(k).astype(np.float32) for k in lengths]), np.concatenate(rows),
-                        np.concatenate([[0], np.cumsum(lengths)])), shape=(len(lengths), n_labels))
+    Ys = sp.csr_matrix(
+        (
+            np.concatenate([rng.random(k).astype(np.float32) for k in lengths]),
+            np.concatenate(rows),
+            np.concatenate([[0], np.cumsum(lengths)]),
+        ),
+        shape=(len(lengths), n_labels),
+    )
     D = Ys.toarray()
     want = np.stack([D[:, node_of_label == k].max(axis=1, initial=0.0) for k in range(n_nodes)], axis=1)
     T = node_targets(Ys, node_of_label, n_nodes)
@@ -88,7 +96,7 @@ def test_predictions_equal_a_dense_recomputation_of_the_tree():
     dense = [W.toarray() for W in model.weights.levels]
 
     def level(z):
-        return np.exp(-np.maximum(0, 1 - z) ** 3)
+        return np.exp(-(np.maximum(0, 1 - z) ** 3))
 
     position = np.empty(len(LABELS), dtype=int)
     position[model.tree.order] = np.arange(len(LABELS))
@@ -196,7 +204,8 @@ def test_levels_written_to_disk_give_the_same_model_and_predictions(tmp_path, mo
     assert all(has_chunks(tmp_path / "spilled" / f"weights_level{t}") for t in range(len(held.weights.levels)))
     assert not any(has_chunks(f) for f in (tmp_path / "held").glob("weights_level*"))
     assert [c.name for c in reloaded.weights.chunks + spilled.weights.chunks] == 2 * [
-        str(tmp_path / "spilled" / f"weights_level{t}") for t in range(len(held.weights.levels))]
+        str(tmp_path / "spilled" / f"weights_level{t}") for t in range(len(held.weights.levels))
+    ]
     queries = ["alpha delta", "zeta omega"]
     for model in (spilled, reloaded):
         got = model.predict(queries, k=3)
@@ -226,8 +235,10 @@ def test_save_load_predicts_the_same_without_pickles_or_torch(tmp_path):
     np.testing.assert_allclose(a.data, b.data, rtol=1e-6)  # older scipy sums a product in another order
     for f in (tmp_path / "m").glob("*.np[yz]"):
         np.load(f, allow_pickle=False)  # would raise on a pickled object
-    code = ("import sys; from gandalf_xmc.models.registry import load_trained; "
-            f"load_trained({str(tmp_path / 'm')!r}).predict(['alpha'], k=2); print('torch' in sys.modules)")
+    code = (
+        "import sys; from gandalf_xmc.models.registry import load_trained; "
+        f"load_trained({str(tmp_path / 'm')!r}).predict(['alpha'], k=2); print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
     assert json.loads((tmp_path / "m" / "model.json").read_text())["kind"] == "linear"
@@ -240,15 +251,15 @@ def test_page_in_reads_the_mapped_search_layout_and_changes_nothing(tmp_path, mo
     small_model.save(tmp_path / "small")
     assert small_model.page_in() == 0 and load_trained(tmp_path / "small").page_in() == 0  # searched in memory
     monkeypatch.setattr(linear_solver, "SPILL_BYTES", 1)  # every level to files, its search layout too
-    model = XRLinear(small()).fit(TEXTS * 5, sp.vstack([Y] * 5), LABELS, checkpoint_dir=tmp_path / "c",
-                                  progress=False)
+    model = XRLinear(small()).fit(TEXTS * 5, sp.vstack([Y] * 5), LABELS, checkpoint_dir=tmp_path / "c", progress=False)
     model.save(tmp_path / "m")
     again = load_trained(tmp_path / "m")
     # the layouts' per-entry arrays are read mapped (read-only); their per-parent pointers are copies
     arrays = [a for chunks in again.weights.chunks for a in chunks.arrays]
     want = sum(a.nbytes for a in arrays if not a.flags.writeable)
-    entry_files = [f for name in ("feat", "feat_end", "child", "value")
-                   for f in (tmp_path / "m").glob(f"weights_level*/chunk_{name}.npy")]
+    entry_files = [
+        f for name in ("feat", "feat_end", "child", "value") for f in (tmp_path / "m").glob(f"weights_level*/chunk_{name}.npy")
+    ]
     assert want > 0 and want == sum(f.stat().st_size - 128 for f in entry_files)  # each less its header
     queries = ["alpha zeta", "gamma", "omega delta"]
     before = again.predict(queries, k=3)
@@ -265,8 +276,7 @@ def test_saving_over_a_model_leaves_none_of_its_layouts_behind(tmp_path, monkeyp
     texts, targets = TEXTS * 30, sp.vstack([Y] * 30)
     with monkeypatch.context() as patch:
         patch.setattr(linear_solver, "SPILL_BYTES", 1)
-        XRLinear(small(seed=1)).fit(texts, targets, LABELS, checkpoint_dir=tmp_path / "c", progress=False) \
-            .save(tmp_path / "m")
+        XRLinear(small(seed=1)).fit(texts, targets, LABELS, checkpoint_dir=tmp_path / "c", progress=False).save(tmp_path / "m")
     assert any(has_chunks(f) for f in (tmp_path / "m").glob("weights_level*"))
     held = XRLinear(small(seed=2)).fit(texts[::-1], targets[::-1], LABELS, progress=False)
     held.save(tmp_path / "m")
@@ -286,7 +296,7 @@ def test_a_model_of_its_own_features_given_as_rows_equals_the_model_of_texts(tmp
     cfg = small()
     featurizer = TextFeaturizer(cfg.ngram_max, min_df=cfg.min_df, char_ngrams=cfg.char_ngrams)
     XZ = featurizer.fit_transform(TEXTS + LABELS)
-    X, Z = XZ[:len(TEXTS)], XZ[len(TEXTS):]
+    X, Z = XZ[: len(TEXTS)], XZ[len(TEXTS) :]
     queries = ["alpha zeta", "gamma", "delta omega beta"]
     by_text = XRLinear(cfg).fit(TEXTS, Y, LABELS, progress=False).predict(queries, k=4)
     rows_model = XRLinear(cfg).fit(X, Y, label_features=Z, progress=False)

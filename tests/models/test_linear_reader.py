@@ -17,8 +17,9 @@ from gandalf_xmc.models.linear_reader import LinearReader
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     ds = load_dataset("jargon")
-    model = XRLinear(LinearConfig(threads=1, leaf_size=20, branching=4)).fit(ds.train.texts, ds.train.Y, ds.label_texts,
-                                                                            progress=False)
+    model = XRLinear(LinearConfig(threads=1, leaf_size=20, branching=4)).fit(
+        ds.train.texts, ds.train.Y, ds.label_texts, progress=False
+    )
     d = tmp_path_factory.mktemp("m") / "model"
     model.save(d)
     return d, model, ds
@@ -45,20 +46,27 @@ def test_predictions_equal_the_full_models(saved):
     for i in range(len(texts)):
         lo, hi = full.indptr[i], full.indptr[i + 1]
         want = sorted(zip(full.data[lo:hi].tolist(), full.indices[lo:hi].tolist()), key=lambda x: (-x[0], x[1]))
-        got = list(zip(light.data[light.indptr[i]:light.indptr[i + 1]].tolist(),
-                       light.indices[light.indptr[i]:light.indptr[i + 1]].tolist()))
+        got = list(
+            zip(
+                light.data[light.indptr[i] : light.indptr[i + 1]].tolist(),
+                light.indices[light.indptr[i] : light.indptr[i + 1]].tolist(),
+            )
+        )
         np.testing.assert_allclose([s for s, _ in got], [s for s, _ in want], rtol=1e-5)
         # labels agree except where scores tie to float precision
         for (sg, lg), (sw, lw) in zip(got, want):
-            assert lg == lw or abs(sg - sw) < 1e-6 * max(sw, 1e-12) or \
-                any(abs(s - sg) <= 1e-6 * sg for s, lab in want if lab == lg)
+            assert (
+                lg == lw or abs(sg - sw) < 1e-6 * max(sw, 1e-12) or any(abs(s - sg) <= 1e-6 * sg for s, lab in want if lab == lg)
+            )
     assert reader.predict_labels(texts[:5], 3) == model.predict_labels(texts[:5], 3)
 
 
 def test_the_reader_imports_numpy_only(saved):
     d, _, _ = saved
-    code = ("import sys; from gandalf_xmc.predictor import load_predictor; "
-            f"p = load_predictor({str(d)!r}, light=True); p.predict_labels(['hack'], 3); "
-            "print(sorted(m for m in ('scipy', 'sklearn', 'numba', 'torch') if m in sys.modules), type(p.model).__name__)")
+    code = (
+        "import sys; from gandalf_xmc.predictor import load_predictor; "
+        f"p = load_predictor({str(d)!r}, light=True); p.predict_labels(['hack'], 3); "
+        "print(sorted(m for m in ('scipy', 'sklearn', 'numba', 'torch') if m in sys.modules), type(p.model).__name__)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[] LinearReader"

@@ -93,7 +93,7 @@ def test_history_records_shortlist_recall():
     assert model.result.history[model.result.best_epoch]["shortlist_recall"] == pytest.approx(want)
     C = candidate_sets(model.network, model.features(TEXTS), model.members, 2)
     assert (np.diff(C.indptr) == 2).all()  # two one-label clusters each
-    truth = (Y.toarray() > 0)
+    truth = Y.toarray() > 0
     assert want == pytest.approx(100.0 * (C.toarray().astype(bool) & truth).sum() / truth.sum())
 
 
@@ -107,8 +107,9 @@ def test_labelmix_batches_are_seeded_per_epoch_so_resume_replays_them(tmp_path):
 
     a = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, progress=False, mixer=mixer())
     NeuralXMC(small_config(epochs=2)).fit(TEXTS, Y, LABELS, checkpoint_dir=tmp_path / "c", progress=False, mixer=mixer())
-    c = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, checkpoint_dir=tmp_path / "c", resume=True,
-                                              progress=False, mixer=mixer())
+    c = NeuralXMC(small_config(epochs=4)).fit(
+        TEXTS, Y, LABELS, checkpoint_dir=tmp_path / "c", resume=True, progress=False, mixer=mixer()
+    )
     plain = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, progress=False)
     for (name, x), (_, y) in zip(a.network.state_dict().items(), c.network.state_dict().items()):
         assert torch.equal(x, y), name
@@ -117,8 +118,14 @@ def test_labelmix_batches_are_seeded_per_epoch_so_resume_replays_them(tmp_path):
 
 
 def test_inceptionxml_fits_saves_and_loads(tmp_path):
-    config = ModelConfig(family="inceptionxml", dim=16, dropout=0.0, max_cluster_size=1, cluster_dim=3,
-                         train=TrainConfig(epochs=2, batch_size=2, train_clusters=2, predict_clusters=4, seed=0))
+    config = ModelConfig(
+        family="inceptionxml",
+        dim=16,
+        dropout=0.0,
+        max_cluster_size=1,
+        cluster_dim=3,
+        train=TrainConfig(epochs=2, batch_size=2, train_clusters=2, predict_clusters=4, seed=0),
+    )
     model = NeuralXMC(config).fit(TEXTS, Y, LABELS, progress=False)
     model.save(tmp_path / "m")
     again = NeuralXMC.load(tmp_path / "m")
@@ -133,8 +140,9 @@ def test_word_vocabulary_by_hand_and_its_minilm_vectors(tmp_path):
 
     vocab = WordVocabulary(seq_len=4).fit(["Beta alpha", "alpha gamma", "alpha, beta!"])
     assert vocab.words == ["alpha", "beta", "gamma"]  # by count (3, 2, 1)
-    np.testing.assert_array_equal(vocab.transform(["ALPHA delta gamma", "", "a b c d e"]),
-                                  [[2, 1, 4, 0], [0, 0, 0, 0], [1, 1, 1, 1]])
+    np.testing.assert_array_equal(
+        vocab.transform(["ALPHA delta gamma", "", "a b c d e"]), [[2, 1, 4, 0], [0, 0, 0, 0], [1, 1, 1, 1]]
+    )
     vocab.save(tmp_path)
     assert WordVocabulary.load(tmp_path).transform(["beta"]).tolist() == [[3, 0, 0, 0]]
     # a word's starting vector is the mean of its MiniLM word pieces' input embeddings
@@ -156,8 +164,14 @@ def test_labelmix_on_dense_inputs_re_encodes_only_mixed_rows():
     from gandalf_xmc.augment import LabelMix
 
     calls = []
-    config = ModelConfig(family="inceptionxml", dim=16, dropout=0.0, max_cluster_size=1, cluster_dim=3,
-                         train=TrainConfig(epochs=1, batch_size=5, train_clusters=2, predict_clusters=4, seed=0))
+    config = ModelConfig(
+        family="inceptionxml",
+        dim=16,
+        dropout=0.0,
+        max_cluster_size=1,
+        cluster_dim=3,
+        train=TrainConfig(epochs=1, batch_size=5, train_clusters=2, predict_clusters=4, seed=0),
+    )
     model = NeuralXMC(config)
     featurize = model.features
 
@@ -177,12 +191,17 @@ def test_feature_mix_adds_its_points_once_and_needs_vector_inputs():
     from gandalf_xmc.augment import FeatureMix
     from gandalf_xmc.errors import ConfigError
 
-    model = NeuralXMC(small_config(epochs=2)).fit(TEXTS, Y, LABELS, progress=False,
-                                                  mixer=FeatureMix("mixup", share=0.6, seed=0))
+    model = NeuralXMC(small_config(epochs=2)).fit(TEXTS, Y, LABELS, progress=False, mixer=FeatureMix("mixup", share=0.6, seed=0))
     # 5 points + round(0.6 * 5) = 3 mixed points in every epoch
     assert [h["examples"] for h in model.result.history] == [8, 8]
-    words = ModelConfig(family="inceptionxml", dim=16, dropout=0.0, max_cluster_size=1, cluster_dim=3,
-                        train=TrainConfig(epochs=1, batch_size=2, seed=0))
+    words = ModelConfig(
+        family="inceptionxml",
+        dim=16,
+        dropout=0.0,
+        max_cluster_size=1,
+        cluster_dim=3,
+        train=TrainConfig(epochs=1, batch_size=2, seed=0),
+    )
     with pytest.raises(ConfigError, match="word ids"):
         NeuralXMC(words).fit(TEXTS, Y, LABELS, progress=False, mixer=FeatureMix("mixup", seed=0))
 

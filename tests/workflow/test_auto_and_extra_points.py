@@ -60,9 +60,13 @@ def test_extra_point_weight_sets_the_optimum(weight):
     texts = ["alpha beta", "alpha beta", "gamma delta"]
     Y = sp.csr_matrix(np.array([[1, 0, 0], [0, 0, 1], [0, 1, 0]], dtype=np.float32))
     extra = ExtraPoints(np.array([False, True, False]), weight=weight)
-    config = ModelConfig(dim=16, dropout=0.0, max_cluster_size=1, cluster_dim=2,
-                         train=TrainConfig(epochs=300, batch_size=3, lr=0.05, dense_lr=0.01, train_clusters=3,
-                                           predict_clusters=3, seed=0))
+    config = ModelConfig(
+        dim=16,
+        dropout=0.0,
+        max_cluster_size=1,
+        cluster_dim=2,
+        train=TrainConfig(epochs=300, batch_size=3, lr=0.05, dense_lr=0.01, train_clusters=3, predict_clusters=3, seed=0),
+    )
     model = NeuralXMC(config).fit(texts, Y, ["alpha", "gamma", "omega"], progress=False, extra=extra)
     p = model.predict(["alpha beta"], k=3).toarray()[0]
     assert p[0] == pytest.approx(1 / (1 + weight), abs=0.03)
@@ -101,8 +105,21 @@ def test_extra_negatives_off_reaches_the_neural_loop_and_is_refused_by_linear(ti
     monkeypatch.setattr(loop.NetworkObjective, "__init__", spy)
     fit_augmented(rest, valid, None, model_config("astec", epochs=1, seed=0), aug, None, progress=False)
     assert seen["targets_only"] == [False] * 4 + [True] * 4  # the label points, and only they
-    code, out, err = run_cli(["train", "--model", "linear", "--data", str(tiny_dir), "--augment", "identity",
-                              "--no-extra-negatives", "--out", str(tmp_path / "m")], capsys)
+    code, out, err = run_cli(
+        [
+            "train",
+            "--model",
+            "linear",
+            "--data",
+            str(tiny_dir),
+            "--augment",
+            "identity",
+            "--no-extra-negatives",
+            "--out",
+            str(tmp_path / "m"),
+        ],
+        capsys,
+    )
     assert code == 2 and "neural models" in out + err
 
 
@@ -147,13 +164,13 @@ def test_auto_search_budget_resume_and_cleanup(tmp_path):
     fitted: list[str] = []
     fit_one, save, load = _fakes(scores, fitted)
     # a budget of 0 s: the first trial runs (nothing to estimate from), the rest are skipped
-    model, chosen, record = auto.search(fit_one, save, load, tmp_path / "a", auto.AutoConfig(0.0, 0.2, names),
-                                        log=lambda _: None)
+    model, chosen, record = auto.search(fit_one, save, load, tmp_path / "a", auto.AutoConfig(0.0, 0.2, names), log=lambda _: None)
     assert fitted == ["none"] and record["chosen"] == "none" and chosen.training_set == "none"
     # resuming with a larger budget runs only the missing trials
     fitted.clear()
-    model, chosen, record = auto.search(fit_one, save, load, tmp_path / "a", auto.AutoConfig(1e6, 0.2, names),
-                                        resume=True, log=lambda _: None)
+    model, chosen, record = auto.search(
+        fit_one, save, load, tmp_path / "a", auto.AutoConfig(1e6, 0.2, names), resume=True, log=lambda _: None
+    )
     assert fitted == ["identity", "gandalf-tempered", "gandalf"]
     assert model.name == "gandalf" and record["chosen"] == "gandalf" and chosen == auto.AUTO_CANDIDATES["gandalf"]
     assert [t["name"] for t in json.loads((tmp_path / "a" / "trials.json").read_text())] == list(names)
@@ -166,8 +183,15 @@ def test_train_auto_writes_its_choice(tiny_dir, tmp_path):
     from gandalf_xmc.models.registry import model_config
 
     config = model_config("linear", seed=0)
-    model = train_model(ds, tmp_path / "m", config, AugmentConfig("auto"), valid_fraction=0.25, progress=False,
-                        auto_config=auto.AutoConfig(candidates=("none", "identity")))
+    model = train_model(
+        ds,
+        tmp_path / "m",
+        config,
+        AugmentConfig("auto"),
+        valid_fraction=0.25,
+        progress=False,
+        auto_config=auto.AutoConfig(candidates=("none", "identity")),
+    )
     record = json.loads((tmp_path / "m" / "auto.json").read_text())
     assert [t["name"] for t in record["trials"]] == ["none", "identity"]
     info = json.loads((tmp_path / "m" / "training.json").read_text())
@@ -193,24 +217,72 @@ def test_gain_interval_by_hand():
 
 
 def test_cli_train_auto_and_extra_options(tiny_dir, tmp_path, capsys):
-    code, out, err = run_cli(["train", "--data", str(tiny_dir), "--augment", "auto", "--auto-budget", "10",
-                              "--valid-fraction", "0.25", "--out", str(tmp_path / "m")], capsys)
+    code, out, err = run_cli(
+        [
+            "train",
+            "--data",
+            str(tiny_dir),
+            "--augment",
+            "auto",
+            "--auto-budget",
+            "10",
+            "--valid-fraction",
+            "0.25",
+            "--out",
+            str(tmp_path / "m"),
+        ],
+        capsys,
+    )
     assert code == 0, err
     record = json.loads((tmp_path / "m" / "auto.json").read_text())
     assert [t["name"] for t in record["trials"]] == list(auto.candidates_for("linear"))
     assert record["chosen"] == auto.choose(record["trials"], auto.AutoConfig().p1_tolerance)
     assert f"auto chose {record['chosen']}" in out
-    code, out, err = run_cli(["train", "--data", str(tiny_dir), "--augment", "gandalf", "--shrinkage", "1",
-                              "--point-weights", "inverse-size", "--co-label-scale", "0.5", "--top-k", "1",
-                              "--self-scale", "0.25", "--extra-weight", "0.5", "--extra-share", "0.5", "--epochs", "1", "--model", "astec",
-                              "--out", str(tmp_path / "g")], capsys)
+    code, out, err = run_cli(
+        [
+            "train",
+            "--data",
+            str(tiny_dir),
+            "--augment",
+            "gandalf",
+            "--shrinkage",
+            "1",
+            "--point-weights",
+            "inverse-size",
+            "--co-label-scale",
+            "0.5",
+            "--top-k",
+            "1",
+            "--self-scale",
+            "0.25",
+            "--extra-weight",
+            "0.5",
+            "--extra-share",
+            "0.5",
+            "--epochs",
+            "1",
+            "--model",
+            "astec",
+            "--out",
+            str(tmp_path / "g"),
+        ],
+        capsys,
+    )
     assert code == 0, err
     aug = json.loads((tmp_path / "g" / "training.json").read_text())["augment"]
     assert aug["extra_weight"] == 0.5 and aug["extra_share"] == 0.5
-    assert aug["graph"] == {**aug["graph"], "shrinkage": 1.0, "point_weights": "inverse-size", "co_label_scale": 0.5,
-                            "top_k": 1, "self_scale": 0.25}
-    code, _, err = run_cli(["train", "--data", str(tiny_dir), "--augment", "gandalf", "--point-weights", "bogus",
-                            "--out", str(tmp_path / "bad")], capsys)
+    assert aug["graph"] == {
+        **aug["graph"],
+        "shrinkage": 1.0,
+        "point_weights": "inverse-size",
+        "co_label_scale": 0.5,
+        "top_k": 1,
+        "self_scale": 0.25,
+    }
+    code, _, err = run_cli(
+        ["train", "--data", str(tiny_dir), "--augment", "gandalf", "--point-weights", "bogus", "--out", str(tmp_path / "bad")],
+        capsys,
+    )
     assert code == 2 and "--point-weights" in err and "bogus" in err
 
 
@@ -238,8 +310,21 @@ def test_cli_analyze(tiny_dir, tmp_path, capsys):
     aug = sp.csr_matrix(np.array([[0.9, 0, 0, 0.8], [0, 0.2, 0.8, 0], [0.3, 0, 0, 0.6]], dtype=np.float32))
     write_sparse_text(tmp_path / "base.txt", base)
     write_sparse_text(tmp_path / "aug.txt", aug)
-    code, out, err = run_cli(["analyze", "--data", str(tiny_dir), "--baseline", str(tmp_path / "base.txt"), "--augmented",
-                              str(tmp_path / "aug.txt"), "-k", "2", "--json"], capsys)
+    code, out, err = run_cli(
+        [
+            "analyze",
+            "--data",
+            str(tiny_dir),
+            "--baseline",
+            str(tmp_path / "base.txt"),
+            "--augmented",
+            str(tmp_path / "aug.txt"),
+            "-k",
+            "2",
+            "--json",
+        ],
+        capsys,
+    )
     assert code == 0, err
     got = json.loads(out)
     assert len(got["soft_targets"]) == 5
@@ -275,8 +360,15 @@ def test_recorded_gains_equal_the_validation_p1_difference_when_top_labels_are_f
     assert len(ds.train.filter_pairs) == len(train)  # derived: each point is its namesake label
     from gandalf_xmc.models.registry import model_config
 
-    train_model(ds, tmp_path / "m", model_config("linear", seed=0), AugmentConfig("auto"), valid_fraction=0.5,
-                progress=False, auto_config=auto.AutoConfig(candidates=("none", "identity")))
+    train_model(
+        ds,
+        tmp_path / "m",
+        model_config("linear", seed=0),
+        AugmentConfig("auto"),
+        valid_fraction=0.5,
+        progress=False,
+        auto_config=auto.AutoConfig(candidates=("none", "identity")),
+    )
     record = json.loads((tmp_path / "m" / "auto.json").read_text())
     by_name = {t["name"]: t["valid"]["P@1"] for t in record["trials"]}
     gain = record["p1_gain_over_none"]["identity"]
@@ -297,8 +389,21 @@ def test_auto_says_when_validation_is_too_small_to_decide():
 
 
 def test_train_auto_records_whether_it_decided(tiny_dir, tmp_path, capsys):
-    code, out, err = run_cli(["train", "--data", str(tiny_dir), "--augment", "auto", "--valid-fraction", "0.25",
-                              "--out", str(tmp_path / "m"), "--no-progress"], capsys)
+    code, out, err = run_cli(
+        [
+            "train",
+            "--data",
+            str(tiny_dir),
+            "--augment",
+            "auto",
+            "--valid-fraction",
+            "0.25",
+            "--out",
+            str(tmp_path / "m"),
+            "--no-progress",
+        ],
+        capsys,
+    )
     assert code == 0, err
     record = json.loads((tmp_path / "m" / "auto.json").read_text())
     assert record["decided"]["sure"] is False  # one validation point

@@ -24,9 +24,17 @@ from helpers import write_tiny_dataset
 def test_validation_labels_never_reach_the_label_graph(tmp_path, monkeypatch):
     # label 3 is on one training point only; with that point carved out for validation, label 3's
     # extra point may only point at itself
-    data = write_tiny_dataset(tmp_path / "d", train=[("fresh red apple", [0, 1]), ("apple pie with green apple", [0, 1, 2]),
-                                                      ("red apple juice", [0, 3]), ("homemade apple pie", [2]),
-                                                      ("red apple pie", [0, 2])], filters=None)
+    data = write_tiny_dataset(
+        tmp_path / "d",
+        train=[
+            ("fresh red apple", [0, 1]),
+            ("apple pie with green apple", [0, 1, 2]),
+            ("red apple juice", [0, 3]),
+            ("homemade apple pie", [2]),
+            ("red apple pie", [0, 2]),
+        ],
+        filters=None,
+    )
     ds = load_dataset(data)
     for seed in range(20):
         rest, valid = carve_validation(ds, 0.2, seed)
@@ -53,8 +61,14 @@ def test_validation_labels_never_reach_the_label_graph(tmp_path, monkeypatch):
     from gandalf_xmc.models.registry import model_config
     from gandalf_xmc.workflow.pipeline import train_model
 
-    trained = train_model(ds, tmp_path / "m", model_config("linear", seed=seed), AugmentConfig("gandalf",
-                          GraphConfig(delta=0.0), seed=seed), valid_fraction=0.2, progress=False)
+    trained = train_model(
+        ds,
+        tmp_path / "m",
+        model_config("linear", seed=seed),
+        AugmentConfig("gandalf", GraphConfig(delta=0.0), seed=seed),
+        valid_fraction=0.2,
+        progress=False,
+    )
     assert trained.info["n_valid"] == 1
     validated, final = seen  # the validation run, then the final model on every point
     np.testing.assert_allclose(validated[-4:], extra, rtol=1e-6)
@@ -69,10 +83,10 @@ def gandalf(*args, threads=1):
 def test_cli_resume_equals_an_uninterrupted_run(tiny_dir, tmp_path):
     base = ["train", "--model", "astec", "--data", str(tiny_dir), "--seed", "1", "--valid-fraction", "0.25", "--no-refit"]
     subprocess.run(gandalf(*base, "--epochs", "4", "--out", str(tmp_path / "whole")), check=True, capture_output=True)
-    subprocess.run(gandalf(*base, "--epochs", "2", "--out", str(tmp_path / "part"), "--keep-checkpoints"), check=True,
-                   capture_output=True)
-    subprocess.run(gandalf(*base, "--epochs", "4", "--out", str(tmp_path / "part"), "--resume"), check=True,
-                   capture_output=True)
+    subprocess.run(
+        gandalf(*base, "--epochs", "2", "--out", str(tmp_path / "part"), "--keep-checkpoints"), check=True, capture_output=True
+    )
+    subprocess.run(gandalf(*base, "--epochs", "4", "--out", str(tmp_path / "part"), "--resume"), check=True, capture_output=True)
     assert (tmp_path / "whole" / "weights.pt").read_bytes() == (tmp_path / "part" / "weights.pt").read_bytes()
     history = json.loads((tmp_path / "part" / "model.json").read_text())["result"]["history"]
     assert [h["epoch"] for h in history] == [0, 1, 2, 3]
@@ -91,8 +105,7 @@ def test_killed_commands_leave_whole_results_or_nothing(tiny_dir, tmp_path):
     SIGKILL which nothing can catch), then run again: the outputs are whole or absent, nothing
     half-written is left, and the resumed training ends with the uninterrupted run's weights."""
     rng = random.Random(7)
-    train = ["train", "--model", "astec", "--data", str(tiny_dir), "--seed", "2", "--epochs", "6",
-             "--valid-fraction", "0.25"]
+    train = ["train", "--model", "astec", "--data", str(tiny_dir), "--seed", "2", "--epochs", "6", "--valid-fraction", "0.25"]
     subprocess.run(gandalf(*train, "--out", str(tmp_path / "whole")), check=True, capture_output=True)
     want = (tmp_path / "whole" / "weights.pt").read_bytes()
     for trial in range(3):
@@ -114,12 +127,14 @@ def test_killed_commands_leave_whole_results_or_nothing(tiny_dir, tmp_path):
         if out.exists():
             assert json.loads((out / "augment.json").read_text())["n_original_train"] > 0
             load_dataset(out, splits=("trn",))
-        rerun = subprocess.run(gandalf("augment", "--data", str(tiny_dir), "--out", str(out), "--force"),
-                               capture_output=True, text=True)
+        rerun = subprocess.run(
+            gandalf("augment", "--data", str(tiny_dir), "--out", str(out), "--force"), capture_output=True, text=True
+        )
         assert rerun.returncode == 0, rerun.stderr
     pred = tmp_path / "pred.txt"
-    _kill_at_random(gandalf("predict", str(tmp_path / "whole"), "--data", str(tiny_dir), "--out", str(pred)), rng, 0.5,
-                    3.0, signal.SIGKILL)
+    _kill_at_random(
+        gandalf("predict", str(tmp_path / "whole"), "--data", str(tiny_dir), "--out", str(pred)), rng, 0.5, 3.0, signal.SIGKILL
+    )
     if pred.exists():
         assert pred.read_text().splitlines()[0] == "3 4"
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".") and p.suffix in (".tmp", ".old")]

@@ -25,8 +25,11 @@ def fruit(tmp_path):
     """48 points over 12 labels: every label carries 4 points, each with a co-label."""
     labels = [f"{w} fruit" for w in WORDS]
     sizes = ["small", "big", "ripe", "sweet"]
-    train = [(f"{size} {w} and {WORDS[(j + 1) % len(WORDS)]}", [j, (j + 1) % len(WORDS)])
-             for j, w in enumerate(WORDS) for size in sizes]
+    train = [
+        (f"{size} {w} and {WORDS[(j + 1) % len(WORDS)]}", [j, (j + 1) % len(WORDS)])
+        for j, w in enumerate(WORDS)
+        for size in sizes
+    ]
     test = [(f"fresh {w}", [j]) for j, w in enumerate(WORDS)]
     return load_dataset(write_tiny_dataset(tmp_path / "fruit", train=train, labels=labels, test=test, filters=None))
 
@@ -54,8 +57,7 @@ def test_the_final_model_is_trained_on_every_point(fruit, tmp_path):
 
 def test_no_refit_keeps_the_validated_model(fruit, tmp_path):
     config = model_config("linear", seed=0)
-    kept = train_model(fruit, tmp_path / "m", config, AugmentConfig("none"), valid_fraction=0.25, progress=False,
-                       refit=False)
+    kept = train_model(fruit, tmp_path / "m", config, AugmentConfig("none"), valid_fraction=0.25, progress=False, refit=False)
     rest, valid = carve_validation(fruit, 0.25, 0)
     validated, n_fit = fit_augmented(rest, None, None, config, AugmentConfig("none"), None, progress=False)
     same_model(kept.model, validated, fruit.test.texts)
@@ -65,8 +67,15 @@ def test_no_refit_keeps_the_validated_model(fruit, tmp_path):
 
 def test_autos_winner_is_retrained_on_every_point(fruit, tmp_path):
     config = model_config("linear", seed=0)
-    trained = train_model(fruit, tmp_path / "m", config, AugmentConfig("auto"), valid_fraction=0.25, progress=False,
-                          auto_config=auto.AutoConfig(candidates=("none", "identity")))
+    trained = train_model(
+        fruit,
+        tmp_path / "m",
+        config,
+        AugmentConfig("auto"),
+        valid_fraction=0.25,
+        progress=False,
+        auto_config=auto.AutoConfig(candidates=("none", "identity")),
+    )
     chosen = auto.AUTO_CANDIDATES[trained.search["chosen"]]
     whole = train_model(fruit, tmp_path / "whole", config, chosen, valid_fraction=0.0, progress=False)
     same_model(trained.model, whole.model, fruit.test.texts)
@@ -79,8 +88,9 @@ def test_autos_winner_is_retrained_on_every_point(fruit, tmp_path):
 
 def test_a_protocol_never_costs_the_final_model_points(fruit, tmp_path):
     config = model_config("linear", seed=0)
-    trained = train_model(fruit, tmp_path / "m", config, AugmentConfig("none"), valid_fraction=0.25, progress=False,
-                          valid_protocol="new-items")
+    trained = train_model(
+        fruit, tmp_path / "m", config, AugmentConfig("none"), valid_fraction=0.25, progress=False, valid_protocol="new-items"
+    )
     run = trained.info["validation_run"]
     assert run["n_train"] + run["n_valid"] < 48  # near copies of validation points sat out the validation run
     assert trained.info["n_train"] == 48
@@ -88,20 +98,28 @@ def test_a_protocol_never_costs_the_final_model_points(fruit, tmp_path):
 
 def test_a_resumed_run_does_not_validate_again(fruit, tmp_path, monkeypatch):
     config = model_config("linear", seed=0)
-    first = train_model(fruit, tmp_path / "m", config, AugmentConfig("none"), valid_fraction=0.25, progress=False,
-                        keep_checkpoints=True)  # as a run killed during its final training leaves them
+    first = train_model(
+        fruit, tmp_path / "m", config, AugmentConfig("none"), valid_fraction=0.25, progress=False, keep_checkpoints=True
+    )  # as a run killed during its final training leaves them
     from gandalf_xmc.workflow import pipeline
 
     calls = []
     real = pipeline._validation_run
     monkeypatch.setattr(pipeline, "_validation_run", lambda *a, **k: calls.append(1) or real(*a, **k))
-    again = train_model(fruit, tmp_path / "m", config, AugmentConfig("none"), valid_fraction=0.25, progress=False,
-                        resume=True, keep_checkpoints=True)
+    again = train_model(
+        fruit,
+        tmp_path / "m",
+        config,
+        AugmentConfig("none"),
+        valid_fraction=0.25,
+        progress=False,
+        resume=True,
+        keep_checkpoints=True,
+    )
     assert calls == [] and again.info["validation_run"] == first.info["validation_run"]
     same_model(again.model, first.model, fruit.test.texts)
     # another request validates afresh
-    train_model(fruit, tmp_path / "m", config, AugmentConfig("identity"), valid_fraction=0.25, progress=False,
-                resume=True)
+    train_model(fruit, tmp_path / "m", config, AugmentConfig("identity"), valid_fraction=0.25, progress=False, resume=True)
     assert calls == [1]
 
 
@@ -112,8 +130,14 @@ def test_a_neural_final_model_trains_for_the_validated_epoch_count(fruit, tmp_pa
     best = trained.validated.best_epoch
     assert len(trained.validated.history) == 3 and "P@1" in trained.validated.history[best]
     assert len(trained.model.result.history) == best + 1 == trained.info["final_run"]["epochs"]
-    train_model(fruit, tmp_path / "whole", model_config("astec", seed=0, epochs=best + 1), AugmentConfig("none"),
-                valid_fraction=0.0, progress=False)
+    train_model(
+        fruit,
+        tmp_path / "whole",
+        model_config("astec", seed=0, epochs=best + 1),
+        AugmentConfig("none"),
+        valid_fraction=0.0,
+        progress=False,
+    )
     import torch
 
     mine, theirs = torch.load(tmp_path / "m" / "weights.pt"), torch.load(tmp_path / "whole" / "weights.pt")
@@ -124,9 +148,24 @@ def test_a_neural_final_model_trains_for_the_validated_epoch_count(fruit, tmp_pa
 
 def test_a_finished_run_removes_its_checkpoints_unless_asked_to_keep_them(fruit, tmp_path):
     config = model_config("linear", seed=0)
-    train_model(fruit, tmp_path / "m", config, AugmentConfig("auto"), valid_fraction=0.25, progress=False,
-                auto_config=auto.AutoConfig(candidates=("none", "identity")))
+    train_model(
+        fruit,
+        tmp_path / "m",
+        config,
+        AugmentConfig("auto"),
+        valid_fraction=0.25,
+        progress=False,
+        auto_config=auto.AutoConfig(candidates=("none", "identity")),
+    )
     assert not (tmp_path / "m" / "checkpoints").exists() and (tmp_path / "m" / "auto.json").is_file()
-    train_model(fruit, tmp_path / "k", config, AugmentConfig("auto"), valid_fraction=0.25, progress=False,
-                auto_config=auto.AutoConfig(candidates=("none", "identity")), keep_checkpoints=True)
+    train_model(
+        fruit,
+        tmp_path / "k",
+        config,
+        AugmentConfig("auto"),
+        valid_fraction=0.25,
+        progress=False,
+        auto_config=auto.AutoConfig(candidates=("none", "identity")),
+        keep_checkpoints=True,
+    )
     assert (tmp_path / "k" / "checkpoints" / "auto" / "trials.json").is_file()

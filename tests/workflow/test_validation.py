@@ -25,10 +25,17 @@ def dataset(groups=True) -> XMCDataset:
         texts.append(texts[-1] + " extra" if i % 5 == 4 else base)
         rows.append(sorted(set(rng.choice(30, size=2, replace=False).tolist())))
     rows[7] = rows[3]  # two points with the same label set (siblings)
-    Y = sp.csr_matrix((np.ones(sum(map(len, rows)), np.float32),
-                       (np.repeat(np.arange(120), [len(r) for r in rows]), np.concatenate(rows))), shape=(120, 30))
-    split = Split([f"p{i}" for i in range(120)], texts, Y, np.zeros((0, 2), np.int64),
-                  groups=[f"g{i % 12}" for i in range(120)] if groups else None)
+    Y = sp.csr_matrix(
+        (np.ones(sum(map(len, rows)), np.float32), (np.repeat(np.arange(120), [len(r) for r in rows]), np.concatenate(rows))),
+        shape=(120, 30),
+    )
+    split = Split(
+        [f"p{i}" for i in range(120)],
+        texts,
+        Y,
+        np.zeros((0, 2), np.int64),
+        groups=[f"g{i % 12}" for i in range(120)] if groups else None,
+    )
     return XMCDataset("toy", [f"L{j}" for j in range(30)], [f"label {j}" for j in range(30)], {"trn": split})
 
 
@@ -72,12 +79,23 @@ def test_new_items_protocol_drops_near_duplicates_and_siblings_by_brute_force():
 def test_cli_records_the_protocol_and_refuses_group_without_groups(tiny_dir, tmp_path, capsys):
     import json
 
-    code, _, err = run_cli(["train", "--data", str(tiny_dir), "--out", str(tmp_path / "m"), "--valid-fraction", "0.25",
-                            "--valid-protocol", "new-items"], capsys)
+    code, _, err = run_cli(
+        [
+            "train",
+            "--data",
+            str(tiny_dir),
+            "--out",
+            str(tmp_path / "m"),
+            "--valid-fraction",
+            "0.25",
+            "--valid-protocol",
+            "new-items",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert json.loads((tmp_path / "m" / "training.json").read_text())["valid_protocol"] == "new-items"
-    code, _, err = run_cli(["train", "--data", str(tiny_dir), "--out", str(tmp_path / "g"), "--valid-protocol", "group"],
-                           capsys)
+    code, _, err = run_cli(["train", "--data", str(tiny_dir), "--out", str(tmp_path / "g"), "--valid-protocol", "group"], capsys)
     assert code == 2 and err.startswith("error: the group protocol needs a 'group' key"), err
 
 
@@ -105,7 +123,8 @@ def test_future_protocol_takes_held_out_items_out_of_the_label_space():
         assert valid.Y.toarray().tolist() == [Y.toarray()[rows[u], keep].tolist() for u in valid.uids]
         # a training point keeps its own label's pair (renumbered); a held-out item has no own label left
         assert {(rest.train.uids[r], rest.label_uids[j]) for r, j in rest.train.filter_pairs.tolist()} == {
-            (u, u) for u in rest.train.uids if u in ("L0", "L2")}
+            (u, u) for u in rest.train.uids if u in ("L0", "L2")
+        }
         assert valid.filter_pairs.size == 0
 
 
@@ -119,6 +138,12 @@ def test_future_protocol_is_for_benchmarks_only(tiny_dir, tmp_path):
     from gandalf_xmc.workflow.pipeline import train_model
 
     with pytest.raises(ConfigError, match="the future protocol is for benchmarks/suite.py"):
-        train_model(load_dataset(tiny_dir), tmp_path / "m", model_config("linear"), AugmentConfig("none"),
-                    valid_protocol="future", progress=False)
+        train_model(
+            load_dataset(tiny_dir),
+            tmp_path / "m",
+            model_config("linear"),
+            AugmentConfig("none"),
+            valid_protocol="future",
+            progress=False,
+        )
     assert not (tmp_path / "m").exists()

@@ -7,9 +7,25 @@ from __future__ import annotations
 import importlib
 
 _NAMES = (  # training_sets.__all__ (tests/test_contract.py holds the two together)
-    "AugmentConfig", "TEMPERED_GRAPH", "preset", "AUGMENTATIONS", "TRAINING_SETS", "LABEL_UID_PREFIX",
-    "FeatureMix", "LabelMix", "SynonymReplacement", "combine", "extra_points", "gandalf_points", "graph_for",
-    "select_labels", "tail_weights", "training_set", "uniform_sample", "TrainingSet", "build_training_set",
+    "AugmentConfig",
+    "TEMPERED_GRAPH",
+    "preset",
+    "AUGMENTATIONS",
+    "TRAINING_SETS",
+    "LABEL_UID_PREFIX",
+    "FeatureMix",
+    "LabelMix",
+    "SynonymReplacement",
+    "combine",
+    "extra_points",
+    "gandalf_points",
+    "graph_for",
+    "select_labels",
+    "tail_weights",
+    "training_set",
+    "uniform_sample",
+    "TrainingSet",
+    "build_training_set",
 )
 _WHERE = {name: "training_sets" for name in _NAMES}
 

@@ -116,6 +116,7 @@ def extra_points(dataset: XMCDataset, config, client=None) -> tuple[Split, np.nd
 
 # --- builders: one per kind of training set ---------------------------------------------------
 
+
 def _as_given(dataset: XMCDataset, config) -> TrainingSet:
     n = dataset.n_original
     return TrainingSet(dataset.train, np.arange(len(dataset.train)) >= n)
@@ -147,6 +148,7 @@ def _with_transform(transform: Callable[[XMCDataset, object], BatchTransform]):
     def build(dataset: XMCDataset, config) -> TrainingSet:
         original = dataset.original_train()
         return TrainingSet(original, np.zeros(len(original), dtype=bool), transform(dataset, config))
+
     return build
 
 
@@ -155,8 +157,14 @@ def _labelmix(dataset: XMCDataset, config) -> BatchTransform:
     from .labelmix import LabelMix, tail_weights
 
     graph = label_graph(dataset.original_train_Y(), replace(config.graph, kind="cooccurrence"))
-    return LabelMix(graph, dataset.label_texts, tail_weights(dataset.label_frequencies()),
-                    prob=TRANSFORM_PROBABILITY, threshold=config.graph.delta, seed=config.seed)
+    return LabelMix(
+        graph,
+        dataset.label_texts,
+        tail_weights(dataset.label_frequencies()),
+        prob=TRANSFORM_PROBABILITY,
+        threshold=config.graph.delta,
+        seed=config.seed,
+    )
 
 
 def _synonym(dataset: XMCDataset, config) -> BatchTransform:
@@ -171,45 +179,84 @@ def _feature_mix(kind: str):
         from .conventional import FeatureMix
         from .labelmix import tail_weights
 
-        return FeatureMix(kind, share=TRANSFORM_PROBABILITY, label_weights=tail_weights(dataset.label_frequencies()),
-                          seed=config.seed)
+        return FeatureMix(
+            kind, share=TRANSFORM_PROBABILITY, label_weights=tail_weights(dataset.label_frequencies()), seed=config.seed
+        )
+
     return transform
 
 
 def _refuse(message: str):
     def build(dataset: XMCDataset, config) -> TrainingSet:
         raise ConfigError(message)
+
     return build
 
 
 _ROWS = (
-    Augmentation("none", "D: the training points as given (a directory written by `gandalf augment` gives D u Z)",
-                 _as_given),
-    Augmentation("gandalf", "G = D u Z: original + label points with co-occurrence soft targets (the paper)",
-                 _original_plus_label_points, writes_files=True, has_label_points=True),
-    Augmentation("gandalf-tempered", "D u Z with tempered soft targets (shrunk, size-weighted, at most 10 co-labels "
-                 "at half weight) and label points at half loss weight",
-                 _refuse("'gandalf-tempered' is a preset of 'gandalf': build its config with augment.preset"),
-                 writes_files=True, has_label_points=True),
-    Augmentation("identity", "Z^1 u D: original + label points with self-annotation only",
-                 _original_plus_label_points, graph_kind="identity", writes_files=True, has_label_points=True),
+    Augmentation("none", "D: the training points as given (a directory written by `gandalf augment` gives D u Z)", _as_given),
+    Augmentation(
+        "gandalf",
+        "G = D u Z: original + label points with co-occurrence soft targets (the paper)",
+        _original_plus_label_points,
+        writes_files=True,
+        has_label_points=True,
+    ),
+    Augmentation(
+        "gandalf-tempered",
+        "D u Z with tempered soft targets (shrunk, size-weighted, at most 10 co-labels "
+        "at half weight) and label points at half loss weight",
+        _refuse("'gandalf-tempered' is a preset of 'gandalf': build its config with augment.preset"),
+        writes_files=True,
+        has_label_points=True,
+    ),
+    Augmentation(
+        "identity",
+        "Z^1 u D: original + label points with self-annotation only",
+        _original_plus_label_points,
+        graph_kind="identity",
+        writes_files=True,
+        has_label_points=True,
+    ),
     Augmentation("z-only", "Z: label points only", _label_points_only, has_label_points=True),
     Augmentation("uniform", "U(G, N): N points drawn uniformly from G", _uniform, has_label_points=True),
-    Augmentation("glas", "G with y = sigmoid(S) (GLaS's symmetrised conditionals)",
-                 _original_plus_label_points, graph_kind="glas", writes_files=True, has_label_points=True),
-    Augmentation("random-walk", "D u Z with ECLARE's random-walk graph",
-                 _original_plus_label_points, graph_kind="random-walk", writes_files=True, has_label_points=True),
-    Augmentation("labelmix", "D, each batch transformed by LabelMix (p 0.4, tail-skewed label choice)",
-                 _with_transform(_labelmix)),
-    Augmentation("synonym", "D, each batch's texts rewritten with nearest-word synonyms (p 0.4 a point, 0.3 a word)",
-                 _with_transform(_synonym)),
-    Augmentation("mixup", "D + 0.4 N MixUp points (two points' inputs and targets interpolated)",
-                 _with_transform(_feature_mix("mixup"))),
-    Augmentation("label-mixup", "D + 0.4 N Label-MixUp points (a point's input interpolated with one of its "
-                 "labels' text)", _with_transform(_feature_mix("label-mixup"))),
-    Augmentation("auto", "the training set that does best on the validation split (see workflow/auto.py)",
-                 _refuse("'auto' is a search over training sets: train with "
-                         "gandalf_xmc.workflow.pipeline.train_model")),
+    Augmentation(
+        "glas",
+        "G with y = sigmoid(S) (GLaS's symmetrised conditionals)",
+        _original_plus_label_points,
+        graph_kind="glas",
+        writes_files=True,
+        has_label_points=True,
+    ),
+    Augmentation(
+        "random-walk",
+        "D u Z with ECLARE's random-walk graph",
+        _original_plus_label_points,
+        graph_kind="random-walk",
+        writes_files=True,
+        has_label_points=True,
+    ),
+    Augmentation(
+        "labelmix", "D, each batch transformed by LabelMix (p 0.4, tail-skewed label choice)", _with_transform(_labelmix)
+    ),
+    Augmentation(
+        "synonym",
+        "D, each batch's texts rewritten with nearest-word synonyms (p 0.4 a point, 0.3 a word)",
+        _with_transform(_synonym),
+    ),
+    Augmentation(
+        "mixup", "D + 0.4 N MixUp points (two points' inputs and targets interpolated)", _with_transform(_feature_mix("mixup"))
+    ),
+    Augmentation(
+        "label-mixup",
+        "D + 0.4 N Label-MixUp points (a point's input interpolated with one of its labels' text)",
+        _with_transform(_feature_mix("label-mixup")),
+    ),
+    Augmentation(
+        "auto",
+        "the training set that does best on the validation split (see workflow/auto.py)",
+        _refuse("'auto' is a search over training sets: train with gandalf_xmc.workflow.pipeline.train_model"),
+    ),
 )
 AUGMENTATIONS: dict[str, Augmentation] = {row.name: row for row in _ROWS}
 TRAINING_SETS: dict[str, str] = {row.name: row.description for row in _ROWS}

@@ -22,8 +22,9 @@ from ..text import WORD as _WORD
 from ..text import words as split_words
 
 
-def synonym_table(words: list[str], vectors: np.ndarray, n: int = 5, min_similarity: float = 0.6,
-                  block: int = 2048) -> dict[str, list[str]]:
+def synonym_table(
+    words: list[str], vectors: np.ndarray, n: int = 5, min_similarity: float = 0.6, block: int = 2048
+) -> dict[str, list[str]]:
     """Each word's up to ``n`` nearest other words by cosine of ``vectors`` (rows l2-normalised
     here), keeping those with similarity >= ``min_similarity``; words without any are left out."""
     V = np.asarray(vectors, dtype=np.float32)
@@ -31,11 +32,14 @@ def synonym_table(words: list[str], vectors: np.ndarray, n: int = 5, min_similar
     table: dict[str, list[str]] = {}
     n_take = min(n + 1, len(words))
     for start in range(0, len(words), block):
-        S = V[start:start + block] @ V.T
+        S = V[start : start + block] @ V.T
         rows = np.arange(S.shape[0])
         S[rows, start + rows] = -np.inf  # a word is not its own synonym
-        top = np.argpartition(-S, n_take - 1, axis=1)[:, :n_take] if n_take < len(words) else np.tile(
-            np.arange(len(words)), (S.shape[0], 1))
+        top = (
+            np.argpartition(-S, n_take - 1, axis=1)[:, :n_take]
+            if n_take < len(words)
+            else np.tile(np.arange(len(words)), (S.shape[0], 1))
+        )
         for r in rows:
             cand = top[r][np.argsort(-S[r, top[r]], kind="stable")]
             near = [words[c] for c in cand[:n] if S[r, c] >= min_similarity]
@@ -44,8 +48,7 @@ def synonym_table(words: list[str], vectors: np.ndarray, n: int = 5, min_similar
     return table
 
 
-def word_synonyms(texts: list[str], n: int = 5, min_similarity: float = 0.6, min_count: int = 2
-                  ) -> dict[str, list[str]]:
+def word_synonyms(texts: list[str], n: int = 5, min_similarity: float = 0.6, min_count: int = 2) -> dict[str, list[str]]:
     """Synonym table of the words (TF-IDF tokens) seen at least ``min_count`` times in ``texts``,
     nearest by their all-MiniLM-L6-v2 sentence embeddings (cached on disk like every embedding)."""
     from collections import Counter
@@ -103,8 +106,7 @@ class FeatureMix:
     KINDS = ("mixup", "label-mixup")
     acts_on = "features"  # see augment.transforms
 
-    def __init__(self, kind: str, share: float = 0.4, alpha: float = 0.4, label_weights: np.ndarray | None = None,
-                 seed: int = 0):
+    def __init__(self, kind: str, share: float = 0.4, alpha: float = 0.4, label_weights: np.ndarray | None = None, seed: int = 0):
         if kind not in self.KINDS:
             raise ValueError(f"unknown mix {kind!r}; choose one of {', '.join(self.KINDS)}")
         if not 0.0 < share <= 1.0:
@@ -139,8 +141,10 @@ class FeatureMix:
             chosen.append(int(labels[min(int(np.searchsorted(cdf, picks[i], side="right")), labels.size - 1)]))
         keep_idx = np.asarray(keep, dtype=np.int64)
         chosen_idx = np.asarray(chosen, dtype=np.int64)
-        E = sp.csr_matrix((np.ones(chosen_idx.size, dtype=np.float32), (np.arange(chosen_idx.size), chosen_idx)),
-                          shape=(chosen_idx.size, Y.shape[1]))
+        E = sp.csr_matrix(
+            (np.ones(chosen_idx.size, dtype=np.float32), (np.arange(chosen_idx.size), chosen_idx)),
+            shape=(chosen_idx.size, Y.shape[1]),
+        )
         rows, lam = a[keep_idx], lam[keep_idx]
         return _mix(X[rows], Z[chosen_idx], lam), _mix(Y[rows], E, lam)
 

@@ -22,9 +22,15 @@ _COPIED_TEST = ("tst.json.gz", "tst.json")  # copied as they are when the test s
 EXPORT_FORMATS = ("lf", "text", "npz", "bow")
 
 
-def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: AugmentConfig,
-                            log: Callable[[str], None] | None = None, client=None, force: bool = False,
-                            export: str = "lf") -> dict:
+def write_augmented_dataset(
+    dataset: XMCDataset,
+    out_dir: str | Path,
+    config: AugmentConfig,
+    log: Callable[[str], None] | None = None,
+    client=None,
+    force: bool = False,
+    export: str = "lf",
+) -> dict:
     """Write ``out_dir`` with the extra points and the combined training set.
 
     Files:
@@ -61,11 +67,15 @@ def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: Au
     say(f"label graph ({graph_for(config).kind}, delta={config.graph.delta}) ...")
     extra, label_ids = extra_points(dataset, config, client)
     if not len(extra):
-        raise ConfigError(f"no label becomes a point (labels fraction {config.labels_fraction} of "
-                          f"{dataset.n_labels:,} labels rounds to 0): raise --labels-fraction")
+        raise ConfigError(
+            f"no label becomes a point (labels fraction {config.labels_fraction} of "
+            f"{dataset.n_labels:,} labels rounds to 0): raise --labels-fraction"
+        )
     if export == "bow" and extra.Y.nnz and (extra.Y.data != 1.0).any():
-        raise ConfigError("the BoW format holds binary labels, and these label points have soft targets "
-                          "(they would be rounded to 1): use --format npz or lf, or --augment identity")
+        raise ConfigError(
+            "the BoW format holds binary labels, and these label points have soft targets "
+            "(they would be rounded to 1): use --format npz or lf, or --augment identity"
+        )
     say(f"{len(extra):,} extra points, {extra.Y.nnz:,} soft targets")
     n_orig = dataset.n_original
     train = dataset.train
@@ -82,17 +92,22 @@ def write_augmented_dataset(dataset: XMCDataset, out_dir: str | Path, config: Au
         original_Y = dataset.original_train_Y()
         say("writing aug.json.gz, aug_X_Y.txt, trn.json.gz, trn_X_Y.txt ...")
         jobs = [  # largest first; each writes its own file
-            lambda: write_lines(staging / "trn.json.gz",
-                                lf_json_chunks(train.uids[:n_orig], train.texts[:n_orig], original_Y, binary_rel=True),
-                                lf_json_chunks(extra.uids, extra.texts, extra.Y)),
+            lambda: write_lines(
+                staging / "trn.json.gz",
+                lf_json_chunks(train.uids[:n_orig], train.texts[:n_orig], original_Y, binary_rel=True),
+                lf_json_chunks(extra.uids, extra.texts, extra.Y),
+            ),
             lambda: write_lines(staging / "aug.json.gz", lf_json_chunks(extra.uids, extra.texts, extra.Y)),
             lambda: write_sparse_text(staging / "trn_X_Y.txt", original_Y, extra.Y),
             lambda: write_sparse_text(staging / "aug_X_Y.txt", extra.Y),
             lambda: write_lf_json(staging / "lbl.json.gz", dataset.label_uids, dataset.label_texts, None),
         ]
         if "tst" in dataset.splits:
-            jobs.append(lambda: write_lf_json(staging / "tst.json.gz", dataset.test.uids, dataset.test.texts,
-                                              dataset.test.Y, binary_rel=True))
+            jobs.append(
+                lambda: write_lf_json(
+                    staging / "tst.json.gz", dataset.test.uids, dataset.test.texts, dataset.test.Y, binary_rel=True
+                )
+            )
         # two writers at a time: gzip and the numba renderer release the GIL, so they overlap
         with ThreadPoolExecutor(max_workers=2) as pool:
             futures = [pool.submit(job) for job in jobs]

@@ -26,8 +26,15 @@ class LabelMix:
 
     acts_on = "texts"  # see augment.transforms
 
-    def __init__(self, graph: sp.csr_matrix, label_texts: list[str], weights: np.ndarray,
-                 prob: float = 0.4, threshold: float = 0.1, seed: int = 0):
+    def __init__(
+        self,
+        graph: sp.csr_matrix,
+        label_texts: list[str],
+        weights: np.ndarray,
+        prob: float = 0.4,
+        threshold: float = 0.1,
+        seed: int = 0,
+    ):
         if not 0.0 <= prob <= 1.0:
             raise ValueError("prob must be in [0, 1]")
         self.graph = sp.csr_matrix(graph, dtype=np.float32)

@@ -57,8 +57,13 @@ class AugmentConfig:
         return cls(**{**d, "graph": GraphConfig(**graph, walk=RandomWalkConfig(**walk))})
 
 
-_FLAT_WALK_KEYS = {"seed": "seed", "walk_length": "walk_length", "restart_prob": "restart_prob",
-                   "walk_neighbours": "neighbours", "head_threshold": "head_threshold"}
+_FLAT_WALK_KEYS = {
+    "seed": "seed",
+    "walk_length": "walk_length",
+    "restart_prob": "restart_prob",
+    "walk_neighbours": "neighbours",
+    "head_threshold": "head_threshold",
+}
 
 
 def preset(name: str, seed: int = 0, **changes) -> AugmentConfig:
@@ -77,8 +82,9 @@ def build_training_set(dataset: XMCDataset, config: AugmentConfig) -> TrainingSe
     its label-point mask and transform."""
     config.validate()
     built = AUGMENTATIONS[config.training_set].build(dataset, config)
-    return replace(built, extra_weight=config.extra_weight, extra_share=config.extra_share,
-                   extra_negatives=config.extra_negatives)
+    return replace(
+        built, extra_weight=config.extra_weight, extra_share=config.extra_share, extra_negatives=config.extra_negatives
+    )
 
 
 def training_set(dataset: XMCDataset, config: AugmentConfig) -> TrainingSet:
@@ -87,6 +93,24 @@ def training_set(dataset: XMCDataset, config: AugmentConfig) -> TrainingSet:
     return build_training_set(dataset, config)
 
 
-__all__ = ["AugmentConfig", "TEMPERED_GRAPH", "preset", "AUGMENTATIONS", "TRAINING_SETS", "LABEL_UID_PREFIX",
-           "FeatureMix", "LabelMix", "SynonymReplacement", "combine", "extra_points", "gandalf_points", "graph_for",
-           "select_labels", "tail_weights", "training_set", "uniform_sample", "TrainingSet", "build_training_set"]
+__all__ = [
+    "AugmentConfig",
+    "TEMPERED_GRAPH",
+    "preset",
+    "AUGMENTATIONS",
+    "TRAINING_SETS",
+    "LABEL_UID_PREFIX",
+    "FeatureMix",
+    "LabelMix",
+    "SynonymReplacement",
+    "combine",
+    "extra_points",
+    "gandalf_points",
+    "graph_for",
+    "select_labels",
+    "tail_weights",
+    "training_set",
+    "uniform_sample",
+    "TrainingSet",
+    "build_training_set",
+]

@@ -25,8 +25,9 @@ class BatchTransform(Protocol):
     acts_on: Literal["texts", "features"]
 
 
-def append_text_draw(transform, texts: list[str], Y: sp.csr_matrix, weights: np.ndarray | None = None
-                     ) -> tuple[list[str], sp.csr_matrix, np.ndarray | None]:
+def append_text_draw(
+    transform, texts: list[str], Y: sp.csr_matrix, weights: np.ndarray | None = None
+) -> tuple[list[str], sp.csr_matrix, np.ndarray | None]:
     """A text transform drawn once over ``texts``: the points it changed are appended (with the
     weight of the point they came from), the originals stay."""
     mixed_texts, mixed_Y = transform(texts, Y)

@@ -65,8 +65,11 @@ def atomic_writer(path: str | Path, compresslevel: int = GZIP_LEVEL) -> Iterator
     with atomic_path(path) as tmp, open(tmp, "wb") as raw:
         # no file name and mtime 0 in the gzip header: the same content gives the same bytes, and
         # `gzip -dN` cannot restore the temporary name
-        fh: IO[bytes] = gzip.GzipFile(filename="", mode="wb", compresslevel=compresslevel, fileobj=raw, mtime=0) \
-            if path.suffix == ".gz" else raw
+        fh: IO[bytes] = (
+            gzip.GzipFile(filename="", mode="wb", compresslevel=compresslevel, fileobj=raw, mtime=0)
+            if path.suffix == ".gz"
+            else raw
+        )
         try:
             yield fh
         finally:
@@ -155,8 +158,7 @@ def _same_or_inside(a: Path, b: Path) -> bool:
     return a == b or b in a.parents or a in b.parents
 
 
-def check_output_directory(out_dir: str | Path, force: bool = False, inputs: tuple = (),
-                           reusable: str | None = None) -> Path:
+def check_output_directory(out_dir: str | Path, force: bool = False, inputs: tuple = (), reusable: str | None = None) -> Path:
     """Refuse an output directory that would clobber something: a file, the input (or a
     directory inside it or around it), or a directory with contents unless ``force``. A
     directory that holds only ``reusable`` (e.g. ``checkpoints`` to resume) is accepted."""
@@ -191,8 +193,10 @@ def output_lock(out_dir: str | Path) -> Iterator[None]:
     except OSError as exc:
         from ..errors import GandalfError
 
-        raise GandalfError(f"{lock_path}: the cache directory cannot be written ({exc.strerror or exc}); set "
-                           "GANDALF_CACHE to a writable directory") from None
+        raise GandalfError(
+            f"{lock_path}: the cache directory cannot be written ({exc.strerror or exc}); set "
+            "GANDALF_CACHE to a writable directory"
+        ) from None
     try:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -263,8 +267,9 @@ def _own_directories(out: Path, kind: str) -> list[Path]:
 
 def _new_directory(out: Path, kind: str) -> Path:
     """A fresh staging (or old) directory beside ``out``, with its marker."""
-    path = Path(tempfile.mkdtemp(prefix=f".{out.name}.gandalf-{kind}-", suffix=".tmp" if kind == "staging" else ".old",
-                                 dir=out.parent))
+    path = Path(
+        tempfile.mkdtemp(prefix=f".{out.name}.gandalf-{kind}-", suffix=".tmp" if kind == "staging" else ".old", dir=out.parent)
+    )
     (path / STAGING_MARK).touch()
     return path
 

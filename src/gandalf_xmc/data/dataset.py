@@ -101,7 +101,7 @@ class XMCDataset:
 
     def original_train_Y(self) -> sp.csr_matrix:
         """Training labels of the original points only (never the augmented ones)."""
-        return self.train.Y[:self.n_original]
+        return self.train.Y[: self.n_original]
 
     def label_frequencies(self) -> np.ndarray:
         """Training positives of each label, from the original training points."""
@@ -134,13 +134,17 @@ def _read_split_text_layout(directory: Path, split: str, n_labels: int) -> Split
         raise DataFormatError(texts_path, None, "file is empty (no points)")
     Y = read_sparse_text(y_path, expect_shape=(None, n_labels), relevance=True)
     if Y.shape[0] != len(texts):  # either file may be at fault: the message names both
-        raise DataFormatError(texts_path, None, f"{len(texts):,} texts (lines) but {y_path.name} has {Y.shape[0]:,} "
-                                                "rows: the two files need one line for each point")
+        raise DataFormatError(
+            texts_path,
+            None,
+            f"{len(texts):,} texts (lines) but {y_path.name} has {Y.shape[0]:,} rows: the two files need one line for each point",
+        )
     return Split([str(i) for i in range(len(texts))], texts, Y)
 
 
-def load_dataset(path: str | Path | None = None, splits: tuple[str, ...] = ("trn", "tst"), name: str | None = None,
-                 derive_filters: bool = True) -> XMCDataset:
+def load_dataset(
+    path: str | Path | None = None, splits: tuple[str, ...] = ("trn", "tst"), name: str | None = None, derive_filters: bool = True
+) -> XMCDataset:
     """Load a dataset directory or a suite dataset by name (the default dataset if ``path`` is None).
 
     Two layouts are understood:
@@ -173,8 +177,9 @@ def load_dataset(path: str | Path | None = None, splits: tuple[str, ...] = ("trn
     else:
         txt = next((p for p in (directory / "lbl_X.txt", directory / "Y.txt") if p.exists()), None)
         if txt is None:
-            raise DataFormatError(directory / "lbl.json.gz", None,
-                                  "missing label file (expected lbl.json.gz, lbl.json, lbl_X.txt or Y.txt)")
+            raise DataFormatError(
+                directory / "lbl.json.gz", None, "missing label file (expected lbl.json.gz, lbl.json, lbl_X.txt or Y.txt)"
+            )
         label_texts = read_text_lines(txt)
         if not label_texts:
             raise DataFormatError(txt, None, "file is empty (no labels)")
@@ -194,8 +199,11 @@ def load_dataset(path: str | Path | None = None, splits: tuple[str, ...] = ("trn
             loaded[split] = _read_split_text_layout(directory, split, n_labels)
     n_original = meta.get("n_original_train")
     if n_original is not None and "trn" in loaded and n_original > len(loaded["trn"]):
-        raise DataFormatError(directory / AUGMENT_METADATA, None, f"n_original_train is {n_original} but the training "
-                                                                  f"split has {len(loaded['trn'])} points")
+        raise DataFormatError(
+            directory / AUGMENT_METADATA,
+            None,
+            f"n_original_train is {n_original} but the training split has {len(loaded['trn'])} points",
+        )
     notes = []
     for split, data in loaded.items():
         if layout == "json":
@@ -207,11 +215,17 @@ def load_dataset(path: str | Path | None = None, splits: tuple[str, ...] = ("trn
             data.filter_pairs = read_filter_pairs(filter_file, len(data), n_labels)
         elif derive_filters:
             n_points = n_original if split == "trn" and n_original is not None else len(data)
-            data.filter_pairs = self_label_pairs(data.uids[:n_points] if layout == "json" else None, data.texts[:n_points],
-                                                 label_uids if layout == "json" else None, label_texts)
+            data.filter_pairs = self_label_pairs(
+                data.uids[:n_points] if layout == "json" else None,
+                data.texts[:n_points],
+                label_uids if layout == "json" else None,
+                label_texts,
+            )
             if data.filter_pairs.size:
-                notes.append(f"{split}: no {filter_file.name}; {len(data.filter_pairs):,} points are themselves a label "
-                             f"(same uid or text): those pairs are filtered as the file would (--no-derive-filters: keep them)")
+                notes.append(
+                    f"{split}: no {filter_file.name}; {len(data.filter_pairs):,} points are themselves a label "
+                    f"(same uid or text): those pairs are filtered as the file would (--no-derive-filters: keep them)"
+                )
     dataset_name = name or meta.get("source_name") or card.get("name") or directory.resolve().name
     propensity = card.get("propensity") or meta.get("propensity")
     ab = (float(propensity["A"]), float(propensity["B"])) if propensity else None
@@ -222,8 +236,9 @@ def _normalised(text: str) -> str:
     return " ".join(words(text))
 
 
-def self_label_pairs(uids: list[str] | None, texts: list[str], label_uids: list[str] | None,
-                     label_texts: list[str]) -> np.ndarray:
+def self_label_pairs(
+    uids: list[str] | None, texts: list[str], label_uids: list[str] | None, label_texts: list[str]
+) -> np.ndarray:
     """``(row, label)`` pairs where point ``row`` is itself label ``label``: the same uid (when
     both sides have real ids) or the same text once lowercased and cut into words. A text shared
     by several labels names none of them, so it gives no pair."""
@@ -263,7 +278,7 @@ def _read_card(path: Path) -> dict:
     prop = card.get("propensity")
     if prop is not None:
         if not isinstance(prop, dict):
-            raise DataFormatError(path, None, "'propensity' must be {\"A\": number > 0, \"B\": number >= 0}")
+            raise DataFormatError(path, None, '\'propensity\' must be {"A": number > 0, "B": number >= 0}')
         problem = propensity_problem(prop.get("A"), prop.get("B"))
         if problem:
             raise DataFormatError(path, None, f"'propensity': {problem}")
@@ -296,9 +311,12 @@ def _sample_split(split: Split, rows: np.ndarray, labels: np.ndarray, new_label:
     new_row[rows] = np.arange(rows.size)
     fp = split.filter_pairs.reshape(-1, 2)
     fp = fp[(new_row[fp[:, 0]] >= 0) & (new_label[fp[:, 1]] >= 0)]
-    return Split([split.uids[i] for i in rows], [split.texts[i] for i in rows],
-                 sp.csr_matrix(split.Y[rows][:, labels], dtype=np.float32),
-                 np.stack([new_row[fp[:, 0]], new_label[fp[:, 1]]], axis=1).astype(np.int64))
+    return Split(
+        [split.uids[i] for i in rows],
+        [split.texts[i] for i in rows],
+        sp.csr_matrix(split.Y[rows][:, labels], dtype=np.float32),
+        np.stack([new_row[fp[:, 0]], new_label[fp[:, 1]]], axis=1).astype(np.int64),
+    )
 
 
 def write_dataset(ds: XMCDataset, directory: str | Path, force: bool = False) -> Path:

@@ -157,7 +157,7 @@ class _CsrBuilder:
         if ind.size and ind.dtype.kind not in "iu":
             for pos, value in enumerate(self._ind):
                 if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
-                    if not -2**62 < value < 2**62:
+                    if not -(2**62) < value < 2**62:
                         self._fail_at(offsets, pos, f"label id {shown(value, 'repr')} is out of range")
                 if not isinstance(value, int):
                     self._fail_at(offsets, pos, f"label id {shown(value, 'repr')} is not an integer")
@@ -200,8 +200,9 @@ class _CsrBuilder:
         same = np.flatnonzero(keys[order][1:] == keys[order][:-1])
         if same.size:
             row = int(rows[order][same[0]])
-            raise DataFormatError(self.path, self.line_of_row(row), f"label {int(M.indices[order][same[0]])} appears "
-                                                                    "twice in this row")
+            raise DataFormatError(
+                self.path, self.line_of_row(row), f"label {int(M.indices[order][same[0]])} appears twice in this row"
+            )
 
     def build(self, n_rows: int) -> sp.csr_matrix:
         self.flush()
@@ -219,8 +220,9 @@ class _CsrBuilder:
         return Y
 
 
-def read_lf_json(path: str | Path, n_labels: int | None = None, *, require_targets: bool | None = None,
-                 unique_uids: bool = False) -> LFRecords:
+def read_lf_json(
+    path: str | Path, n_labels: int | None = None, *, require_targets: bool | None = None, unique_uids: bool = False
+) -> LFRecords:
     """Read an LF JSON-lines file (optionally gzipped).
 
     Args:
@@ -297,15 +299,17 @@ def read_lf_json(path: str | Path, n_labels: int | None = None, *, require_targe
     return LFRecords(uids, texts, None, kept_groups)
 
 
-def lf_json_chunks(uids: list[str], texts: list[str], Y: sp.csr_matrix | None, *, binary_rel: bool = False,
-                   block_rows: int = 50_000) -> Iterator[bytes]:
+def lf_json_chunks(
+    uids: list[str], texts: list[str], Y: sp.csr_matrix | None, *, binary_rel: bool = False, block_rows: int = 50_000
+) -> Iterator[bytes]:
     """Serialise points as LF JSON lines, in chunks of bytes (each line ends with a newline).
 
     ``target_rel`` is written unless ``binary_rel`` is set and all of a row's values are 1.
     """
     M = sp.csr_matrix(Y) if Y is not None else None
-    blocks = ((s, min(len(uids), s + block_rows)) for s in range(0, len(uids), block_rows)) if M is None \
-        else row_blocks(M, block_rows)
+    blocks = (
+        ((s, min(len(uids), s + block_rows)) for s in range(0, len(uids), block_rows)) if M is None else row_blocks(M, block_rows)
+    )
     for start, stop in blocks:
         heads = [orjson.dumps({"uid": u, "title": t})[:-1] for u, t in zip(uids[start:stop], texts[start:stop])]
         if M is None:
@@ -333,8 +337,9 @@ def write_lines(path: str | Path, *parts: Iterable[bytes]) -> None:
                 fh.write(chunk)
 
 
-def write_lf_json(path: str | Path, uids: list[str], texts: list[str], Y: sp.csr_matrix | None, *,
-                  binary_rel: bool = False) -> None:
+def write_lf_json(
+    path: str | Path, uids: list[str], texts: list[str], Y: sp.csr_matrix | None, *, binary_rel: bool = False
+) -> None:
     """Write LF JSON lines atomically (gzip if ``path`` ends in .gz)."""
     write_lines(path, lf_json_chunks(uids, texts, Y, binary_rel=binary_rel))
 
@@ -382,8 +387,13 @@ def _parse_header(path: Path, line: str, n_fields: int, names: str) -> list[int]
     return [int(p) for p in parts]
 
 
-def read_sparse_text(path: str | Path, *, expect_shape: tuple[int | None, int | None] | None = None,
-                     relevance: bool = False, duplicates: str = "merge") -> sp.csr_matrix:
+def read_sparse_text(
+    path: str | Path,
+    *,
+    expect_shape: tuple[int | None, int | None] | None = None,
+    relevance: bool = False,
+    duplicates: str = "merge",
+) -> sp.csr_matrix:
     """Read the sparse matrix text format (``rows cols`` header, ``index:value`` rows).
 
     Args:
@@ -426,8 +436,7 @@ def write_sparse_text(path: str | Path, *parts: sp.spmatrix) -> None:
     write_lines(path, sparse_text_chunks(*parts))
 
 
-def write_sparse_text_stream(path: str | Path | IO[bytes], n_rows: int, n_cols: int,
-                             blocks: Iterable[sp.spmatrix]) -> None:
+def write_sparse_text_stream(path: str | Path | IO[bytes], n_rows: int, n_cols: int, blocks: Iterable[sp.spmatrix]) -> None:
     """Write row blocks produced one at a time (bounded memory) as one sparse text matrix,
     atomically: nothing is left at ``path`` if producing a block fails. ``path`` may also be an
     open binary file (the caller decides how it is written)."""
@@ -469,8 +478,9 @@ def read_bow(path: str | Path) -> tuple[sp.csr_matrix, sp.csr_matrix]:
             try:
                 labels = [int(t) for t in tokens[0].split(",") if t != ""]
             except ValueError:
-                raise DataFormatError(path, lineno, f"label list {shown(tokens[0], 'repr')} is not comma-separated "
-                                                    "integers") from None
+                raise DataFormatError(
+                    path, lineno, f"label list {shown(tokens[0], 'repr')} is not comma-separated integers"
+                ) from None
             tokens = tokens[1:]
         idx, val = _parse_pairs(path, lineno, [t for t in tokens if t])
         ints, floats = _to_numbers(path, lineno, idx, val)
@@ -546,7 +556,6 @@ def read_text_lines(path: str | Path) -> list[str]:
     return [line for _, line in iter_lines(path, strip_bom=True)]
 
 
-
 def read_predictions(path: str | Path, expect_shape: tuple[int, int]) -> sp.csr_matrix:
     """Predictions for scoring: the sparse text format, or a scipy ``.npz`` matrix as PECOS and
     scipy write them (read without unpickling). Shape and values are checked; a label scored twice
@@ -561,8 +570,11 @@ def read_predictions(path: str | Path, expect_shape: tuple[int, int]) -> sp.csr_
             raise DataFormatError(path, None, f"not a scipy sparse .npz matrix ({exc})") from None
         P = sp.csr_matrix(P, dtype=np.float32)
         if P.shape != tuple(expect_shape):
-            raise DataFormatError(path, None, f"matrix is {P.shape[0]} x {P.shape[1]} but {expect_shape[0]} x "
-                                              f"{expect_shape[1]} (points x labels) was expected")
+            raise DataFormatError(
+                path,
+                None,
+                f"matrix is {P.shape[0]} x {P.shape[1]} but {expect_shape[0]} x {expect_shape[1]} (points x labels) was expected",
+            )
         if P.data.size and not np.isfinite(P.data).all():
             raise DataFormatError(path, None, "a score is not finite")
         if P.has_canonical_format is False:

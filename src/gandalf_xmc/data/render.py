@@ -109,7 +109,7 @@ def render_rows(M: sp.csr_matrix, start: int, stop: int, mode: int, newline: boo
     The table of formatted values is built per block, so memory stays proportional to the block.
     """
     lo, hi = M.indptr[start], M.indptr[stop]
-    indptr = (M.indptr[start:stop + 1] - lo).astype(np.int64)
+    indptr = (M.indptr[start : stop + 1] - lo).astype(np.int64)
     data = M.data[lo:hi]
     if mode == INDICES:  # no values to format
         values, value_ids = np.zeros(0), np.zeros(hi - lo, dtype=np.int64)
@@ -128,8 +128,18 @@ def render_rows(M: sp.csr_matrix, start: int, stop: int, mode: int, newline: boo
     buf = np.empty(max(int(hi - lo) * width + (stop - start), 1), dtype=np.uint8)
     ends = np.empty(stop - start, dtype=np.int64)
     sep = ord(" ") if mode == PAIRS else ord(",")
-    used = _render(indptr, M.indices[lo:hi].astype(np.int64), value_ids.astype(np.int64, copy=False), table, offsets,
-                   mode, sep, newline, buf, ends)
+    used = _render(
+        indptr,
+        M.indices[lo:hi].astype(np.int64),
+        value_ids.astype(np.int64, copy=False),
+        table,
+        offsets,
+        mode,
+        sep,
+        newline,
+        buf,
+        ends,
+    )
     return buf[:used].tobytes(), ends
 
 

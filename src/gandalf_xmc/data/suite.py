@@ -33,10 +33,10 @@ SUITE: tuple[SuiteDataset, ...] = (
     SuiteDataset("jargon", "dictionary (hacker slang)", shipped=True, builder="jargon"),
     SuiteDataset("wordnet", "lexical semantics", shipped=False, builder="wordnet"),
     SuiteDataset("gcide", "dictionary (English)", shipped=False, builder="gcide"),
-    SuiteDataset("debian-new-packages", "software packages", shipped=False, builder="debian_new",
-                 test_split="new-items"),
-    SuiteDataset("gene-ontology-new-terms", "biology (ontology terms)", shipped=False, builder="gene_ontology_new",
-                 test_split="new-items"),
+    SuiteDataset("debian-new-packages", "software packages", shipped=False, builder="debian_new", test_split="new-items"),
+    SuiteDataset(
+        "gene-ontology-new-terms", "biology (ontology terms)", shipped=False, builder="gene_ontology_new", test_split="new-items"
+    ),
 )
 BY_NAME = {d.name: d for d in SUITE}
 DEFAULT_DATASET = "debian-bookworm"

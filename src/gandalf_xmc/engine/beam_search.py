@@ -74,8 +74,9 @@ def _level_score(z):
 
 
 @numba.njit(cache=True, nogil=True)
-def _expand_in_chunks(q_idx, q_val, parents, parent_scores, child_ptr, feat_lo, entry_lo, feat, feat_end, child,
-                      value, out_nodes, out_scores):
+def _expand_in_chunks(
+    q_idx, q_val, parents, parent_scores, child_ptr, feat_lo, entry_lo, feat, feat_end, child, value, out_nodes, out_scores
+):
     """One query's step down a level in its chunk layout: its kept ``parents`` (-1: none) expand
     to their children, scored, and the best fill ``out_nodes`` / ``out_scores`` (ties: the tree's
     order). False if an entry was damaged."""
@@ -99,7 +100,7 @@ def _expand_in_chunks(q_idx, q_val, parents, parent_scores, child_ptr, feat_lo, 
             cand[at] = lo + j
             scores[at] = parent_scores[r] * _level_score(z[j])
             at += 1
-    best = np.argsort(-scores, kind="mergesort")[:out_nodes.size]
+    best = np.argsort(-scores, kind="mergesort")[: out_nodes.size]
     for r in range(best.size):
         out_nodes[r] = cand[best[r]]
         out_scores[r] = scores[best[r]]
@@ -107,8 +108,9 @@ def _expand_in_chunks(q_idx, q_val, parents, parent_scores, child_ptr, feat_lo, 
 
 
 @numba.njit(cache=True, parallel=True)
-def _chunks_level(q_indptr, q_indices, q_data, parents, parent_scores, child_ptr, feat_lo, entry_lo, feat, feat_end,
-                  child, value, keep):
+def _chunks_level(
+    q_indptr, q_indices, q_data, parents, parent_scores, child_ptr, feat_lo, entry_lo, feat, feat_end, child, value, keep
+):
     """One level of the search in a level's chunk layout for every query (rows of ``parents``):
     the kept nodes, their path scores and the number of queries that met a damaged entry."""
     n = q_indptr.size - 1
@@ -117,20 +119,45 @@ def _chunks_level(q_indptr, q_indices, q_data, parents, parent_scores, child_ptr
     damaged = np.zeros(n, dtype=np.int64)
     for i in numba.prange(n):
         lo, hi = q_indptr[i], q_indptr[i + 1]
-        if not _expand_in_chunks(q_indices[lo:hi], q_data[lo:hi], parents[i], parent_scores[i], child_ptr, feat_lo,
-                                 entry_lo, feat, feat_end, child, value, out_nodes[i], out_scores[i]):
+        if not _expand_in_chunks(
+            q_indices[lo:hi],
+            q_data[lo:hi],
+            parents[i],
+            parent_scores[i],
+            child_ptr,
+            feat_lo,
+            entry_lo,
+            feat,
+            feat_end,
+            child,
+            value,
+            out_nodes[i],
+            out_scores[i],
+        ):
             damaged[i] = 1
     return out_nodes, out_scores, damaged.sum()
 
 
 @numba.njit(cache=True, nogil=True)
-def _chunks_level_one(q_idx, q_val, parents, parent_scores, child_ptr, feat_lo, entry_lo, feat, feat_end, child, value,
-                      keep):
+def _chunks_level_one(q_idx, q_val, parents, parent_scores, child_ptr, feat_lo, entry_lo, feat, feat_end, child, value, keep):
     """:func:`_chunks_level` for a single query, without the thread pool's launch."""
     out_nodes = np.full((1, keep), -1, dtype=np.int64)
     out_scores = np.zeros((1, keep))
-    intact = _expand_in_chunks(q_idx, q_val, parents[0], parent_scores[0], child_ptr, feat_lo, entry_lo, feat, feat_end,
-                               child, value, out_nodes[0], out_scores[0])
+    intact = _expand_in_chunks(
+        q_idx,
+        q_val,
+        parents[0],
+        parent_scores[0],
+        child_ptr,
+        feat_lo,
+        entry_lo,
+        feat,
+        feat_end,
+        child,
+        value,
+        out_nodes[0],
+        out_scores[0],
+    )
     return out_nodes, out_scores, 0 if intact else 1
 
 
@@ -159,7 +186,7 @@ def _rows_level(q_indptr, q_indices, q_data, parents, parent_scores, child_ptr, 
     out_nodes = np.full((n, keep), -1, dtype=np.int64)
     out_scores = np.zeros((n, keep))
     for i in numba.prange(n):
-        q_idx, q_val = q_indices[q_indptr[i]:q_indptr[i + 1]], q_data[q_indptr[i]:q_indptr[i + 1]]
+        q_idx, q_val = q_indices[q_indptr[i] : q_indptr[i + 1]], q_data[q_indptr[i] : q_indptr[i + 1]]
         total = 0
         for r in range(parents.shape[1]):
             p = parents[i, r]
@@ -195,18 +222,23 @@ class TreeWeights:
     memory; a level of more than ``chunk_entries`` weights without one is searched in its CSR rows
     (each node's features looked up by bisection: the same results, slower)."""
 
-    def __init__(self, levels: list[sp.csr_matrix], children: list[np.ndarray],
-                 chunk_entries: int = CHUNK_LAYOUT_ENTRIES, chunk_dirs: list[Path | None] | None = None):
+    def __init__(
+        self,
+        levels: list[sp.csr_matrix],
+        children: list[np.ndarray],
+        chunk_entries: int = CHUNK_LAYOUT_ENTRIES,
+        chunk_dirs: list[Path | None] | None = None,
+    ):
         if len(children) != len(levels) - 1:
             raise ValueError("one children array per level but the last")
         self.levels = [_float32_csr(W) for W in levels]
         # level t's parent p has the rows [lo, hi) of level t as children (level 0: the root's)
-        self.bounds = [np.array([0, self.levels[0].shape[0]], dtype=np.int64)] + \
-            [np.asarray(c, dtype=np.int64) for c in children]
+        self.bounds = [np.array([0, self.levels[0].shape[0]], dtype=np.int64)] + [np.asarray(c, dtype=np.int64) for c in children]
         dirs = chunk_dirs or [None] * len(self.levels)
         self.chunks: list[LevelChunks | None] = [
             map_chunks(d, b) if has_chunks(d) else lay_out(W, b) if W.nnz <= chunk_entries else None
-            for W, b, d in zip(self.levels, self.bounds, dirs)]
+            for W, b, d in zip(self.levels, self.bounds, dirs)
+        ]
 
     @property
     def n_positions(self) -> int:
@@ -229,8 +261,7 @@ class TreeWeights:
                     parents, scores = _rows_level(*q, parents, scores, child_ptr, W.indptr, W.indices, W.data, keep)
                     continue
                 if Q.shape[0] == 1:  # a single query (a server's request)
-                    parents, scores, damaged = _chunks_level_one(q[1], q[2], parents, scores, child_ptr,
-                                                                 *chunks.arrays, keep)
+                    parents, scores, damaged = _chunks_level_one(q[1], q[2], parents, scores, child_ptr, *chunks.arrays, keep)
                 else:
                     parents, scores, damaged = _chunks_level(*q, parents, scores, child_ptr, *chunks.arrays, keep)
                 if damaged:
@@ -239,8 +270,11 @@ class TreeWeights:
 
     def mapped_arrays(self) -> list[np.ndarray]:
         """The arrays the search reads that may be mapped from files (for a server's warm-up)."""
-        return [a for W, chunks in zip(self.levels, self.chunks)
-                for a in (chunks.arrays if chunks is not None else (W.indptr, W.indices, W.data))]
+        return [
+            a
+            for W, chunks in zip(self.levels, self.chunks)
+            for a in (chunks.arrays if chunks is not None else (W.indptr, W.indices, W.data))
+        ]
 
     def hold_in_memory(self) -> int:
         """Copy every array the search reads out of its file mapping into this process's own
@@ -258,8 +292,7 @@ class TreeWeights:
 
         for t, (W, chunks) in enumerate(zip(self.levels, self.chunks)):
             if chunks is not None:
-                self.chunks[t] = LevelChunks(**{name: own(getattr(chunks, name)) for name in CHUNK_FILES},
-                                             name=chunks.name)
+                self.chunks[t] = LevelChunks(**{name: own(getattr(chunks, name)) for name in CHUNK_FILES}, name=chunks.name)
                 values, where = self.chunks[t].value, chunks.name
             else:
                 owned = sp.csr_matrix((own(W.data), own(W.indices), own(W.indptr)), shape=W.shape, copy=False)

@@ -15,8 +15,9 @@ from sklearn.decomposition import TruncatedSVD
 from sklearn.preprocessing import normalize
 
 
-def label_representations(point_features: sp.csr_matrix, Y: sp.csr_matrix, label_features: sp.csr_matrix,
-                          dim: int = 64, seed: int = 0) -> np.ndarray:
+def label_representations(
+    point_features: sp.csr_matrix, Y: sp.csr_matrix, label_features: sp.csr_matrix, dim: int = 64, seed: int = 0
+) -> np.ndarray:
     """Dense, l2-normalised ``L x dim`` label vectors: PIFA + label text, reduced by truncated SVD."""
     pifa = normalize(sp.csr_matrix(Y).T @ point_features)
     rep = normalize(pifa + normalize(label_features))

@@ -35,12 +35,17 @@ def _madvise(typingctx, address, length, advice):
         i32, i64, byte_pointer = ir.IntType(32), ir.IntType(64), ir.IntType(8).as_pointer()
         if not ADVISES:  # no reference to a symbol the platform may lack
             return i32(-1)
-        callee = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(i32, [byte_pointer, i64, i32]), "madvise")
+        callee = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [byte_pointer, i64, i32]), "madvise")
         address_type, length_type, advice_type = signature.args
         pointer = builder.inttoptr(context.cast(builder, args[0], address_type, types.intp), byte_pointer)
-        return builder.call(callee, [pointer, context.cast(builder, args[1], length_type, types.int64),
-                                     context.cast(builder, args[2], advice_type, types.int32)])
+        return builder.call(
+            callee,
+            [
+                pointer,
+                context.cast(builder, args[1], length_type, types.int64),
+                context.cast(builder, args[2], advice_type, types.int32),
+            ],
+        )
 
     return types.int32(address, length, advice), codegen
 

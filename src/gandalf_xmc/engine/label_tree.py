@@ -58,9 +58,15 @@ LABEL_VECTOR_ENTRIES = 200_000_000
 PARTIAL_SUMS_PER_BLOCK = 5_000_000
 
 
-def label_vectors(X: sp.csr_matrix, Y: sp.csr_matrix, Z: sp.csr_matrix | None, text_weight: float = 1.0,
-                  max_entries: int = LABEL_VECTOR_ENTRIES, partial_sums_per_block: int = PARTIAL_SUMS_PER_BLOCK,
-                  threads: int | None = None) -> sp.csr_matrix:
+def label_vectors(
+    X: sp.csr_matrix,
+    Y: sp.csr_matrix,
+    Z: sp.csr_matrix | None,
+    text_weight: float = 1.0,
+    max_entries: int = LABEL_VECTOR_ENTRIES,
+    partial_sums_per_block: int = PARTIAL_SUMS_PER_BLOCK,
+    threads: int | None = None,
+) -> sp.csr_matrix:
     """PIFA (the l2-normalised, target-weighted sum of each label's training rows) plus
     ``text_weight`` times the label text's own l2-normalised features, l2-normalised: a label
     without training positives is placed by its text alone.
@@ -87,8 +93,9 @@ def label_vectors(X: sp.csr_matrix, Y: sp.csr_matrix, Z: sp.csr_matrix | None, t
     use_text = Z is not None and text_weight > 0
     Zn = sp.csr_matrix(Z, dtype=np.float32) if use_text else sp.csr_matrix((n_labels, n_features), dtype=np.float32)
     x_lengths = np.diff(X.indptr).astype(np.float64)
-    partial_sums = np.bincount(np.repeat(np.arange(n_labels), np.diff(YT.indptr)), weights=x_lengths[YT.indices],
-                               minlength=n_labels)  # per label: its rows' lengths, summed
+    partial_sums = np.bincount(
+        np.repeat(np.arange(n_labels), np.diff(YT.indptr)), weights=x_lengths[YT.indices], minlength=n_labels
+    )  # per label: its rows' lengths, summed
     bound = partial_sums.sum() + (Zn.nnz if use_text else 0)
     keep = max(1, max_entries // max(n_labels, 1)) if bound > max_entries else -1
     blocks = label_blocks(partial_sums + np.diff(Zn.indptr), partial_sums_per_block)
@@ -96,8 +103,9 @@ def label_vectors(X: sp.csr_matrix, Y: sp.csr_matrix, Z: sp.csr_matrix | None, t
     yt = (YT.indptr.astype(np.int64), YT.indices, YT.data)  # int32 ids kept: Y is the largest input at scale
     x = (X.indptr.astype(np.int64), X.indices, X.data)
     z = (Zn.indptr.astype(np.int64), Zn.indices, Zn.data)
-    scratch = [(np.zeros(n_features, np.float32), np.zeros(n_features, np.bool_), np.empty(n_features, np.int64))
-               for _ in range(threads)]
+    scratch = [
+        (np.zeros(n_features, np.float32), np.zeros(n_features, np.bool_), np.empty(n_features, np.int64)) for _ in range(threads)
+    ]
     free = list(range(threads))
 
     def work(block):
@@ -139,8 +147,25 @@ def _unit(acc, touched, n_t, split):
 
 
 @numba.njit(cache=True, nogil=True)
-def _label_vector_rows(lo, hi, yt_indptr, yt_indices, yt_data, x_indptr, x_indices, x_data, z_indptr, z_indices,
-                       z_data, use_text, text_weight, keep, acc, mark, touched):
+def _label_vector_rows(
+    lo,
+    hi,
+    yt_indptr,
+    yt_indices,
+    yt_data,
+    x_indptr,
+    x_indices,
+    x_data,
+    z_indptr,
+    z_indices,
+    z_data,
+    use_text,
+    text_weight,
+    keep,
+    acc,
+    mark,
+    touched,
+):
     """Rows ``lo:hi`` of the label vectors as (indptr, indices, data); ``acc`` and ``mark`` are all
     zero on entry and left so."""
     indptr = np.zeros(hi - lo + 1, dtype=np.int64)
@@ -317,8 +342,9 @@ def _halve(bounds: np.ndarray) -> np.ndarray:
     return out
 
 
-def build_tree(R: sp.csr_matrix, branching: int = 16, leaf_size: int = 100, seed: int = 0, iterations: int = 8,
-               threads: int | None = None) -> LabelTree:
+def build_tree(
+    R: sp.csr_matrix, branching: int = 16, leaf_size: int = 100, seed: int = 0, iterations: int = 8, threads: int | None = None
+) -> LabelTree:
     """Balanced tree of the rows of ``R`` (label vectors): bisect every run until no leaf holds
     more than ``leaf_size`` labels, then keep every ``log2(branching)``-th depth from the leaves.
 

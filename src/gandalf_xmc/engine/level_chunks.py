@@ -78,8 +78,23 @@ def child_dtype(child_ptr: np.ndarray) -> np.dtype:
 
 
 @numba.njit(cache=True, nogil=True)
-def _lay_out_rows(row_ptr, indices, data, chunk_ptr, chunk_of_row, col_ptr, col_row, col_value, at, feat_lo,
-                  entry_lo, feat, feat_end, child, value):
+def _lay_out_rows(
+    row_ptr,
+    indices,
+    data,
+    chunk_ptr,
+    chunk_of_row,
+    col_ptr,
+    col_row,
+    col_value,
+    at,
+    feat_lo,
+    entry_lo,
+    feat,
+    feat_end,
+    child,
+    value,
+):
     """The layout of a group of consecutive chunks (parents) from its rows: ``row_ptr`` (from 0),
     ``indices`` and ``data`` are the rows' CSR arrays, chunk c's rows are ``chunk_ptr[c]:chunk_ptr[c + 1]``
     (``chunk_of_row`` the same, row by row).
@@ -153,14 +168,33 @@ class _GroupBuffers:
         r_lo, r_hi = int(child_ptr[p]), int(child_ptr[q])
         a, b = int(indptr[r_lo]), int(indptr[r_hi])
         n_chunks = q - p
-        chunk_ptr = (child_ptr[p:q + 1] - r_lo).astype(np.int64)
+        chunk_ptr = (child_ptr[p : q + 1] - r_lo).astype(np.int64)
         n_feat = _lay_out_rows(
-            (indptr[r_lo:r_hi + 1] - a).astype(np.int64), W.indices[a:b], W.data[a:b], chunk_ptr,
-            np.repeat(np.arange(n_chunks, dtype=np.int64), np.diff(chunk_ptr)), self.col_ptr, self.col_row,
-            self.col_value, self.at, self.feat_lo, self.entry_lo, self.feat, self.feat_end, self.child, self.value)
+            (indptr[r_lo : r_hi + 1] - a).astype(np.int64),
+            W.indices[a:b],
+            W.data[a:b],
+            chunk_ptr,
+            np.repeat(np.arange(n_chunks, dtype=np.int64), np.diff(chunk_ptr)),
+            self.col_ptr,
+            self.col_row,
+            self.col_value,
+            self.at,
+            self.feat_lo,
+            self.entry_lo,
+            self.feat,
+            self.feat_end,
+            self.child,
+            self.value,
+        )
         n = b - a
-        return (self.feat_lo[:n_chunks + 1], self.entry_lo[:n_chunks + 1],
-                self.feat[:n_feat], self.feat_end[:n_feat], self.child[:n], self.value[:n])
+        return (
+            self.feat_lo[: n_chunks + 1],
+            self.entry_lo[: n_chunks + 1],
+            self.feat[:n_feat],
+            self.feat_end[:n_feat],
+            self.child[:n],
+            self.value[:n],
+        )
 
 
 def _groups(W: sp.csr_matrix, child_ptr: np.ndarray, group_entries: int) -> tuple[list[tuple[int, int]], int, int]:
@@ -173,8 +207,7 @@ def _groups(W: sp.csr_matrix, child_ptr: np.ndarray, group_entries: int) -> tupl
         q = min(max(q, p + 1), n_parents)
         groups.append((p, q))
         p = q
-    return (groups, max((int(starts[q] - starts[p]) for p, q in groups), default=0),
-            max((q - p for p, q in groups), default=0))
+    return (groups, max((int(starts[q] - starts[p]) for p, q in groups), default=0), max((q - p for p, q in groups), default=0))
 
 
 def _checked_level(W: sp.csr_matrix, child_ptr: np.ndarray) -> np.ndarray:
@@ -215,8 +248,9 @@ class _NpyStream:
 
     def close(self) -> None:
         header = io.BytesIO()
-        np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(self.dtype),
-                                                      "fortran_order": False, "shape": (self.count,)})
+        np.lib.format.write_array_header_1_0(
+            header, {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": (self.count,)}
+        )
         if len(header.getvalue()) != self.HEADER_BYTES:
             raise RuntimeError(f"an unexpected .npy header of {len(header.getvalue())} bytes")
         self.file.seek(0)
@@ -229,8 +263,9 @@ class _NpyStream:
         self.part.unlink(missing_ok=True)  # gone already if the stream was closed whole
 
 
-def write_chunks(W: sp.csr_matrix, child_ptr: np.ndarray, directory: Path, threads: int = 1,
-                 group_entries: int = GROUP_ENTRIES) -> None:
+def write_chunks(
+    W: sp.csr_matrix, child_ptr: np.ndarray, directory: Path, threads: int = 1, group_entries: int = GROUP_ENTRIES
+) -> None:
     """``W``'s layout as ``directory/chunk_{name}.npy``, built ``group_entries`` weights at a time
     on each of ``threads`` threads (``W`` may be mapped from files larger than memory; memory is
     about 30 bytes a weight of ``2 * threads`` groups, whatever the level's size: the threads lay out
@@ -244,11 +279,14 @@ def write_chunks(W: sp.csr_matrix, child_ptr: np.ndarray, directory: Path, threa
     lanes = max(1, min(int(threads), len(groups)))
     # two sets of buffers: the threads lay out the next batch while this one is written
     buffers = [[_GroupBuffers(most_weights, W.shape[1], most_parents, dtype) for _ in range(lanes)] for _ in range(2)]
-    batches = [groups[first:first + lanes] for first in range(0, len(groups), lanes)]  # one group a thread
-    streams = {name: _NpyStream(directory / f"chunk_{name}.npy", _DTYPES.get(name, dtype))
-               for name in ("feat", "feat_end", "child", "value")}
+    batches = [groups[first : first + lanes] for first in range(0, len(groups), lanes)]  # one group a thread
+    streams = {
+        name: _NpyStream(directory / f"chunk_{name}.npy", _DTYPES.get(name, dtype))
+        for name in ("feat", "feat_end", "child", "value")
+    }
     try:
         with ThreadPoolExecutor(lanes) as pool:
+
             def submit(b):
                 return [pool.submit(buffers[b % 2][j].lay_out, W, child_ptr, p, q) for j, (p, q) in enumerate(batches[b])]
 
@@ -257,8 +295,8 @@ def write_chunks(W: sp.csr_matrix, child_ptr: np.ndarray, directory: Path, threa
                 laid_out, pending = pending, submit(b + 1) if b + 1 < len(batches) else []
                 for (p, q), future in zip(batch, laid_out):
                     g_feat_lo, g_entry_lo, feat, feat_end, child, value = future.result()
-                    feat_lo[p + 1:q + 1] = g_feat_lo[1:] + feat_lo[p]
-                    entry_lo[p + 1:q + 1] = g_entry_lo[1:] + entry_lo[p]
+                    feat_lo[p + 1 : q + 1] = g_feat_lo[1:] + feat_lo[p]
+                    entry_lo[p + 1 : q + 1] = g_entry_lo[1:] + entry_lo[p]
                     for name, array in (("feat", feat), ("feat_end", feat_end), ("child", child), ("value", value)):
                         streams[name].append(array)
                 release_pages((W.indices, W.data))  # the groups' mapped pages: not this process's memory
@@ -300,8 +338,7 @@ def _layout_problem(arrays: dict, child_ptr: np.ndarray) -> str | None:
     n_parents = child_ptr.size - 1
     for name, size in (("feat_lo", arrays["feat"].size), ("entry_lo", child.size)):
         pointer = np.asarray(arrays[name])
-        if (pointer.size != n_parents + 1 or pointer[0] != 0 or pointer[-1] != size
-                or np.any(np.diff(pointer) < 0)):
+        if pointer.size != n_parents + 1 or pointer[0] != 0 or pointer[-1] != size or np.any(np.diff(pointer) < 0):
             return f"chunk_{name}.npy does not match the tree and the other arrays"
     if arrays["feat_end"].size != arrays["feat"].size or arrays["value"].size != child.size:
         return "the layout's arrays differ in length"

@@ -66,7 +66,7 @@ class UnitBlocks:
     def read(self, part: int, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
         """``n`` entries of a unit held in memory, from ``start`` in its part."""
         feat, val = self.parts[part]
-        return feat[start:start + n], val[start:start + n]
+        return feat[start : start + n], val[start : start + n]
 
     def remove_files(self) -> None:
         if self.paths is not None:
@@ -74,8 +74,7 @@ class UnitBlocks:
                 path.unlink(missing_ok=True)
 
 
-def assemble_level(lanes: list[UnitBlocks], counts: np.ndarray, n_columns: int,
-                   directory: Path | None) -> sp.csr_matrix:
+def assemble_level(lanes: list[UnitBlocks], counts: np.ndarray, n_columns: int, directory: Path | None) -> sp.csr_matrix:
     """The level's ``K x n_columns`` CSR from its lanes' unit blocks (``counts``: weights of each
     node): in memory if no lane spilled, else written to ``directory/{indptr,indices,data}.npy``
     and returned mapped read-only."""
@@ -88,7 +87,7 @@ def assemble_level(lanes: list[UnitBlocks], counts: np.ndarray, n_columns: int,
         for lane in lanes:
             for lo, hi, part, start in lane.units:
                 at, n = indptr[lo], indptr[hi] - indptr[lo]
-                indices[at:at + n], data[at:at + n] = lane.read(part, start, n)
+                indices[at : at + n], data[at : at + n] = lane.read(part, start, n)
         return _csr(data, indices, indptr, n_columns)
     paths = {name: directory / f"{name}.npy" for name in LEVEL_FILES}
     np.save(paths["indptr"], indptr)
@@ -118,8 +117,7 @@ def assemble_level(lanes: list[UnitBlocks], counts: np.ndarray, n_columns: int,
     return read_level(directory, n_columns)
 
 
-def copy_range(source: int, target: int, count: int, source_offset: int, target_offset: int,
-               block: int = 1 << 26) -> None:
+def copy_range(source: int, target: int, count: int, source_offset: int, target_offset: int, block: int = 1 << 26) -> None:
     """Copy ``count`` bytes from ``source_offset`` of one open file to ``target_offset`` of another
     (file descriptors): ``os.copy_file_range`` where the platform has it, else reads and writes of
     ``block`` bytes."""
@@ -150,16 +148,24 @@ def _csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_columns: i
     return W
 
 
-def check_level(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_columns: int, name: str,
-                check_entries: int = 100_000_000) -> None:
+def check_level(
+    indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_columns: int, name: str, check_entries: int = 100_000_000
+) -> None:
     """Raise ValueError unless a saved level's row pointers are consistent with its arrays and,
     for levels of at most ``check_entries`` weights (the ones the search copies into its chunk
     layout, where a feature id indexes memory), every feature id is below ``n_columns``; larger
     levels are searched by comparing feature ids only, so their ids are not read; likewise every
     weight of such a level is finite (numpy only: the cold-start reader calls it too)."""
-    if (indptr.ndim != 1 or indptr.size == 0 or indptr[0] != 0 or np.any(np.diff(indptr) < 0)
-            or indptr[-1] != indices.size or indices.size != data.size or indices.dtype != np.int32
-            or data.dtype != np.float32):
+    if (
+        indptr.ndim != 1
+        or indptr.size == 0
+        or indptr[0] != 0
+        or np.any(np.diff(indptr) < 0)
+        or indptr[-1] != indices.size
+        or indices.size != data.size
+        or indices.dtype != np.int32
+        or data.dtype != np.float32
+    ):
         raise ValueError(f"{name}: inconsistent weight arrays")
     if 0 < indices.size <= check_entries and (indices.min() < 0 or indices.max() >= n_columns):
         raise ValueError(f"{name}: a feature id out of range")
@@ -186,8 +192,7 @@ def load_array(path: Path, mapped: bool = False) -> np.ndarray:
             raise ValueError(f"{path.name} is not a regular file")
         with open(path, "rb") as fh:
             version = np.lib.format.read_magic(fh)
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-                np.lib.format.read_array_header_2_0
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
             shape, _, dtype = read_header(fh)
             expected = fh.tell() + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
             size = os.fstat(fh.fileno()).st_size
@@ -212,8 +217,9 @@ def map_level(directory: Path, n_columns: int, n_rows: int | None = None) -> tup
     file is damaged, not a reason to allocate)."""
     arrays = {name: load_array(directory / f"{name}.npy", mapped=True) for name in LEVEL_FILES}
     if n_rows is not None and arrays["indptr"].shape != (n_rows + 1,):
-        raise ValueError(f"{directory.name}: {max(arrays['indptr'].size - 1, 0):,} rows of weights for the level's "
-                         f"{n_rows:,} nodes")
+        raise ValueError(
+            f"{directory.name}: {max(arrays['indptr'].size - 1, 0):,} rows of weights for the level's {n_rows:,} nodes"
+        )
     indptr, indices, data = np.asarray(arrays["indptr"]), arrays["indices"], arrays["data"]
     check_level(indptr, indices, data, n_columns, directory.name)
     return indptr, indices, data
@@ -233,7 +239,7 @@ def page_in(arrays: list[np.ndarray]) -> int:
     for mapped in mappings(arrays):
         mapped._mmap.madvise(mmap.MADV_WILLNEED)  # the kernel reads ahead in large requests
         flat = np.asarray(mapped).reshape(-1).view(np.uint8)
-        int(flat[::mmap.PAGESIZE].sum())  # one byte a page: returns once every page is in
+        int(flat[:: mmap.PAGESIZE].sum())  # one byte a page: returns once every page is in
         total += flat.size
     return total
 

@@ -85,8 +85,12 @@ class SolverConfig:
     positive_cost: float = 2.0
 
     def __post_init__(self) -> None:
-        check_ranges(self, positive=("C", "eps", "max_iter", "positive_cost"), non_negative=("threshold",),
-                     at_most_one=("min_parent_target",))
+        check_ranges(
+            self,
+            positive=("C", "eps", "max_iter", "positive_cost"),
+            non_negative=("threshold",),
+            at_most_one=("min_parent_target",),
+        )
 
 
 @numba.njit(cache=True, nogil=True)
@@ -147,8 +151,28 @@ def _shuffle(a, state):
 
 
 @numba.njit(cache=True, nogil=True)
-def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x_indices, x_data, inst_weight,
-                    loc, seen, row_at, C, positive_cost, min_parent_target, eps, max_iter, seed):
+def _train_siblings(
+    k_lo,
+    k_hi,
+    rows,
+    parent_t,
+    t_ptr,
+    t_idx,
+    t_val,
+    x_indptr,
+    x_indices,
+    x_data,
+    inst_weight,
+    loc,
+    seen,
+    row_at,
+    C,
+    positive_cost,
+    min_parent_target,
+    eps,
+    max_iter,
+    seed,
+):
     """The classifiers of nodes ``k_lo:k_hi`` (one parent's children) on the parent's ``rows``,
     trained side by side: one shared coordinate order, so a row's features and the children's
     weights of a feature (one contiguous row of ``W``) are read once for all the children, and
@@ -255,8 +279,7 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
                     d = private_sq[a] * (np.float64(alpha_pos[q]) - alpha_neg[a, k])
                     for pp in range(lo, hi):
                         d += W[l_indices[pp], k] * l_data[pp]
-                    step = _positive_step(q, a, k, d, pos_t[q], sq, cw, positive_cost, alpha_pos, alpha_neg,
-                                          pg_max, pg_min)
+                    step = _positive_step(q, a, k, d, pos_t[q], sq, cw, positive_cost, alpha_pos, alpha_neg, pg_max, pg_min)
                     if step != 0.0:
                         for pp in range(lo, hi):
                             W[l_indices[pp], k] += np.float32(step) * l_data[pp]
@@ -295,8 +318,7 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, t_ptr, t_idx, t_val, x_indptr, x
                 k = pos_child[q]
                 if done[k]:
                     continue
-                step = _positive_step(q, a, k, dots[k], pos_t[q], sq, cw, positive_cost, alpha_pos, alpha_neg,
-                                      pg_max, pg_min)
+                step = _positive_step(q, a, k, dots[k], pos_t[q], sq, cw, positive_cost, alpha_pos, alpha_neg, pg_max, pg_min)
                 steps[k] = np.float32(step)
                 moved += step != 0.0
             if moved:
@@ -422,17 +444,59 @@ def _positive_step(q, a, k, d, t, sq, cw, positive_cost, alpha_pos, alpha_neg, p
 
 
 @numba.njit(cache=True, nogil=True)
-def _train_unit(p, k_lo, k_hi, act_ptr, act_idx, act_val, min_parent_target, t_ptr, t_idx, t_val, x_indptr,
-                x_indices, x_data, inst_weight, loc, seen, row_at, counts, C, positive_cost, eps, max_iter, threshold,
-                seed):
+def _train_unit(
+    p,
+    k_lo,
+    k_hi,
+    act_ptr,
+    act_idx,
+    act_val,
+    min_parent_target,
+    t_ptr,
+    t_idx,
+    t_val,
+    x_indptr,
+    x_indices,
+    x_data,
+    inst_weight,
+    loc,
+    seen,
+    row_at,
+    counts,
+    C,
+    positive_cost,
+    eps,
+    max_iter,
+    threshold,
+    seed,
+):
     """The classifiers of parent ``p``'s children ``k_lo:k_hi``, their kept weights as consecutive
     CSR rows: fills ``counts`` (weights of each node) and returns (feature ids, weights)."""
     a_lo, a_hi = act_ptr[p], act_ptr[p + 1]
     if a_hi == a_lo or k_hi == k_lo:
         return np.empty(0, dtype=np.int32), np.empty(0, dtype=np.float32)
     W, fs, slot, owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child = _train_siblings(
-        k_lo, k_hi, act_idx[a_lo:a_hi], act_val[a_lo:a_hi], t_ptr, t_idx, t_val, x_indptr, x_indices, x_data,
-        inst_weight, loc, seen, row_at, C, positive_cost, min_parent_target, eps, max_iter, seed + k_lo)
+        k_lo,
+        k_hi,
+        act_idx[a_lo:a_hi],
+        act_val[a_lo:a_hi],
+        t_ptr,
+        t_idx,
+        t_val,
+        x_indptr,
+        x_indices,
+        x_data,
+        inst_weight,
+        loc,
+        seen,
+        row_at,
+        C,
+        positive_cost,
+        min_parent_target,
+        eps,
+        max_iter,
+        seed + k_lo,
+    )
     n_k = k_hi - k_lo
     at = np.zeros(n_k + 1, dtype=np.int64)  # each child's first position, from a counting pass
     nz_ptr, nz_child, nz_signed = _private_lists(owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child, threshold)
@@ -520,10 +584,19 @@ def _csc_lists(M: sp.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return C.indptr.astype(np.int64), rows, C.data
 
 
-def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix, parent_of: np.ndarray,
-                instance_weights: np.ndarray, config: SolverConfig, seed: int = 0, threads: int = 1,
-                spill_dir: Path | None = None, spill_bytes: int | None = None,
-                on_progress: Callable[[float], None] | None = None) -> sp.csr_matrix:
+def train_level(
+    X: sp.csr_matrix,
+    targets: sp.csr_matrix,
+    active: sp.csr_matrix,
+    parent_of: np.ndarray,
+    instance_weights: np.ndarray,
+    config: SolverConfig,
+    seed: int = 0,
+    threads: int = 1,
+    spill_dir: Path | None = None,
+    spill_bytes: int | None = None,
+    on_progress: Callable[[float], None] | None = None,
+) -> sp.csr_matrix:
     """The classifiers of one level as a ``K x D`` CSR matrix (row k = node k's weights).
 
     Args:
@@ -586,9 +659,31 @@ def train_level(X: sp.csr_matrix, targets: sp.csr_matrix, active: sp.csr_matrix,
         while (unit := queue.take(from_front=i % 2 == 0)) is not None:
             parent, lo, hi = (int(v) for v in unit)
             feat, val = _train_unit(
-                parent, lo, hi, act_ptr, act_idx, act_val, config.min_parent_target, t_ptr, t_idx, t_val, xi, xx, xd,
-                weights, loc, seen, row_at, counts, config.C, config.positive_cost, config.eps, config.max_iter,
-                config.threshold, seed)
+                parent,
+                lo,
+                hi,
+                act_ptr,
+                act_idx,
+                act_val,
+                config.min_parent_target,
+                t_ptr,
+                t_idx,
+                t_val,
+                xi,
+                xx,
+                xd,
+                weights,
+                loc,
+                seen,
+                row_at,
+                counts,
+                config.C,
+                config.positive_cost,
+                config.eps,
+                config.max_iter,
+                config.threshold,
+                seed,
+            )
             blocks.add(lo, hi, feat, val)
             if on_progress is not None:
                 unit_done(parent, lo, hi)

@@ -67,9 +67,15 @@ class Objective(Protocol):
         """Called before each epoch (e.g. to reseed a batch transform so that resuming replays it)."""
 
 
-def run(objective: Objective, config: TrainConfig, checkpoint_dir: str | Path | None = None, resume: bool = False,
-        progress: bool = True, on_epoch: Callable[[dict], None] | None = None,
-        extra: ExtraPoints | None = None) -> TrainResult:
+def run(
+    objective: Objective,
+    config: TrainConfig,
+    checkpoint_dir: str | Path | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    on_epoch: Callable[[dict], None] | None = None,
+    extra: ExtraPoints | None = None,
+) -> TrainResult:
     """The epoch loop shared by every model: shuffled batches, a progress bar with loss and
     examples/s, validation and model selection, checkpoints, early stopping and resume.
 
@@ -87,8 +93,11 @@ def run(objective: Objective, config: TrainConfig, checkpoint_dir: str | Path | 
     start_epoch = 0
     if resume:
         if ckpt is None or not (ckpt / "last.pt").exists():
-            raise CheckpointError(ckpt / "last.pt" if ckpt else "checkpoints/last.pt", None,
-                                  "nothing to resume: no checkpoint (train without --resume)")
+            raise CheckpointError(
+                ckpt / "last.pt" if ckpt else "checkpoints/last.pt",
+                None,
+                "nothing to resume: no checkpoint (train without --resume)",
+            )
         state = _load_checkpoint(ckpt / "last.pt")
         try:
             module.load_state_dict(state["model"])
@@ -96,8 +105,11 @@ def run(objective: Objective, config: TrainConfig, checkpoint_dir: str | Path | 
                 opt.load_state_dict(state["optimizers"][name])
             result = TrainResult(**json.loads(state["result"]))
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise CheckpointError(ckpt / "last.pt", None, "checkpoint does not match this model and data "
-                                  f"(written with other settings?): {str(exc).splitlines()[0][:200]}") from None
+            raise CheckpointError(
+                ckpt / "last.pt",
+                None,
+                f"checkpoint does not match this model and data (written with other settings?): {str(exc).splitlines()[0][:200]}",
+            ) from None
         start_epoch = int(state["epoch"]) + 1
     best_state: dict | None = None  # in-memory copy of the best model when there is no checkpoint dir
     started = time.perf_counter()
@@ -114,14 +126,21 @@ def run(objective: Objective, config: TrainConfig, checkpoint_dir: str | Path | 
         n_epoch = order.size
         objective.start_epoch(epoch)
         total_loss, t0 = 0.0, time.perf_counter()
-        bar = tqdm(range(0, n_epoch, config.batch_size), desc=f"epoch {epoch + 1}/{config.epochs}", disable=not progress,
-                   unit="batch", leave=False)
+        bar = tqdm(
+            range(0, n_epoch, config.batch_size),
+            desc=f"epoch {epoch + 1}/{config.epochs}",
+            disable=not progress,
+            unit="batch",
+            leave=False,
+        )
         for step, start in enumerate(bar):
-            idx = np.sort(order[start:start + config.batch_size])
+            idx = np.sort(order[start : start + config.batch_size])
             loss = objective.loss(idx)
             if not torch.isfinite(loss):
-                raise TrainingDiverged(f"the loss became {float(loss.detach())} at epoch {epoch + 1}, step {step + 1}: training "
-                                       "diverged (lower --extra-weight or the learning rate); nothing was saved")
+                raise TrainingDiverged(
+                    f"the loss became {float(loss.detach())} at epoch {epoch + 1}, step {step + 1}: training "
+                    "diverged (lower --extra-weight or the learning rate); nothing was saved"
+                )
             for opt in optimizers.values():
                 opt.zero_grad()
             loss.backward()
@@ -133,8 +152,13 @@ def run(objective: Objective, config: TrainConfig, checkpoint_dir: str | Path | 
                 rate = (start + idx.size) / max(time.perf_counter() - t0, 1e-9)
                 bar.set_postfix(loss=f"{total_loss / (step + 1):.4f}", ex_s=f"{rate:,.0f}")
         epoch_seconds = time.perf_counter() - t0
-        record = {"epoch": epoch, "loss": total_loss / max(1, -(-n_epoch // config.batch_size)),
-                  "examples": int(n_epoch), "seconds": epoch_seconds, "examples_per_second": n_epoch / max(epoch_seconds, 1e-9)}
+        record = {
+            "epoch": epoch,
+            "loss": total_loss / max(1, -(-n_epoch // config.batch_size)),
+            "examples": int(n_epoch),
+            "seconds": epoch_seconds,
+            "examples_per_second": n_epoch / max(epoch_seconds, 1e-9),
+        }
         module.eval()
         metrics = objective.validate()
         validating = metrics is not None
@@ -154,16 +178,25 @@ def run(objective: Objective, config: TrainConfig, checkpoint_dir: str | Path | 
         else:
             stale += 1
         if ckpt is not None:
-            _save(ckpt / "last.pt", {"model": module.state_dict(), "epoch": epoch,
-                                     "result": json.dumps(asdict(result), default=float),
-                                     "optimizers": {name: opt.state_dict() for name, opt in optimizers.items()}})
+            _save(
+                ckpt / "last.pt",
+                {
+                    "model": module.state_dict(),
+                    "epoch": epoch,
+                    "result": json.dumps(asdict(result), default=float),
+                    "optimizers": {name: opt.state_dict() for name, opt in optimizers.items()},
+                },
+            )
         if on_epoch is not None:
             on_epoch(record)
         if progress:
-            shown = ", ".join(f"{k} {v:.2f}" for k, v in record.items()
-                              if k in ("P@1", "PSP@1", "P@5", "PSP@5", "shortlist_recall"))
-            tqdm.write(f"epoch {epoch + 1}: loss {record['loss']:.4f}, {record['examples_per_second']:,.0f} ex/s"
-                       + (f", valid {shown}" if shown else ""))
+            shown = ", ".join(
+                f"{k} {v:.2f}" for k, v in record.items() if k in ("P@1", "PSP@1", "P@5", "PSP@5", "shortlist_recall")
+            )
+            tqdm.write(
+                f"epoch {epoch + 1}: loss {record['loss']:.4f}, {record['examples_per_second']:,.0f} ex/s"
+                + (f", valid {shown}" if shown else "")
+            )
     if ckpt is not None and (ckpt / "best.pt").exists():
         module.load_state_dict(_load_checkpoint(ckpt / "best.pt")["model"])
     elif best_state is not None:
@@ -172,5 +205,3 @@ def run(objective: Objective, config: TrainConfig, checkpoint_dir: str | Path | 
     result.seconds = time.perf_counter() - started
     result.examples_per_second = seen / max(result.seconds, 1e-9)
     return result
-
-

@@ -12,8 +12,7 @@ def node_targets(Y: sp.csr_matrix, node_of_label: np.ndarray, n_nodes: int) -> s
     """``N x K`` targets of tree nodes: a node's target is the largest target among its labels
     (built row by row: memory is the result, where sorting all entries at once cost five times it)."""
     Y = sp.csr_matrix(Y, dtype=np.float32)
-    indptr, indices, data = _node_rows(Y.indptr.astype(np.int64), Y.indices, Y.data,
-                                       np.asarray(node_of_label, dtype=np.int32))
+    indptr, indices, data = _node_rows(Y.indptr.astype(np.int64), Y.indices, Y.data, np.asarray(node_of_label, dtype=np.int32))
     T = sp.csr_matrix((data, indices, indptr), shape=(Y.shape[0], n_nodes))
     T.has_sorted_indices = True
     T.eliminate_zeros()
@@ -50,8 +49,8 @@ def _node_rows(indptr, indices, data, node_of_label):
                     keys[s], values[s] = keys[s - 1], values[s - 1]
                 keys[j], values[j] = node, v
                 m += 1
-            out_idx[at:at + m] = keys[:m]
-            out_val[at:at + m] = values[:m]
+            out_idx[at : at + m] = keys[:m]
+            out_val[at : at + m] = values[:m]
             at += m
         else:
             nodes = node_of_label[indices[lo:hi]]

@@ -27,7 +27,8 @@ def prefetch(typingctx, array, flat_index):
         # llvm.prefetch(address, 0 = read, 3 = keep in all levels, 1 = data cache); LLVM names
         # the overloaded intrinsic for the pointer type itself
         callee = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32]), "llvm.prefetch")
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32]), "llvm.prefetch"
+        )
         builder.call(callee, [builder.bitcast(builder.gep(data, [index]), byte_pointer), i32(0), i32(3), i32(1)])
         return context.get_dummy_value()
 

@@ -36,9 +36,11 @@ class TrainConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        check_ranges(self, positive=("epochs", "batch_size", "lr", "dense_lr", "train_clusters", "predict_clusters",
-                                     "patience"),
-                     non_negative=("weight_decay", "meta_loss_weight", "correction_l2"))
+        check_ranges(
+            self,
+            positive=("epochs", "batch_size", "lr", "dense_lr", "train_clusters", "predict_clusters", "patience"),
+            non_negative=("weight_decay", "meta_loss_weight", "correction_l2"),
+        )
         if self.select_metric not in VALIDATION_METRICS:
             raise ConfigError(f"select_metric must be one of {', '.join(VALIDATION_METRICS)}, got {self.select_metric!r}")
 
@@ -83,8 +85,7 @@ class ExtraPoints:
 
     def extended(self, n_more: int) -> ExtraPoints:
         """The same settings after ``n_more`` original points were appended (e.g. LabelMix's)."""
-        return ExtraPoints(np.concatenate([self.mask, np.zeros(n_more, dtype=bool)]), self.weight, self.share,
-                           self.negatives)
+        return ExtraPoints(np.concatenate([self.mask, np.zeros(n_more, dtype=bool)]), self.weight, self.share, self.negatives)
 
 
 @dataclass

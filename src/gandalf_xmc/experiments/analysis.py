@@ -38,29 +38,40 @@ def soft_target_stats(graph: sp.csr_matrix, freq: np.ndarray, n_bins: int = N_BI
     for b in range(n_bins):
         members = bins == b
         n_co = per_label[members].sum()
-        out.append({
-            "bin": b + 1,
-            "labels": int(members.sum()),
-            "mean_frequency": float(freq[members].mean()) if members.any() else 0.0,
-            "seen_once_pct": 100.0 * float((freq[members] == 1).mean()) if members.any() else 0.0,
-            "co_labels_per_point": float(per_label[members].mean()) if members.any() else 0.0,
-            "co_label_ones_pct": 100.0 * float(ones[members].sum() / n_co) if n_co else 0.0,
-            "co_label_mean": float(sums[members].sum() / n_co) if n_co else 0.0,
-        })
+        out.append(
+            {
+                "bin": b + 1,
+                "labels": int(members.sum()),
+                "mean_frequency": float(freq[members].mean()) if members.any() else 0.0,
+                "seen_once_pct": 100.0 * float((freq[members] == 1).mean()) if members.any() else 0.0,
+                "co_labels_per_point": float(per_label[members].mean()) if members.any() else 0.0,
+                "co_label_ones_pct": 100.0 * float(ones[members].sum() / n_co) if n_co else 0.0,
+                "co_label_mean": float(sums[members].sum() / n_co) if n_co else 0.0,
+            }
+        )
     return out
 
 
-def augmentation_effect(baseline: sp.spmatrix, augmented: sp.spmatrix, truth: sp.spmatrix, freq: np.ndarray,
-                        inv_propensity: np.ndarray, filter_pairs: np.ndarray | None = None, k: int = 5,
-                        n_bins: int = N_BINS) -> dict:
+def augmentation_effect(
+    baseline: sp.spmatrix,
+    augmented: sp.spmatrix,
+    truth: sp.spmatrix,
+    freq: np.ndarray,
+    inv_propensity: np.ndarray,
+    filter_pairs: np.ndarray | None = None,
+    k: int = 5,
+    n_bins: int = N_BINS,
+) -> dict:
     """Per bin, the contributions to P@k and PSP@k of the two predictions and their difference,
     plus the overall P@1, P@k, PSP@k of each."""
     bins = frequency_bins(freq, n_bins)
     per_bin = []
     cols = {}
     for name, pred in (("baseline", baseline), ("augmented", augmented)):
-        cols[name] = (bin_contributions(pred, truth, bins, k, filter_pairs, n_bins),
-                      bin_contributions(pred, truth, bins, k, filter_pairs, n_bins, inv_propensity))
+        cols[name] = (
+            bin_contributions(pred, truth, bins, k, filter_pairs, n_bins),
+            bin_contributions(pred, truth, bins, k, filter_pairs, n_bins, inv_propensity),
+        )
     for b in range(n_bins):
         row = {"bin": b + 1}
         for name in cols:

@@ -81,8 +81,14 @@ def md_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _metric_table(res: Results, model: str, settings: list[str], base: str = "none",
-                  metrics: tuple[str, ...] = PRECISION, extra: dict | None = None) -> str:
+def _metric_table(
+    res: Results,
+    model: str,
+    settings: list[str],
+    base: str = "none",
+    metrics: tuple[str, ...] = PRECISION,
+    extra: dict | None = None,
+) -> str:
     rows = []
     for s in settings:
         if not res.has(model, s):
@@ -110,8 +116,7 @@ def _paper_table(block: dict, metrics: tuple[str, ...] = PRECISION, base: str = 
     return md_table(["training data", *metrics], rows)
 
 
-def _transfer(res: Results, model: str, settings: list[str], paper_rows: dict, base: str = "none",
-              prefix: str = "") -> str:
+def _transfer(res: Results, model: str, settings: list[str], paper_rows: dict, base: str = "none", prefix: str = "") -> str:
     """One line per setting: the paper's change against its baseline next to ours, and whether the
     direction transfers."""
     lines = []
@@ -139,13 +144,33 @@ def _transfer(res: Results, model: str, settings: list[str], paper_rows: dict, b
 
 def _stats_section(ds: XMCDataset, name: str) -> str:
     st = dataset_stats(ds)
-    rows = [[f"{name} (this run)", f"{st['N']:,}", f"{st['L']:,}", f"{st['APpL']:.2f}", f"{st['ALpP']:.2f}",
-             f"{st['AWpP']:.2f}", f"{st.get('N_test', 0):,}", f"{st['labels_le5_pct']:.1f}"]]
+    rows = [
+        [
+            f"{name} (this run)",
+            f"{st['N']:,}",
+            f"{st['L']:,}",
+            f"{st['APpL']:.2f}",
+            f"{st['ALpP']:.2f}",
+            f"{st['AWpP']:.2f}",
+            f"{st.get('N_test', 0):,}",
+            f"{st['labels_le5_pct']:.1f}",
+        ]
+    ]
     for p in PRESETS.values():
         if p.name == "debian-bookworm" or p.n_train is None:
             continue
-        rows.append([f"{p.name} (paper)", f"{p.n_train:,}", f"{p.n_labels:,}", f"{p.avg_points_per_label:.2f}",
-                     f"{p.avg_labels_per_point:.2f}", f"{p.avg_words_per_point:.2f}", "", ""])
+        rows.append(
+            [
+                f"{p.name} (paper)",
+                f"{p.n_train:,}",
+                f"{p.n_labels:,}",
+                f"{p.avg_points_per_label:.2f}",
+                f"{p.avg_labels_per_point:.2f}",
+                f"{p.avg_words_per_point:.2f}",
+                "",
+                "",
+            ]
+        )
     return md_table(["dataset", "N", "L", "APpL", "ALpP", "AWpP", "test points", "labels <= 5 positives (%)"], rows)
 
 
@@ -160,14 +185,21 @@ def _qualitative(ds: XMCDataset, runs_dir: Path, model: str, seed: int) -> tuple
     Y = ds.test.Y
     rows, records = [], []
     for i in picks:
-        truth = set(Y.indices[Y.indptr[i]:Y.indptr[i + 1]].tolist())
+        truth = set(Y.indices[Y.indptr[i] : Y.indptr[i + 1]].tolist())
 
         hits_a = int(sum(j in truth for j in a[i]))
         hits_b = int(sum(j in truth for j in b[i]))
-        rows.append([ds.test.texts[i], "; ".join(ds.label_texts[j] for j in sorted(truth))[:300],
-                     f"{_show(ds, a[i], truth)} ({hits_a}/5)", f"{_show(ds, b[i], truth)} ({hits_b}/5)"])
-        records.append({"point": int(i), "text": ds.test.texts[i], "truth": sorted(truth),
-                        "none": a[i].tolist(), "gandalf": b[i].tolist()})
+        rows.append(
+            [
+                ds.test.texts[i],
+                "; ".join(ds.label_texts[j] for j in sorted(truth))[:300],
+                f"{_show(ds, a[i], truth)} ({hits_a}/5)",
+                f"{_show(ds, b[i], truth)} ({hits_b}/5)",
+            ]
+        )
+        records.append(
+            {"point": int(i), "text": ds.test.texts[i], "truth": sorted(truth), "none": a[i].tolist(), "gandalf": b[i].tolist()}
+        )
     return md_table(["test point", "true labels", "D: top 5", "G = D u Z: top 5"], rows), records
 
 
@@ -197,12 +229,10 @@ def _figure_bins(res: Results, model: str, freq: np.ndarray, path: Path) -> dict
         for i, s in enumerate(settings):
             arr = np.array([r[key] for r in res.groups[(model, s)]])
             mean, std = arr.mean(0), (arr.std(0, ddof=1) if arr.shape[0] > 1 else np.zeros(5))
-            ax.bar(np.arange(5) + (i - (len(settings) - 1) / 2) * width, mean, width, yerr=std, capsize=3,
-                   label=describe(s))
+            ax.bar(np.arange(5) + (i - (len(settings) - 1) / 2) * width, mean, width, yerr=std, capsize=3, label=describe(s))
             out.setdefault(s, {})[key] = mean.tolist()
         ax.set_xticks(np.arange(5))
-        ax.set_xticklabels([f"bin {b + 1}\n{n_labels[b]:,} labels\n{mean_freq[b]:.3g} pos. each" for b in range(5)],
-                           fontsize=8)
+        ax.set_xticklabels([f"bin {b + 1}\n{n_labels[b]:,} labels\n{mean_freq[b]:.3g} pos. each" for b in range(5)], fontsize=8)
         ax.set_xlabel("label-frequency bin (1 = head, 5 = tail)")
         ax.set_ylabel(f"{title} (%)")
         ax.set_title(f"{model}: {title}, per bin (test)")
@@ -268,8 +298,7 @@ def _figure_subsampling(res: Results, model: str, path: Path) -> dict:
     return out
 
 
-def comparison_figure(path: Path, names: list[str], scores: list[dict], ks: tuple[int, ...],
-                      bin_labels: np.ndarray) -> None:
+def comparison_figure(path: Path, names: list[str], scores: list[dict], ks: tuple[int, ...], bin_labels: np.ndarray) -> None:
     """``gandalf evaluate --plot``: three panels for the prediction files compared: P@k and PSP@k at
     every cut-off, then each label-frequency bin's contribution to P@k and to PSP@k at the largest k
     (``scores[i]`` holds ``bins_P`` and ``bins_PSP``, five values each). Written atomically.
@@ -319,8 +348,9 @@ def _save(fig, path: Path) -> None:
     plt.close(fig)
 
 
-def write_report(ds: XMCDataset, runs: list[Run], runs_dir: Path, out: Path, config: ReproduceConfig, *,
-                 source_name: str, seconds: float) -> dict:
+def write_report(
+    ds: XMCDataset, runs: list[Run], runs_dir: Path, out: Path, config: ReproduceConfig, *, source_name: str, seconds: float
+) -> dict:
     """Write ``report.md``, ``fig2_bins.png``, ``fig3_training.png``, ``fig3_subsampling.png`` and
     ``results.json`` into ``out`` from the runs in ``runs_dir``; returns the results."""
     raw = [json.loads((runs_dir / f"{r.key}.json").read_text()) for r in runs]
@@ -328,77 +358,155 @@ def write_report(ds: XMCDataset, runs: list[Run], runs_dir: Path, out: Path, con
     abl = config.ablation_model
     seeds = ", ".join(map(str, config.seeds))
     epochs = f"{config.epochs} epochs" if config.epochs else "each model's default epochs and early stopping"
-    sample = (f" (a sample of {source_name}: {len(ds.train):,} training and {len(ds.test):,} test points, "
-              f"`--quick`)") if config.quick else ""
-    md = [f"# Gandalf: the paper's experiments on {ds.name}{sample}", "",
-          f"Ablation model: `{abl}` (the paper used InceptionXML). Table 3 models: "
-          f"{', '.join(f'`{m}`' for m in config.models)}. Seeds: {seeds}; {epochs}. Every number is on the test "
-          f"split with filter pairs removed, mean ± sample standard deviation over the seeds; the training curves "
-          f"are on the validation split carved from the training points. In parentheses: the difference to the "
-          f"row without augmentation, ▲/▼ when it exceeds the two rows' seed spread (|Δ| ≥ std_a + std_b), ≈ "
-          f"when it does not (no winner declared). The paper's numbers are LF-AmazonTitles-131K. "
-          f"{len(raw)} runs taking {sum(r['seconds'] for r in raw) / 60:.1f} minutes summed, {config.parallel} at a "
-          f"time; this call took {seconds / 60:.1f} minutes (runs finished by an earlier call are reused).", ""]
-    results: dict = {"dataset": ds.name, "source": source_name, "config": {
-        "models": list(config.models), "ablation_model": abl, "seeds": list(config.seeds), "epochs": config.epochs,
-        "quick": config.quick, "parallel": config.parallel}, "seconds": seconds, "runs": raw}
+    sample = (
+        (f" (a sample of {source_name}: {len(ds.train):,} training and {len(ds.test):,} test points, `--quick`)")
+        if config.quick
+        else ""
+    )
+    md = [
+        f"# Gandalf: the paper's experiments on {ds.name}{sample}",
+        "",
+        f"Ablation model: `{abl}` (the paper used InceptionXML). Table 3 models: "
+        f"{', '.join(f'`{m}`' for m in config.models)}. Seeds: {seeds}; {epochs}. Every number is on the test "
+        f"split with filter pairs removed, mean ± sample standard deviation over the seeds; the training curves "
+        f"are on the validation split carved from the training points. In parentheses: the difference to the "
+        f"row without augmentation, ▲/▼ when it exceeds the two rows' seed spread (|Δ| ≥ std_a + std_b), ≈ "
+        f"when it does not (no winner declared). The paper's numbers are LF-AmazonTitles-131K. "
+        f"{len(raw)} runs taking {sum(r['seconds'] for r in raw) / 60:.1f} minutes summed, {config.parallel} at a "
+        f"time; this call took {seconds / 60:.1f} minutes (runs finished by an earlier call are reused).",
+        "",
+    ]
+    results: dict = {
+        "dataset": ds.name,
+        "source": source_name,
+        "config": {
+            "models": list(config.models),
+            "ablation_model": abl,
+            "seeds": list(config.seeds),
+            "epochs": config.epochs,
+            "quick": config.quick,
+            "parallel": config.parallel,
+        },
+        "seconds": seconds,
+        "runs": raw,
+    }
 
     md += ["## Table 1: dataset statistics", "", _stats_section(ds, ds.name), ""]
     results["table1"] = dataset_stats(ds)
 
-    md += ["## Table 2: training sets built from label features", "",
-           _metric_table(res, abl, ABLATION_SETTINGS["table2"],
-                         extra={"points": lambda s: f"{res.groups[(abl, s)][0]['n_train']:,}"}), "",
-           f"Paper ({paper.TABLE2['model']}, {paper.DATASET}):", "", _paper_table(paper.TABLE2), "",
-           _transfer(res, abl, ABLATION_SETTINGS["table2"], paper.TABLE2["rows"]), ""]
+    md += [
+        "## Table 2: training sets built from label features",
+        "",
+        _metric_table(
+            res, abl, ABLATION_SETTINGS["table2"], extra={"points": lambda s: f"{res.groups[(abl, s)][0]['n_train']:,}"}
+        ),
+        "",
+        f"Paper ({paper.TABLE2['model']}, {paper.DATASET}):",
+        "",
+        _paper_table(paper.TABLE2),
+        "",
+        _transfer(res, abl, ABLATION_SETTINGS["table2"], paper.TABLE2["rows"]),
+        "",
+    ]
 
     md += ["## Table 3: every model without and with Gandalf (and LabelMix)", ""]
     for m in config.models:
         md += [f"### `{m}`", "", _metric_table(res, m, TABLE3_SETTINGS), ""]
         if m in paper.TABLE3:
             block = paper.TABLE3[m]
-            md += [f"Paper ({block['paper_model']}, {paper.DATASET}):", "", _paper_table(block), "",
-                   _transfer(res, m, TABLE3_SETTINGS, block["rows"]), ""]
+            md += [
+                f"Paper ({block['paper_model']}, {paper.DATASET}):",
+                "",
+                _paper_table(block),
+                "",
+                _transfer(res, m, TABLE3_SETTINGS, block["rows"]),
+                "",
+            ]
         else:
             md += ["The paper has no model of this family.", ""]
 
-    md += ["## Table 4: coverage", "",
-           _metric_table(res, abl, ABLATION_SETTINGS["table4"], metrics=("C@1", "C@3", "C@5")), "",
-           f"Paper ({paper.TABLE4['model']} + Gandalf, {paper.DATASET}): C@1/3/5 = "
-           + " / ".join(f"{v:.2f}" for v in paper.TABLE4["rows"]["gandalf"].values())
-           + " (its baseline row is not legible in our copy of the paper).", ""]
+    md += [
+        "## Table 4: coverage",
+        "",
+        _metric_table(res, abl, ABLATION_SETTINGS["table4"], metrics=("C@1", "C@3", "C@5")),
+        "",
+        f"Paper ({paper.TABLE4['model']} + Gandalf, {paper.DATASET}): C@1/3/5 = "
+        + " / ".join(f"{v:.2f}" for v in paper.TABLE4["rows"]["gandalf"].values())
+        + " (its baseline row is not legible in our copy of the paper).",
+        "",
+    ]
 
     seed0 = config.seeds[0]
     if res.has(abl, "none") and res.has(abl, "gandalf"):
         table5, records = _qualitative(ds, runs_dir, abl, seed0)
-        md += [f"## Table 5: top-5 predictions of `{abl}` (seed {seed0}), without and with Gandalf", "",
-               f"{N_QUALITATIVE} test points drawn at random (fixed seed) among those whose top 5 differ; correct "
-               f"labels in bold with ✓.", "", table5, ""]
+        md += [
+            f"## Table 5: top-5 predictions of `{abl}` (seed {seed0}), without and with Gandalf",
+            "",
+            f"{N_QUALITATIVE} test points drawn at random (fixed seed) among those whose top 5 differ; correct "
+            f"labels in bold with ✓.",
+            "",
+            table5,
+            "",
+        ]
         results["table5"] = records
 
-    md += ["## Table 6: Gandalf against conventional augmentation", "",
-           _metric_table(res, abl, ABLATION_SETTINGS["table6"]), "",
-           "Synonym replacement: a point (p 0.4 a batch) has each word (p 0.3) replaced by one of its 5 nearest "
-           "words by all-MiniLM-L6-v2 embedding (cosine >= 0.6). MixUp: 0.4 N points interpolating two training "
-           "points' inputs (TF-IDF rows for `linear`) and targets, lam = max(u, 1-u), u ~ Beta(0.4, 0.4). "
-           "Label-MixUp: 0.4 N points interpolating a point's input with one of its labels' text input "
-           "(tail-skewed choice), target lam y + (1 - lam) e_label.", "",
-           f"Paper ({paper.TABLE6['model']}, {paper.DATASET}):", "", _paper_table(paper.TABLE6), "",
-           _transfer(res, abl, ABLATION_SETTINGS["table6"], paper.TABLE6["rows"]), ""]
+    md += [
+        "## Table 6: Gandalf against conventional augmentation",
+        "",
+        _metric_table(res, abl, ABLATION_SETTINGS["table6"]),
+        "",
+        "Synonym replacement: a point (p 0.4 a batch) has each word (p 0.3) replaced by one of its 5 nearest "
+        "words by all-MiniLM-L6-v2 embedding (cosine >= 0.6). MixUp: 0.4 N points interpolating two training "
+        "points' inputs (TF-IDF rows for `linear`) and targets, lam = max(u, 1-u), u ~ Beta(0.4, 0.4). "
+        "Label-MixUp: 0.4 N points interpolating a point's input with one of its labels' text input "
+        "(tail-skewed choice), target lam y + (1 - lam) e_label.",
+        "",
+        f"Paper ({paper.TABLE6['model']}, {paper.DATASET}):",
+        "",
+        _paper_table(paper.TABLE6),
+        "",
+        _transfer(res, abl, ABLATION_SETTINGS["table6"], paper.TABLE6["rows"]),
+        "",
+    ]
 
-    md += ["## Table 7: sensitivity to delta, and the random-walk graph", "",
-           _metric_table(res, abl, ABLATION_SETTINGS["table7"]), "",
-           f"Paper, graph ({paper.TABLE7['graph']['model']}) and delta ({paper.TABLE7['delta']['model']}), "
-           f"{paper.DATASET}:", "", _paper_table(paper.TABLE7["graph"]), "", _paper_table(paper.TABLE7["delta"]), "",
-           _transfer(res, abl, ["gandalf", "random-walk"], paper.TABLE7["graph"]["rows"],
-                     prefix=f"graph (paper: {paper.TABLE7['graph']['model']}): "),
-           _transfer(res, abl, ["delta-0", "gandalf", "delta-0.2"], paper.TABLE7["delta"]["rows"],
-                     prefix=f"delta (paper: {paper.TABLE7['delta']['model']}): "), ""]
+    md += [
+        "## Table 7: sensitivity to delta, and the random-walk graph",
+        "",
+        _metric_table(res, abl, ABLATION_SETTINGS["table7"]),
+        "",
+        f"Paper, graph ({paper.TABLE7['graph']['model']}) and delta ({paper.TABLE7['delta']['model']}), {paper.DATASET}:",
+        "",
+        _paper_table(paper.TABLE7["graph"]),
+        "",
+        _paper_table(paper.TABLE7["delta"]),
+        "",
+        _transfer(
+            res,
+            abl,
+            ["gandalf", "random-walk"],
+            paper.TABLE7["graph"]["rows"],
+            prefix=f"graph (paper: {paper.TABLE7['graph']['model']}): ",
+        ),
+        _transfer(
+            res,
+            abl,
+            ["delta-0", "gandalf", "delta-0.2"],
+            paper.TABLE7["delta"]["rows"],
+            prefix=f"delta (paper: {paper.TABLE7['delta']['model']}): ",
+        ),
+        "",
+    ]
     if all(res.has(abl, s) for s in ("delta-0", "gandalf", "delta-0.2")):
         best = max(("delta-0", "gandalf", "delta-0.2"), key=lambda s: res.mean(abl, s, "P@1"))
-        md += [f"Best delta by test P@1 here: `{best}` (the paper: 0.1, `gandalf`). Against delta 0.1: "
-               + "; ".join(f"`{s}` P@1 {res.compare(abl, s, 'gandalf', 'P@1')[0]:+.2f} "
-                           f"({res.compare(abl, s, 'gandalf', 'P@1')[1]})" for s in ("delta-0", "delta-0.2")) + ".", ""]
+        md += [
+            f"Best delta by test P@1 here: `{best}` (the paper: 0.1, `gandalf`). Against delta 0.1: "
+            + "; ".join(
+                f"`{s}` P@1 {res.compare(abl, s, 'gandalf', 'P@1')[0]:+.2f} ({res.compare(abl, s, 'gandalf', 'P@1')[1]})"
+                for s in ("delta-0", "delta-0.2")
+            )
+            + ".",
+            "",
+        ]
 
     freq = ds.label_frequencies()
     if res.has(abl, "none"):
@@ -408,14 +516,28 @@ def write_report(ds: XMCDataset, runs: list[Run], runs_dir: Path, out: Path, con
             if s == "none":
                 continue
             rows.append([describe(s)] + [f"{d:+.2f}" for d in np.subtract(fig2[s]["bins_P@5"], fig2["none"]["bins_P@5"])])
-        md += ["## Figure 2: each label-frequency bin's contribution to P@5", "", "![bins](fig2_bins.png)", "",
-               "Change of each bin's contribution to P@5 against D (bin 1 = head, 5 = tail):", "",
-               md_table(["training data", "bin 1", "bin 2", "bin 3", "bin 4", "bin 5"], rows), "",
-               f"Paper: {paper.FIGURE2}", ""]
+        md += [
+            "## Figure 2: each label-frequency bin's contribution to P@5",
+            "",
+            "![bins](fig2_bins.png)",
+            "",
+            "Change of each bin's contribution to P@5 against D (bin 1 = head, 5 = tail):",
+            "",
+            md_table(["training data", "bin 1", "bin 2", "bin 3", "bin 4", "bin 5"], rows),
+            "",
+            f"Paper: {paper.FIGURE2}",
+            "",
+        ]
         results["figure2"] = fig2
         fig3a = _figure_training(res, abl, out / "fig3_training.png")
-        md += ["## Figure 3 (a, b): validation P@1 and PSP@5 against training iterations", "",
-               "![training](fig3_training.png)", "", f"Paper: {paper.FIGURE3_TRAINING}", ""]
+        md += [
+            "## Figure 3 (a, b): validation P@1 and PSP@5 against training iterations",
+            "",
+            "![training](fig3_training.png)",
+            "",
+            f"Paper: {paper.FIGURE3_TRAINING}",
+            "",
+        ]
         results["figure3_training"] = fig3a
         fig3b = _figure_subsampling(res, abl, out / "fig3_subsampling.png")
         rows = []
@@ -424,13 +546,28 @@ def write_report(ds: XMCDataset, runs: list[Run], runs_dir: Path, out: Path, con
                 s = f"sub-{how}-{p}"
                 if res.has(abl, s):
                     rows.append([f"{p}% ({how})", res.marked(abl, s, "none", "P@1"), res.marked(abl, s, "none", "PSP@5")])
-        md += ["## Figure 3 (c, d): label subsampling", "", "![subsampling](fig3_subsampling.png)", "",
-               "0% is D, 100% is G; tail sampling fills the budget from the tail bin towards the head.", "",
-               md_table(["labels as points", "P@1", "PSP@5"], rows), "", f"Paper: {paper.FIGURE3_SUBSAMPLING}", ""]
+        md += [
+            "## Figure 3 (c, d): label subsampling",
+            "",
+            "![subsampling](fig3_subsampling.png)",
+            "",
+            "0% is D, 100% is G; tail sampling fills the budget from the tail bin towards the head.",
+            "",
+            md_table(["labels as points", "P@1", "PSP@5"], rows),
+            "",
+            f"Paper: {paper.FIGURE3_SUBSAMPLING}",
+            "",
+        ]
         results["figure3_subsampling"] = fig3b
 
-    summary = {f"{m}/{s}": {metric: [res.mean(m, s, metric), res.std(m, s, metric)] for metric in raw[0]["metrics"]}
-               for (m, s) in res.groups} if raw else {}
+    summary = (
+        {
+            f"{m}/{s}": {metric: [res.mean(m, s, metric), res.std(m, s, metric)] for metric in raw[0]["metrics"]}
+            for (m, s) in res.groups
+        }
+        if raw
+        else {}
+    )
     results["summary"] = summary
     with atomic_path(out / "report.md") as tmp:
         tmp.write_text("\n".join(md) + "\n")

@@ -64,12 +64,16 @@ def execute(run: Run, data_dir: str | None, runs_dir: str, epochs: int | None) -
     metrics = evaluate(pred, ds.test.Y, w, ks=(1, 3, 5), filter_pairs=fp)
     bins = frequency_bins(ds.label_frequencies())
     result = {
-        "model": run.model, "setting": run.setting, "seed": run.seed,
+        "model": run.model,
+        "setting": run.setting,
+        "seed": run.seed,
         "metrics": {k: metrics[k] for k in RUN_METRICS},
         "bins_P@5": bin_contributions(pred, ds.test.Y, bins, 5, fp).tolist(),
         "bins_PSP@5": bin_contributions(pred, ds.test.Y, bins, 5, fp, inv_propensity=w).tolist(),
         "history": [{k: h[k] for k in ("epoch", "examples", "P@1", "PSP@5") if k in h} for h in history],
-        "batch_size": batch_size, "n_train": n_train, "train_seconds": train_seconds,
+        "batch_size": batch_size,
+        "n_train": n_train,
+        "train_seconds": train_seconds,
         "seconds": time.perf_counter() - started,
     }
     top5 = top_k_indices(remove_pairs(pred, fp), 5).astype(np.int32)
@@ -95,16 +99,21 @@ def check_report_directory(out_dir: str | Path, force: bool = False, inputs: tup
 
     out = check_output_directory(out_dir, force=True, inputs=inputs)
     if out.is_dir() and not force:
-        foreign = sorted(p.name for p in out.iterdir()
-                         if p.name not in REPORT_ENTRIES and p.suffix != ".png" and not p.name.startswith(".gandalf"))
+        foreign = sorted(
+            p.name
+            for p in out.iterdir()
+            if p.name not in REPORT_ENTRIES and p.suffix != ".png" and not p.name.startswith(".gandalf")
+        )
         if foreign:
-            raise OutputError(out, f"holds {foreign[0]!r}, which is not part of a report: choose a new --out, or pass "
-                                   "--force to write the report into it")
+            raise OutputError(
+                out,
+                f"holds {foreign[0]!r}, which is not part of a report: choose a new --out, or pass "
+                "--force to write the report into it",
+            )
     return out
 
 
-def reproduce(data_dir: str | Path | None, out_dir: str | Path, config: ReproduceConfig,
-              log=print, force: bool = False) -> dict:
+def reproduce(data_dir: str | Path | None, out_dir: str | Path, config: ReproduceConfig, log=print, force: bool = False) -> dict:
     """Run everything ``config`` asks for (skipping runs already in ``out_dir/runs``), then write
     ``out_dir/report.md``, the PNG figures and ``out_dir/results.json``. Returns the results.
     ``out_dir``: see :func:`check_report_directory`; a lock keeps a second writer out."""
@@ -142,8 +151,10 @@ def _reproduce(data_dir: str | Path | None, out: Path, config: ReproduceConfig, 
         nonlocal done
         done += 1
         m = r["metrics"]
-        log(f"[{done}/{len(todo)}] {r['model']} {r['setting']} seed {r['seed']}: P@1 {m['P@1']:.2f} "
-            f"PSP@5 {m['PSP@5']:.2f} ({r['seconds']:.0f} s; {time.perf_counter() - started:.0f} s so far)")
+        log(
+            f"[{done}/{len(todo)}] {r['model']} {r['setting']} seed {r['seed']}: P@1 {m['P@1']:.2f} "
+            f"PSP@5 {m['PSP@5']:.2f} ({r['seconds']:.0f} s; {time.perf_counter() - started:.0f} s so far)"
+        )
 
     if config.parallel == 1 or len(todo) <= 1:
         for r in todo:
@@ -155,7 +166,8 @@ def _reproduce(data_dir: str | Path | None, out: Path, config: ReproduceConfig, 
             for future in as_completed(futures):
                 report_run(future.result())
     dataset = load_dataset(data) if config.quick else source  # the full dataset is already loaded
-    results = report.write_report(dataset, runs, runs_dir, out, config,
-                                  source_name=source.name, seconds=time.perf_counter() - started)
+    results = report.write_report(
+        dataset, runs, runs_dir, out, config, source_name=source.name, seconds=time.perf_counter() - started
+    )
     log(f"wrote {out / 'report.md'} ({time.perf_counter() - started:.0f} s)")
     return results

@@ -77,9 +77,15 @@ class GraphConfig:
         if not 0.0 <= self.self_scale <= 1.0:
             raise ConfigError(f"self_scale must be in [0, 1], got {self.self_scale}")
         if self.kind == "random-walk":
-            unused = [name for name, value, default in (("top_k", self.top_k, None), ("shrinkage", self.shrinkage, 0.0),
-                                                         ("point_weights", self.point_weights, "none"))
-                      if value != default]
+            unused = [
+                name
+                for name, value, default in (
+                    ("top_k", self.top_k, None),
+                    ("shrinkage", self.shrinkage, 0.0),
+                    ("point_weights", self.point_weights, "none"),
+                )
+                if value != default
+            ]
             if unused:
                 raise ConfigError(f"{', '.join(unused)}: for the co-occurrence graphs only, not random-walk")
 
@@ -114,10 +120,12 @@ def _cooccurrence(Y: sp.csr_matrix, config: GraphConfig, client, symmetric: bool
     if client is not None:
         from .distributed import dask_conditional_graph
 
-        return dask_conditional_graph(Y, client, delta=config.delta, top_k=config.top_k, shrinkage=shrinkage,
-                                      point_weights=weights, symmetric=symmetric)
-    return conditional_graph(Y, delta=config.delta, top_k=config.top_k, shrinkage=shrinkage, point_weights=weights,
-                             symmetric=symmetric)
+        return dask_conditional_graph(
+            Y, client, delta=config.delta, top_k=config.top_k, shrinkage=shrinkage, point_weights=weights, symmetric=symmetric
+        )
+    return conditional_graph(
+        Y, delta=config.delta, top_k=config.top_k, shrinkage=shrinkage, point_weights=weights, symmetric=symmetric
+    )
 
 
 def _glas(Y: sp.csr_matrix, config: GraphConfig, client) -> sp.csr_matrix:
@@ -130,8 +138,15 @@ def _random_walk(Y: sp.csr_matrix, config: GraphConfig, client) -> sp.csr_matrix
     if client is not None:
         raise ConfigError("the random-walk graph runs on one machine only; drop --dask or choose another graph")
     walk = config.walk
-    return random_walk_graph(Y, delta=config.delta, walk_length=walk.walk_length, restart_prob=walk.restart_prob,
-                             neighbours=walk.neighbours, head_threshold=walk.head_threshold, seed=walk.seed)
+    return random_walk_graph(
+        Y,
+        delta=config.delta,
+        walk_length=walk.walk_length,
+        restart_prob=walk.restart_prob,
+        neighbours=walk.neighbours,
+        head_threshold=walk.head_threshold,
+        seed=walk.seed,
+    )
 
 
 def _identity(Y: sp.csr_matrix, config: GraphConfig, client) -> sp.csr_matrix:
@@ -155,7 +170,15 @@ def scale_entries(G: sp.csr_matrix, co_labels: float = 1.0, self_entry: float = 
     return G
 
 
-
-__all__ = ["GRAPH_KINDS", "GRAPH_BUILDERS", "GraphConfig",
-           "RandomWalkConfig", "label_graph", "conditional_graph", "random_walk_graph",
-           "random_walk_counts", "point_weights", "scale_entries"]
+__all__ = [
+    "GRAPH_KINDS",
+    "GRAPH_BUILDERS",
+    "GraphConfig",
+    "RandomWalkConfig",
+    "label_graph",
+    "conditional_graph",
+    "random_walk_graph",
+    "random_walk_counts",
+    "point_weights",
+    "scale_entries",
+]

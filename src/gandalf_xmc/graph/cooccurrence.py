@@ -50,14 +50,36 @@ def _normalise(j, i, g, diag, mode, alpha):
 
 
 @numba.njit(cache=True, nogil=True)
-def _one_row(j, lo, y_indptr, y_indices, y_data, c_indptr, c_points, c_data, weights, diag, mode, alpha,
-             delta, top_k, self_value, acc, mark, touched, cand_i, cand_v, slot_start, slot_indices,
-             slot_data, counts):
+def _one_row(
+    j,
+    lo,
+    y_indptr,
+    y_indices,
+    y_data,
+    c_indptr,
+    c_points,
+    c_data,
+    weights,
+    diag,
+    mode,
+    alpha,
+    delta,
+    top_k,
+    self_value,
+    acc,
+    mark,
+    touched,
+    cand_i,
+    cand_v,
+    slot_start,
+    slot_indices,
+    slot_data,
+    counts,
+):
     """Row j of the graph into its slot (see :func:`_wave_pass`)."""
     n_c = 0
     if diag[j] > 0:
-        n_t = _row_entries(j, y_indptr, y_indices, y_data, c_indptr, c_points, c_data,
-                           weights, acc, mark, touched)
+        n_t = _row_entries(j, y_indptr, y_indices, y_data, c_indptr, c_points, c_data, weights, acc, mark, touched)
         for t in range(n_t):
             i = touched[t]
             if i != j:
@@ -85,7 +107,7 @@ def _one_row(j, lo, y_indptr, y_indices, y_data, c_indptr, c_points, c_data, wei
             cand_v[t] = cv[best[t]]
     cand_i[width] = j
     cand_v[width] = self_value
-    order = np.argsort(cand_i[:width + 1])
+    order = np.argsort(cand_i[: width + 1])
     for t in range(width + 1):
         slot_indices[start + t] = cand_i[order[t]]
         slot_data[start + t] = cand_v[order[t]]
@@ -93,8 +115,28 @@ def _one_row(j, lo, y_indptr, y_indices, y_data, c_indptr, c_points, c_data, wei
 
 
 @numba.njit(parallel=True, cache=True)
-def _wave_pass(n_lanes, chunk_bounds, lo, y_indptr, y_indices, y_data, c_indptr, c_points, c_data, weights,
-               diag, mode, alpha, delta, top_k, self_value, slot_start, slot_indices, slot_data, counts):
+def _wave_pass(
+    n_lanes,
+    chunk_bounds,
+    lo,
+    y_indptr,
+    y_indices,
+    y_data,
+    c_indptr,
+    c_points,
+    c_data,
+    weights,
+    diag,
+    mode,
+    alpha,
+    delta,
+    top_k,
+    self_value,
+    slot_start,
+    slot_indices,
+    slot_data,
+    counts,
+):
     """Rows ``chunk_bounds[0] .. chunk_bounds[-1]`` of the graph (a wave). Lane t (one per thread,
     with its own accumulator of L floats) takes chunks t, t + n_lanes, ... of rows. Row j is written
     sorted, self entry included, into its slot ``slot_start[j - lo] .. slot_start[j - lo + 1]`` of
@@ -110,9 +152,32 @@ def _wave_pass(n_lanes, chunk_bounds, lo, y_indptr, y_indices, y_data, c_indptr,
         cand_v = np.empty(n_labels, dtype=np.float64)
         for c in range(lane, n_chunks, n_lanes):
             for j in range(chunk_bounds[c], chunk_bounds[c + 1]):
-                _one_row(j, lo, y_indptr, y_indices, y_data, c_indptr, c_points, c_data, weights, diag, mode,
-                         alpha, delta, top_k, self_value, acc, mark, touched, cand_i, cand_v, slot_start,
-                         slot_indices, slot_data, counts)
+                _one_row(
+                    j,
+                    lo,
+                    y_indptr,
+                    y_indices,
+                    y_data,
+                    c_indptr,
+                    c_points,
+                    c_data,
+                    weights,
+                    diag,
+                    mode,
+                    alpha,
+                    delta,
+                    top_k,
+                    self_value,
+                    acc,
+                    mark,
+                    touched,
+                    cand_i,
+                    cand_v,
+                    slot_start,
+                    slot_indices,
+                    slot_data,
+                    counts,
+                )
 
 
 @numba.njit(cache=True)
@@ -203,8 +268,7 @@ def _waves(slots: np.ndarray, budget: int) -> list[tuple[int, int]]:
     return waves
 
 
-def prepare_labels(Y: sp.spmatrix, point_weights: np.ndarray | None
-                   ) -> tuple[sp.csr_matrix, np.ndarray, LabelSums]:
+def prepare_labels(Y: sp.spmatrix, point_weights: np.ndarray | None) -> tuple[sp.csr_matrix, np.ndarray, LabelSums]:
     """Canonical float CSR labels, per-point weights (default 1) and the per-label sums (``diag``
     = G_jj; ``work`` = each row of G's co-occurrence pairs + 1, which balances chunks of rows)."""
     Y = sp.csr_matrix(Y)
@@ -218,9 +282,17 @@ def prepare_labels(Y: sp.spmatrix, point_weights: np.ndarray | None
     return Y, w, LabelSums(*_label_sums(Y.indptr, Y.indices, Y.data, w, n_labels))
 
 
-def conditional_graph(Y: sp.spmatrix, *, delta: float = 0.1, top_k: int | None = None, shrinkage: float = 0.0,
-                      point_weights: np.ndarray | None = None, symmetric: bool = False,
-                      self_value: float = 1.0, wave_entries: int = 1 << 23) -> sp.csr_matrix:
+def conditional_graph(
+    Y: sp.spmatrix,
+    *,
+    delta: float = 0.1,
+    top_k: int | None = None,
+    shrinkage: float = 0.0,
+    point_weights: np.ndarray | None = None,
+    symmetric: bool = False,
+    self_value: float = 1.0,
+    wave_entries: int = 1 << 23,
+) -> sp.csr_matrix:
     """Row j = soft targets of label j's extra point, from label co-occurrence.
 
     With ``G = Y^T diag(w) Y`` (``w`` = ``point_weights``, default 1):
@@ -241,9 +313,21 @@ def conditional_graph(Y: sp.spmatrix, *, delta: float = 0.1, top_k: int | None =
     mode = _SYMMETRIC if symmetric else _CONDITIONAL
     k = -1 if top_k is None else int(top_k)
     slots = _row_bounds(sums, mode, float(delta), float(shrinkage), k)
-    arrays = (Y.indptr.astype(np.int64), Y.indices.astype(np.int32, copy=False), Y.data,
-              C.indptr.astype(np.int64), C.indices.astype(np.int32, copy=False), C.data, w, diag, mode,
-              float(shrinkage), float(delta), k, float(self_value))
+    arrays = (
+        Y.indptr.astype(np.int64),
+        Y.indices.astype(np.int32, copy=False),
+        Y.data,
+        C.indptr.astype(np.int64),
+        C.indices.astype(np.int32, copy=False),
+        C.data,
+        w,
+        diag,
+        mode,
+        float(shrinkage),
+        float(delta),
+        k,
+        float(self_value),
+    )
     n_threads = numba.get_num_threads()
     counts = np.zeros(n_labels, dtype=np.int64)
     pieces = []
@@ -268,8 +352,8 @@ def conditional_graph(Y: sp.spmatrix, *, delta: float = 0.1, top_k: int | None =
     pos = 0
     while pieces:  # free each wave's piece once copied, so the output is not held twice
         piece_indices, piece_data = pieces.pop(0)
-        indices[pos:pos + piece_indices.size] = piece_indices
-        data[pos:pos + piece_data.size] = piece_data
+        indices[pos : pos + piece_indices.size] = piece_indices
+        data[pos : pos + piece_data.size] = piece_data
         pos += piece_indices.size
         del piece_indices, piece_data
     return sp.csr_matrix((data, indices, indptr), shape=(n_labels, n_labels))

@@ -33,8 +33,17 @@ def _sum(parts: list) -> object:
     return total
 
 
-def finalize_rows(G: sp.csr_matrix, first: int, diag: np.ndarray, *, delta: float, top_k: int | None,
-                  shrinkage: float, symmetric: bool, self_value: float) -> sp.csr_matrix:
+def finalize_rows(
+    G: sp.csr_matrix,
+    first: int,
+    diag: np.ndarray,
+    *,
+    delta: float,
+    top_k: int | None,
+    shrinkage: float,
+    symmetric: bool,
+    self_value: float,
+) -> sp.csr_matrix:
     """Rows ``first .. first + G.shape[0]`` of the soft-target graph from their co-occurrence
     counts ``G`` (float64): the same normalisation, threshold, cap and self entry as the kernel."""
     G = sp.csr_matrix(G, dtype=np.float64)
@@ -65,10 +74,20 @@ def finalize_rows(G: sp.csr_matrix, first: int, diag: np.ndarray, *, delta: floa
     return sp.csr_matrix((v.astype(np.float32), i.astype(np.int32), indptr), shape=(n, G.shape[1]))
 
 
-def dask_conditional_graph(Y: sp.spmatrix, client, *, n_partitions: int | None = None, n_blocks: int | None = None,
-                           delta: float = 0.1, top_k: int | None = None, shrinkage: float = 0.0,
-                           point_weights: np.ndarray | None = None, symmetric: bool = False,
-                           self_value: float = 1.0, pairs_per_block: float = 2e7) -> sp.csr_matrix:
+def dask_conditional_graph(
+    Y: sp.spmatrix,
+    client,
+    *,
+    n_partitions: int | None = None,
+    n_blocks: int | None = None,
+    delta: float = 0.1,
+    top_k: int | None = None,
+    shrinkage: float = 0.0,
+    point_weights: np.ndarray | None = None,
+    symmetric: bool = False,
+    self_value: float = 1.0,
+    pairs_per_block: float = 2e7,
+) -> sp.csr_matrix:
     """:func:`~gandalf_xmc.graph.cooccurrence.conditional_graph` on a Dask cluster.
 
     ``Y`` is cut into ``n_partitions`` row partitions (default: 2 per worker thread) scattered to
@@ -102,8 +121,18 @@ def dask_conditional_graph(Y: sp.spmatrix, client, *, n_partitions: int | None =
     blocks = []
     for lo, hi in zip(label_bounds[:-1], label_bounds[1:]):
         shares = [delayed(_partial_block)(c, r, int(lo), int(hi)) for c, r in zip(columns, weighted)]
-        blocks.append(delayed(finalize_rows)(delayed(_sum)(shares), int(lo), diag_future, delta=delta, top_k=top_k,
-                                             shrinkage=shrinkage, symmetric=symmetric, self_value=self_value))
+        blocks.append(
+            delayed(finalize_rows)(
+                delayed(_sum)(shares),
+                int(lo),
+                diag_future,
+                delta=delta,
+                top_k=top_k,
+                shrinkage=shrinkage,
+                symmetric=symmetric,
+                self_value=self_value,
+            )
+        )
     out = client.compute(blocks, sync=True)
     return sp.csr_matrix(sp.vstack(out, format="csr"), dtype=np.float32)
 
@@ -117,8 +146,10 @@ def dask_client(address: str) -> Iterator[object]:
 
     if address.startswith("local"):
         n = int(address.split(":", 1)[1]) if ":" in address else 2
-        with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-                Client(cluster) as client:
+        with (
+            LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+            Client(cluster) as client,
+        ):
             yield client
     else:
         with Client(address) as client:

@@ -26,8 +26,15 @@ import numpy as np
 import scipy.sparse as sp
 
 
-def random_walk_counts(Y: sp.spmatrix, *, walk_length: int = 400, restart_prob: float = 0.8,
-                       head_threshold: int = 500, seed: int = 0, block_size: int = 8192) -> sp.csr_matrix:
+def random_walk_counts(
+    Y: sp.spmatrix,
+    *,
+    walk_length: int = 400,
+    restart_prob: float = 0.8,
+    head_threshold: int = 500,
+    seed: int = 0,
+    block_size: int = 8192,
+) -> sp.csr_matrix:
     """Visit counts of the random walks with restart (``L x L``, before top-k and normalisation)."""
     Y = sp.csr_matrix(Y)
     Y.sum_duplicates()
@@ -48,7 +55,7 @@ def random_walk_counts(Y: sp.spmatrix, *, walk_length: int = 400, restart_prob: 
     rng = np.random.default_rng(seed)
     rows, cols, vals = [], [], []
     for start in range(0, seeds_all.size, block_size):
-        seeds = seeds_all[start:start + block_size]
+        seeds = seeds_all[start : start + block_size]
         current = seeds.copy()
         codes = np.empty((walk_length, seeds.size), dtype=np.int64)
         local = np.arange(seeds.size, dtype=np.int64)
@@ -98,11 +105,18 @@ def _top_k_rows_with_self(M: sp.csr_matrix, top_k: int) -> sp.csr_matrix:
     return out
 
 
-def random_walk_graph(Y: sp.spmatrix, *, delta: float = 0.1, walk_length: int = 400, restart_prob: float = 0.8,
-                      neighbours: int = 10, head_threshold: int = 500, seed: int = 0) -> sp.csr_matrix:
+def random_walk_graph(
+    Y: sp.spmatrix,
+    *,
+    delta: float = 0.1,
+    walk_length: int = 400,
+    restart_prob: float = 0.8,
+    neighbours: int = 10,
+    head_threshold: int = 500,
+    seed: int = 0,
+) -> sp.csr_matrix:
     """Gandalf soft targets from ECLARE's random-walk label graph (row j = label j's extra point)."""
-    counts = random_walk_counts(Y, walk_length=walk_length, restart_prob=restart_prob,
-                                head_threshold=head_threshold, seed=seed)
+    counts = random_walk_counts(Y, walk_length=walk_length, restart_prob=restart_prob, head_threshold=head_threshold, seed=seed)
     graph = _top_k_rows_with_self(counts, neighbours)
     diag = graph.diagonal()
     scaled = sp.diags(1.0 / diag) @ graph

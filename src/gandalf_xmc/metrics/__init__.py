@@ -4,5 +4,13 @@ from .ranking import bin_contributions, bootstrap_intervals, evaluate, inverse_p
 
 METRIC_NAMES = ("P", "nDCG", "PSP", "PSnDCG", "R", "C")
 
-__all__ = ["METRIC_NAMES", "bin_contributions", "bootstrap_intervals", "evaluate",
-           "inverse_propensity", "prepare", "remove_pairs", "top_k_indices"]
+__all__ = [
+    "METRIC_NAMES",
+    "bin_contributions",
+    "bootstrap_intervals",
+    "evaluate",
+    "inverse_propensity",
+    "prepare",
+    "remove_pairs",
+    "top_k_indices",
+]

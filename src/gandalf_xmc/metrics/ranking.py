@@ -112,8 +112,13 @@ def _ideal_weights(T: sp.csr_matrix, w: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def evaluate(predictions: sp.spmatrix, truth: sp.spmatrix, inv_propensity: np.ndarray | None = None,
-             ks: tuple[int, ...] = (1, 3, 5), filter_pairs: np.ndarray | None = None) -> dict[str, float]:
+def evaluate(
+    predictions: sp.spmatrix,
+    truth: sp.spmatrix,
+    inv_propensity: np.ndarray | None = None,
+    ks: tuple[int, ...] = (1, 3, 5),
+    filter_pairs: np.ndarray | None = None,
+) -> dict[str, float]:
     """Every metric at every k, in percent: P, nDCG, PSP, PSnDCG, R and C.
 
     * ``P@k`` = mean over points of |top-k ∩ y| / k;
@@ -160,9 +165,15 @@ def evaluate(predictions: sp.spmatrix, truth: sp.spmatrix, inv_propensity: np.nd
     return {key: float(value) for key, value in res.items()}
 
 
-def bin_contributions(predictions: sp.spmatrix, truth: sp.spmatrix, label_bins: np.ndarray, k: int = 5,
-                      filter_pairs: np.ndarray | None = None, n_bins: int | None = None,
-                      inv_propensity: np.ndarray | None = None) -> np.ndarray:
+def bin_contributions(
+    predictions: sp.spmatrix,
+    truth: sp.spmatrix,
+    label_bins: np.ndarray,
+    k: int = 5,
+    filter_pairs: np.ndarray | None = None,
+    n_bins: int | None = None,
+    inv_propensity: np.ndarray | None = None,
+) -> np.ndarray:
     """Each label-frequency bin's contribution to P@k, in percent (they sum to P@k); with
     ``inv_propensity``, each bin's contribution to PSP@k instead (they sum to PSP@k).
 
@@ -180,9 +191,16 @@ def bin_contributions(predictions: sp.spmatrix, truth: sp.spmatrix, label_bins: 
     return 100.0 * gained / _ideal_weights(prep.truth, w, ideal_width).sum()
 
 
-def bootstrap_intervals(predictions: list[sp.spmatrix], truth: sp.spmatrix, inv_propensity: np.ndarray | None,
-                        ks: tuple[int, ...] = (1, 3, 5), filter_pairs: np.ndarray | None = None, n_boot: int = 1000,
-                        seed: int = 0, level: float = 0.9) -> list[dict[str, list[float]]]:
+def bootstrap_intervals(
+    predictions: list[sp.spmatrix],
+    truth: sp.spmatrix,
+    inv_propensity: np.ndarray | None,
+    ks: tuple[int, ...] = (1, 3, 5),
+    filter_pairs: np.ndarray | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.9,
+) -> list[dict[str, list[float]]]:
     """Percentile intervals of P@k (and PSP@k with ``inv_propensity``) for each prediction matrix,
     over ``n_boot`` resamples of the test points, in percent; the resamples are shared by every
     matrix (paired), so the entries after the first also hold ``"<metric> - first"``: the interval
@@ -205,8 +223,10 @@ def bootstrap_intervals(predictions: list[sp.spmatrix], truth: sp.spmatrix, inv_
     draws = [rng.integers(0, n, n) for _ in range(n_boot)]
 
     def values(parts: dict) -> dict[str, np.ndarray]:
-        return {m: np.array([100.0 * (num[i].sum() / den[i].sum() if den is not None else num[i].mean()) for i in draws])
-                for m, (num, den) in parts.items()}
+        return {
+            m: np.array([100.0 * (num[i].sum() / den[i].sum() if den is not None else num[i].mean()) for i in draws])
+            for m, (num, den) in parts.items()
+        }
 
     lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
     sampled = [values(parts) for parts in per_file]
@@ -214,7 +234,11 @@ def bootstrap_intervals(predictions: list[sp.spmatrix], truth: sp.spmatrix, inv_
     for f, vals in enumerate(sampled):
         row = {m: [float(np.percentile(v, lo)), float(np.percentile(v, hi))] for m, v in vals.items()}
         if f:
-            row.update({f"{m} - first": [float(np.percentile(v - sampled[0][m], lo)),
-                                         float(np.percentile(v - sampled[0][m], hi))] for m, v in vals.items()})
+            row.update(
+                {
+                    f"{m} - first": [float(np.percentile(v - sampled[0][m], lo)), float(np.percentile(v - sampled[0][m], hi))]
+                    for m, v in vals.items()
+                }
+            )
         out.append(row)
     return out

@@ -5,10 +5,21 @@ from __future__ import annotations
 
 import importlib
 
-_WHERE = {"FAMILIES": "classifier", "ModelConfig": "classifier", "NeuralXMC": "classifier", "KNNConfig": "knn",
-          "TfidfKNN": "knn", "LinearConfig": "linear", "XRLinear": "linear", "MODEL_NAMES": "registry",
-          "build_model": "registry", "load_trained": "registry", "model_config": "registry",
-          "BlendConfig": "blend", "LinearKnnBlend": "blend"}
+_WHERE = {
+    "FAMILIES": "classifier",
+    "ModelConfig": "classifier",
+    "NeuralXMC": "classifier",
+    "KNNConfig": "knn",
+    "TfidfKNN": "knn",
+    "LinearConfig": "linear",
+    "XRLinear": "linear",
+    "MODEL_NAMES": "registry",
+    "build_model": "registry",
+    "load_trained": "registry",
+    "model_config": "registry",
+    "BlendConfig": "blend",
+    "LinearKnnBlend": "blend",
+}
 __all__ = sorted(_WHERE)
 
 

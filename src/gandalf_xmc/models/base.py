@@ -50,8 +50,12 @@ def unpack_training_set(texts, Y, label_texts, mixer, extra, needs_label_texts: 
     if isinstance(texts, TrainingSet):
         if Y is not None:
             raise ConfigError("fit takes a TrainingSet alone (its targets are in it), or texts and Y")
-        texts, Y, mixer, extra = (texts.texts, texts.Y, texts.transform if mixer is None else mixer,
-                                  texts.extra_points if extra is None else extra)
+        texts, Y, mixer, extra = (
+            texts.texts,
+            texts.Y,
+            texts.transform if mixer is None else mixer,
+            texts.extra_points if extra is None else extra,
+        )
     elif Y is None:
         raise ConfigError("fit needs the targets Y (or a TrainingSet, which holds them)")
     if label_texts is None and needs_label_texts:
@@ -86,8 +90,9 @@ class LabelledModel:
         self.label_uids = [str(u) for u in label_uids] if label_uids is not None else [str(i) for i in range(len(texts))]
         self._label_index = self._text_index = None
 
-    def predict_labels(self, texts: list[str], k: int = 5, uids: list[str | None] | None = None,
-                       drop_namesakes: bool = False) -> list[list[dict]]:
+    def predict_labels(
+        self, texts: list[str], k: int = 5, uids: list[str | None] | None = None, drop_namesakes: bool = False
+    ) -> list[list[dict]]:
         """For each text, its top ``k`` labels best first, as ``{"id", "text", "score"}``; none for
         a text without a word the model knows (:meth:`known_queries`: empty or out of vocabulary).
 
@@ -101,8 +106,9 @@ class LabelledModel:
         itself (label points teach a label's own text to name it; docs/benchmarks.md, "New items")."""
         return self.rank_labels(texts, k, uids, drop_namesakes)[0]
 
-    def rank_labels(self, texts: list[str], k: int = 5, uids: list[str | None] | None = None,
-                    drop_namesakes: bool = False) -> tuple[list[list[dict]], list[bool]]:
+    def rank_labels(
+        self, texts: list[str], k: int = 5, uids: list[str | None] | None = None, drop_namesakes: bool = False
+    ) -> tuple[list[list[dict]], list[bool]]:
         """:meth:`predict_labels`'s answers and, for each text, whether the model knows one of its
         words (:meth:`known_queries`), computed once for both."""
         if self.label_uids is None:
@@ -126,10 +132,15 @@ class LabelledModel:
         out = []
         for i in range(P.shape[0]):
             lo, hi = P.indptr[i], P.indptr[i + 1]
-            ranked = sorted(((s, j) for s, j in zip(P.data[lo:hi].tolist(), P.indices[lo:hi].tolist())
-                             if j not in leave_out[i]), key=lambda sc: (-sc[0], sc[1]))[:k]
-            out.append([{"id": self.label_uids[j], "text": self.label_texts[j], "score": round(s, 6)} for s, j in ranked]
-                       if known[i] else [])
+            ranked = sorted(
+                ((s, j) for s, j in zip(P.data[lo:hi].tolist(), P.indices[lo:hi].tolist()) if j not in leave_out[i]),
+                key=lambda sc: (-sc[0], sc[1]),
+            )[:k]
+            out.append(
+                [{"id": self.label_uids[j], "text": self.label_texts[j], "score": round(s, 6)} for s, j in ranked]
+                if known[i]
+                else []
+            )
         return out, known
 
     def known_queries(self, texts: list[str]) -> list[bool]:

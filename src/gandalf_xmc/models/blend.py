@@ -56,8 +56,14 @@ class BlendConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> BlendConfig:
-        return cls(**{**d, "linear": LinearConfig.from_dict(d.get("linear", {})), "knn": KNNConfig(**d.get("knn", {})),
-                      "weights": tuple(d.get("weights", cls.weights))})
+        return cls(
+            **{
+                **d,
+                "linear": LinearConfig.from_dict(d.get("linear", {})),
+                "knn": KNNConfig(**d.get("knn", {})),
+                "weights": tuple(d.get("weights", cls.weights)),
+            }
+        )
 
 
 # knn_weight None and no validation split: the weight that wins leaving each dev dataset out
@@ -70,8 +76,7 @@ def config_for(name: str, seed: int | None = None, threads: int | None = None, e
     from .linear import config_for as linear_config
 
     seed = 0 if seed is None else seed
-    return BlendConfig(linear=linear_config("linear", seed=seed, threads=threads), knn=replace(KNNConfig(), seed=seed),
-                       seed=seed)
+    return BlendConfig(linear=linear_config("linear", seed=seed, threads=threads), knn=replace(KNNConfig(), seed=seed), seed=seed)
 
 
 def refit_config(config: BlendConfig, result: TrainResult) -> BlendConfig:
@@ -96,19 +101,35 @@ class LinearKnnBlend(LabelledModel):
     def featurizer(self):  # the tree's vocabulary decides what a query knows (known_queries)
         return self.tree.featurizer
 
-    def fit(self, texts, Y: sp.spmatrix | None = None, label_texts: list[str] | None = None,
-            valid: Validation | None = None,
-            example_weights: np.ndarray | None = None, checkpoint_dir=None, resume: bool = False, progress: bool = True,
-            mixer=None, extra: ExtraPoints | None = None) -> LinearKnnBlend:
+    def fit(
+        self,
+        texts,
+        Y: sp.spmatrix | None = None,
+        label_texts: list[str] | None = None,
+        valid: Validation | None = None,
+        example_weights: np.ndarray | None = None,
+        checkpoint_dir=None,
+        resume: bool = False,
+        progress: bool = True,
+        mixer=None,
+        extra: ExtraPoints | None = None,
+    ) -> LinearKnnBlend:
         """Train the tree and index the neighbours on the same points (arguments as
         :meth:`.linear.XRLinear.fit`); with ``valid`` and no fixed ``knn_weight``, choose the weight
         of highest validation P@1 (the earlier, smaller weight on a tie)."""
         texts, Y, label_texts, mixer, extra = unpack_training_set(texts, Y, label_texts, mixer, extra)
         started = time.perf_counter()
-        self.set_labels(label_texts, self.label_uids if self.label_uids and len(self.label_uids) == len(label_texts)
-                        else None)
-        self.tree.fit(texts, Y, label_texts, example_weights=example_weights, checkpoint_dir=checkpoint_dir,
-                      progress=progress, mixer=mixer, extra=extra)
+        self.set_labels(label_texts, self.label_uids if self.label_uids and len(self.label_uids) == len(label_texts) else None)
+        self.tree.fit(
+            texts,
+            Y,
+            label_texts,
+            example_weights=example_weights,
+            checkpoint_dir=checkpoint_dir,
+            progress=progress,
+            mixer=mixer,
+            extra=extra,
+        )
         self.knn.fit(texts, Y, label_texts, mixer=mixer)
         if self.config.knn_weight is None:  # the neighbours' vote is worth more where label points carry label texts
             self.knn_weight = UNVALIDATED_WEIGHT[extra is not None and bool(np.any(extra.mask))]
@@ -129,12 +150,19 @@ class LinearKnnBlend(LabelledModel):
             record["knn_weight"] = self.knn_weight
         seconds = time.perf_counter() - started
         record["seconds"] = seconds
-        self.result = TrainResult(best_epoch=0, best_score=record.get("P@1", 0.0), history=[record], seconds=seconds,
-                                  examples_per_second=len(texts) / max(seconds, 1e-9))
+        self.result = TrainResult(
+            best_epoch=0,
+            best_score=record.get("P@1", 0.0),
+            history=[record],
+            seconds=seconds,
+            examples_per_second=len(texts) / max(seconds, 1e-9),
+        )
         if progress:
-            print(f"blend: knn weight {self.knn_weight:g}"
-                  + (f" (validation P@1 by weight: {record['weights_tried']})" if "weights_tried" in record else ""),
-                  flush=True)
+            print(
+                f"blend: knn weight {self.knn_weight:g}"
+                + (f" (validation P@1 by weight: {record['weights_tried']})" if "weights_tried" in record else ""),
+                flush=True,
+            )
         return self
 
     def parts(self, texts: list[str], k: int = 0) -> tuple[sp.csr_matrix, sp.csr_matrix]:

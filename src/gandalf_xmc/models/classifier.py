@@ -45,11 +45,17 @@ class Family:
 FAMILIES: dict[str, Family] = {
     "astec": Family(lambda n, d, p: BagOfEmbeddings(n, d, p), "tfidf"),
     # 20 epochs, all trained, the best kept: its validation P@1 is noisy between epochs (docs/decisions.md)
-    "inceptionxml": Family(lambda n, d, p: InceptionEncoder(n, d, p), "words",
-                           train_defaults={"epochs": 20, "dense_lr": 0.001, "patience": 20}),
+    "inceptionxml": Family(
+        lambda n, d, p: InceptionEncoder(n, d, p), "words", train_defaults={"epochs": 20, "dense_lr": 0.001, "patience": 20}
+    ),
     # few epochs: training erodes the label-text prior after an epoch or two (docs/decisions.md)
-    "dual-encoder": Family(lambda n, d, p: FrozenEmbeddings(), "minilm", sentence.EMBEDDING_DIM, True,
-                           {"lr": 0.001, "correction_l2": 0.1, "epochs": 4, "patience": 2}),
+    "dual-encoder": Family(
+        lambda n, d, p: FrozenEmbeddings(),
+        "minilm",
+        sentence.EMBEDDING_DIM,
+        True,
+        {"lr": 0.001, "correction_l2": 0.1, "epochs": 4, "patience": 2},
+    ),
 }
 
 
@@ -70,13 +76,19 @@ class ModelConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self) -> None:
-        check_ranges(self, positive=("dim", "max_cluster_size", "cluster_dim", "max_features"), below_one=("dropout",),
-                     non_negative=("init_scale",))
+        check_ranges(
+            self,
+            positive=("dim", "max_cluster_size", "cluster_dim", "max_features"),
+            below_one=("dropout",),
+            non_negative=("init_scale",),
+        )
         if self.family not in FAMILIES:
             raise ConfigError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
         if self.encoder_precision not in (sentence.AUTO, *sentence.PRECISIONS):
-            raise ConfigError(f"encoder_precision must be one of {', '.join((sentence.AUTO, *sentence.PRECISIONS))}, "
-                              f"got {self.encoder_precision!r}")
+            raise ConfigError(
+                f"encoder_precision must be one of {', '.join((sentence.AUTO, *sentence.PRECISIONS))}, "
+                f"got {self.encoder_precision!r}"
+            )
 
 
 def config_for(name: str, seed: int | None = None, threads: int | None = None, epochs: int | None = None) -> ModelConfig:
@@ -133,10 +145,19 @@ class NeuralXMC(LabelledModel):
             return self.tokens.vocab_size
         return self.config.dim if X is None else X.shape[1]
 
-    def fit(self, texts, Y: sp.csr_matrix | None = None, label_texts: list[str] | None = None,
-            valid: Validation | None = None, example_weights: np.ndarray | None = None,
-            checkpoint_dir: str | Path | None = None, resume: bool = False, progress: bool = True,
-            mixer=None, extra: ExtraPoints | None = None) -> NeuralXMC:
+    def fit(
+        self,
+        texts,
+        Y: sp.csr_matrix | None = None,
+        label_texts: list[str] | None = None,
+        valid: Validation | None = None,
+        example_weights: np.ndarray | None = None,
+        checkpoint_dir: str | Path | None = None,
+        resume: bool = False,
+        progress: bool = True,
+        mixer=None,
+        extra: ExtraPoints | None = None,
+    ) -> NeuralXMC:
         """Train on ``texts`` with (soft) targets ``Y``.
 
         ``valid`` (a :class:`~gandalf_xmc.engine.records.Validation` of texts) selects the best epoch;
@@ -157,8 +178,9 @@ class NeuralXMC(LabelledModel):
         Z = self.features(label_texts, progress)
         Y = sp.csr_matrix(Y, dtype=np.float32)
         if self.tokens is not None:  # cluster labels on bags of words
-            reps = label_representations(token_bags(X, self.tokens.vocab_size), Y,
-                                         token_bags(Z, self.tokens.vocab_size), cfg.cluster_dim, cfg.train.seed)
+            reps = label_representations(
+                token_bags(X, self.tokens.vocab_size), Y, token_bags(Z, self.tokens.vocab_size), cfg.cluster_dim, cfg.train.seed
+            )
         else:
             reps = label_representations(X, Y, Z, cfg.cluster_dim, cfg.train.seed)
         self.assign = balanced_clusters(reps, cfg.max_cluster_size, cfg.train.seed)
@@ -177,21 +199,34 @@ class NeuralXMC(LabelledModel):
             mixer = None
         v = None if valid is None else valid.with_inputs(self.features(valid.inputs))
         mix = None if mixer is None else BatchMixing(mixer, list(texts), self.features)
-        self.result = fit(self.network, X, Y, self.assign, self.members, v, cfg.train, checkpoint_dir, resume,
-                          example_weights, progress, mixer=mix, extra=extra)
+        self.result = fit(
+            self.network,
+            X,
+            Y,
+            self.assign,
+            self.members,
+            v,
+            cfg.train,
+            checkpoint_dir,
+            resume,
+            example_weights,
+            progress,
+            mixer=mix,
+            extra=extra,
+        )
         return self
 
     def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> sp.csr_matrix:
         if self.network is None or self.members is None:
             raise RuntimeError("fit or load the model first")
-        return predict(self.network, self.features(texts), self.members, k, self.config.train.predict_clusters,
-                       progress=progress)
+        return predict(self.network, self.features(texts), self.members, k, self.config.train.predict_clusters, progress=progress)
 
     def save(self, directory: str | Path) -> None:
         """Write config, features, clusters and weights into ``directory``."""
         assert self.network is not None and self.assign is not None
-        d = write_spec(directory, "neural", self.config, self.result, n_labels=int(self.assign.size),
-                       n_features=self._n_features())
+        d = write_spec(
+            directory, "neural", self.config, self.result, n_labels=int(self.assign.size), n_features=self._n_features()
+        )
         if self.featurizer is not None:
             self.featurizer.save(d)
         if self.tokens is not None:

@@ -72,8 +72,8 @@ class WordVocabulary:
     def transform(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.seq_len), dtype=np.int64)
         for i, text in enumerate(texts):
-            ids = [self.index.get(w, self.UNKNOWN) for w in self.split(text)[:self.seq_len]]
-            out[i, :len(ids)] = ids
+            ids = [self.index.get(w, self.UNKNOWN) for w in self.split(text)[: self.seq_len]]
+            out[i, : len(ids)] = ids
         return out
 
     def pretrained_vectors(self) -> np.ndarray:
@@ -107,8 +107,7 @@ def token_bags(ids: np.ndarray, vocab_size: int) -> sp.csr_matrix:
     rows = np.repeat(np.arange(ids.shape[0]), ids.shape[1])
     flat = ids.ravel()
     keep = flat > 0
-    M = sp.csr_matrix((np.ones(int(keep.sum()), dtype=np.float32), (rows[keep], flat[keep])),
-                      shape=(ids.shape[0], vocab_size))
+    M = sp.csr_matrix((np.ones(int(keep.sum()), dtype=np.float32), (rows[keep], flat[keep])), shape=(ids.shape[0], vocab_size))
     norms = np.sqrt(np.asarray(M.multiply(M).sum(1)).ravel())
     return sp.csr_matrix(sp.diags(1.0 / np.maximum(norms, 1e-12)) @ M)
 
@@ -123,8 +122,16 @@ def pretrained_token_embeddings() -> np.ndarray:
 class InceptionEncoder(nn.Module):
     """Token ids ``B x S`` -> ``B x dim``."""
 
-    def __init__(self, vocab_size: int, dim: int = 256, dropout: float = 0.2, embed_dim: int = 384,
-                 seq_len: int = 16, filters: int = 16, widths: tuple[int, ...] = (4, 8, 16)):
+    def __init__(
+        self,
+        vocab_size: int,
+        dim: int = 256,
+        dropout: float = 0.2,
+        embed_dim: int = 384,
+        seq_len: int = 16,
+        filters: int = 16,
+        widths: tuple[int, ...] = (4, 8, 16),
+    ):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0, sparse=True)
         nn.init.normal_(self.embed.weight, std=1.0)
@@ -157,7 +164,7 @@ class InceptionEncoder(nn.Module):
         rescaled to unit variance: at MiniLM's own scale (std ~0.05) the convolution biases swamp
         them and every text encodes alike."""
         E = torch.from_numpy(np.asarray(vectors, dtype=np.float32))
-        self.embed.weight[:E.shape[0]] = E / E.std()
+        self.embed.weight[: E.shape[0]] = E / E.std()
         self.embed.weight[0].zero_()
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:

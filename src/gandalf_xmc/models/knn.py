@@ -57,9 +57,19 @@ class TfidfKNN(LabelledModel):
         self.Y: sp.csr_matrix | None = None
         self.result: TrainResult | None = None
 
-    def fit(self, texts, Y: sp.spmatrix | None = None, label_texts: list[str] | None = None, valid: Validation | None = None,
-            example_weights=None, checkpoint_dir=None, resume: bool = False, progress: bool = False, mixer=None,
-            extra=None) -> TfidfKNN:
+    def fit(
+        self,
+        texts,
+        Y: sp.spmatrix | None = None,
+        label_texts: list[str] | None = None,
+        valid: Validation | None = None,
+        example_weights=None,
+        checkpoint_dir=None,
+        resume: bool = False,
+        progress: bool = False,
+        mixer=None,
+        extra=None,
+    ) -> TfidfKNN:
         """Index the training texts; ``Y`` may hold soft targets in [0, 1]. A text transform
         (``mixer``: LabelMix, synonym replacement) is drawn once and its changed points indexed
         too; extra points are indexed like the others (their loss weight means nothing here).
@@ -70,8 +80,7 @@ class TfidfKNN(LabelledModel):
         from ..augment.transforms import append_text_draw
 
         started = time.perf_counter()
-        texts, Y, label_texts, mixer, extra = unpack_training_set(texts, Y, label_texts, mixer, extra,
-                                                                  needs_label_texts=False)
+        texts, Y, label_texts, mixer, extra = unpack_training_set(texts, Y, label_texts, mixer, extra, needs_label_texts=False)
         Y = sp.csr_matrix(Y, dtype=np.float32)
         self.set_labels(list(label_texts) if label_texts is not None else [""] * Y.shape[1])
         if mixer is not None and (mixer.acts_on == "features" or is_feature_matrix(texts)):
@@ -115,7 +124,7 @@ class TfidfKNN(LabelledModel):
         rows = is_feature_matrix(texts)
         blocks = []
         for start in range(0, texts.shape[0] if rows else len(texts), cfg.batch_size):
-            Q = self.featurizer.transform(texts[start:start + cfg.batch_size])
+            Q = self.featurizer.transform(texts[start : start + cfg.batch_size])
             if rows:
                 Q = row_normalised(Q)
             sims = top_k_per_row(Q @ self.XT, cfg.n_neighbours, distinct=True)

@@ -62,18 +62,24 @@ class LinearConfig:
     threads: int | None = None  # None: numba's thread count
 
     def __post_init__(self) -> None:
-        check_ranges(self, positive=("beam", "leaf_size", "ngram_max", "min_df"),
-                     non_negative=("label_text_weight", "bias", "tree_iterations"))
+        check_ranges(
+            self,
+            positive=("beam", "leaf_size", "ngram_max", "min_df"),
+            non_negative=("label_text_weight", "bias", "tree_iterations"),
+        )
         if not _whole(self.branching) or self.branching < 2 or self.branching & (self.branching - 1):
             raise ConfigError(f"branching must be a power of two (2, 4, 8, ...), got {self.branching!r}")
         if self.threads is not None and not (_whole(self.threads) and self.threads >= 1):
-            raise ConfigError(f"threads must be a whole number of at least 1 (or null: numba's count), "
-                              f"got {self.threads!r}")
+            raise ConfigError(f"threads must be a whole number of at least 1 (or null: numba's count), got {self.threads!r}")
         if self.char_ngrams is not None and not (
-                isinstance(self.char_ngrams, (tuple, list)) and len(self.char_ngrams) == 2
-                and all(_whole(n) and n >= 1 for n in self.char_ngrams) and self.char_ngrams[0] <= self.char_ngrams[1]):
-            raise ConfigError(f"char_ngrams must be null or [shortest, longest], 1 <= shortest <= longest, "
-                              f"got {self.char_ngrams!r}")
+            isinstance(self.char_ngrams, (tuple, list))
+            and len(self.char_ngrams) == 2
+            and all(_whole(n) and n >= 1 for n in self.char_ngrams)
+            and self.char_ngrams[0] <= self.char_ngrams[1]
+        ):
+            raise ConfigError(
+                f"char_ngrams must be null or [shortest, longest], 1 <= shortest <= longest, got {self.char_ngrams!r}"
+            )
 
     @classmethod
     def from_dict(cls, d: dict) -> LinearConfig:
@@ -107,6 +113,7 @@ def _every(seconds: float, report):
                 return
             last[0] = now
         report(share)
+
     return call
 
 
@@ -149,11 +156,20 @@ class XRLinear(LabelledModel):
             raise RuntimeError("fit or load the model first")
         return self._with_bias(self.featurizer.transform(texts if is_feature_matrix(texts) else list(texts)))
 
-    def fit(self, texts, Y: sp.csr_matrix | None = None, label_texts: list[str] | None = None,
-            valid: Validation | None = None,
-            example_weights: np.ndarray | None = None, checkpoint_dir: str | Path | None = None,
-            resume: bool = False, progress: bool = True, mixer=None, extra: ExtraPoints | None = None,
-            label_features=None) -> XRLinear:
+    def fit(
+        self,
+        texts,
+        Y: sp.csr_matrix | None = None,
+        label_texts: list[str] | None = None,
+        valid: Validation | None = None,
+        example_weights: np.ndarray | None = None,
+        checkpoint_dir: str | Path | None = None,
+        resume: bool = False,
+        progress: bool = True,
+        mixer=None,
+        extra: ExtraPoints | None = None,
+        label_features=None,
+    ) -> XRLinear:
         """Train on ``texts`` with (soft) targets ``Y`` (``N x L``) and the labels' texts, or on a
         :class:`~gandalf_xmc.augment.TrainingSet` given as ``texts`` (``Y`` left out), which brings
         its label points' weight and its transform: ``fit(training_set(ds, recipe), label_texts=...)``.
@@ -173,30 +189,39 @@ class XRLinear(LabelledModel):
         ``checkpoint_dir`` (else the system's temporary directory) and removed with the model.
         """
         given_rows = is_feature_matrix(texts)
-        texts, Y, label_texts, mixer, extra = unpack_training_set(texts, Y, label_texts, mixer, extra,
-                                                                  needs_label_texts=not given_rows)
+        texts, Y, label_texts, mixer, extra = unpack_training_set(
+            texts, Y, label_texts, mixer, extra, needs_label_texts=not given_rows
+        )
         if given_rows and mixer is not None:
-            raise ConfigError("a batch transform acts on texts (or on the features the model computes from them), "
-                              "not on precomputed feature rows")
+            raise ConfigError(
+                "a batch transform acts on texts (or on the features the model computes from them), "
+                "not on precomputed feature rows"
+            )
         if label_features is not None and not given_rows:
             raise ConfigError("label_features go with precomputed feature rows; a model of texts reads the label texts")
         from ..augment.conventional import append_mixed
         from ..augment.transforms import append_text_draw
 
         if extra is not None and not extra.negatives:
-            raise ConfigError("extra points without negatives (--no-extra-negatives) apply to the neural models; "
-                              "the linear model trains every point against its parent's other labels alike")
+            raise ConfigError(
+                "extra points without negatives (--no-extra-negatives) apply to the neural models; "
+                "the linear model trains every point against its parent's other labels alike"
+            )
         if extra is not None and extra.share < 1.0:
             raise ConfigError("--extra-share applies to models trained in epochs; the linear model uses every point")
         cfg = self.config
         started = time.perf_counter()
-        say = (lambda m: print(f"[{time.perf_counter() - started:6.1f} s{_resident()}] {m}", flush=True)) if progress \
+        say = (
+            (lambda m: print(f"[{time.perf_counter() - started:6.1f} s{_resident()}] {m}", flush=True))
+            if progress
             else (lambda m: None)
+        )
         if progress and not kernels_cached():
             say("compiling the solver's kernels (numba, once for this Python: about a minute) ...")
         Y = sp.csr_matrix(Y, dtype=np.float32)
-        weights = np.ones(Y.shape[0], dtype=np.float64) if example_weights is None else \
-            np.asarray(example_weights, dtype=np.float64)
+        weights = (
+            np.ones(Y.shape[0], dtype=np.float64) if example_weights is None else np.asarray(example_weights, dtype=np.float64)
+        )
         if weights.shape != (Y.shape[0],) or not np.all(np.isfinite(weights) & (weights >= 0)):
             raise ConfigError(f"example_weights must be {Y.shape[0]:,} finite numbers >= 0, one a point")
         if extra is not None:
@@ -216,7 +241,7 @@ class XRLinear(LabelledModel):
         else:
             self.featurizer = TextFeaturizer(cfg.ngram_max, min_df=cfg.min_df, char_ngrams=cfg.char_ngrams)
             XZ = self.featurizer.fit_transform(texts + list(label_texts))
-            X, Z = XZ[:len(texts)], XZ[len(texts):]
+            X, Z = XZ[: len(texts)], XZ[len(texts) :]
             del XZ  # copies were sliced off; at a million labels each of these matrices is gigabytes
         if mixer is not None and mixer.acts_on == "features":
             n_before = X.shape[0]
@@ -234,19 +259,28 @@ class XRLinear(LabelledModel):
         self._scratch = _new_scratch(checkpoint_dir)
         weakref.finalize(self, _remove_scratch, *self._scratch)
         levels = self._train_levels(Xb, Y, weights, say, self._scratch[0], progress)
-        self.weights = TreeWeights(levels, [self.tree.children(t) for t in range(len(self.tree.bounds))],
-                                   chunk_dirs=self._level_files)
+        self.weights = TreeWeights(
+            levels, [self.tree.children(t) for t in range(len(self.tree.bounds))], chunk_dirs=self._level_files
+        )
         seconds = time.perf_counter() - started
-        record = {"epoch": 0, "seconds": seconds, "examples": int(Xb.shape[0]),
-                  "examples_per_second": Xb.shape[0] / max(seconds, 1e-9), "weights": int(sum(W.nnz for W in levels))}
+        record = {
+            "epoch": 0,
+            "seconds": seconds,
+            "examples": int(Xb.shape[0]),
+            "examples_per_second": Xb.shape[0] / max(seconds, 1e-9),
+            "weights": int(sum(W.nnz for W in levels)),
+        }
         if valid is not None:
             pred = self.predict(valid.inputs if is_feature_matrix(valid.inputs) else list(valid.inputs), k=10)
             record.update(validation_metrics(pred, valid))
         score = record.get("P@1", 0.0)
-        self.result = TrainResult(best_epoch=0, best_score=score, history=[record], seconds=seconds,
-                                  examples_per_second=record["examples_per_second"])
-        say(f"trained in {seconds:.1f} s ({record['weights']:,} weights)"
-            + (f"; valid P@1 {record['P@1']:.2f}, PSP@5 {record['PSP@5']:.2f}" if "P@1" in record else ""))
+        self.result = TrainResult(
+            best_epoch=0, best_score=score, history=[record], seconds=seconds, examples_per_second=record["examples_per_second"]
+        )
+        say(
+            f"trained in {seconds:.1f} s ({record['weights']:,} weights)"
+            + (f"; valid P@1 {record['P@1']:.2f}, PSP@5 {record['PSP@5']:.2f}" if "P@1" in record else "")
+        )
         return self
 
     def _precomputed(self, rows, label_features, n_targets: int) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
@@ -260,8 +294,9 @@ class XRLinear(LabelledModel):
             raise ConfigError(f"{Z.shape[0]:,} rows of label features for {self.n_labels:,} labels")
         return X, Z
 
-    def _train_levels(self, Xb: sp.csr_matrix, Y: sp.csr_matrix, weights: np.ndarray, say,
-                      scratch: Path, progress: bool = False) -> list[sp.csr_matrix]:
+    def _train_levels(
+        self, Xb: sp.csr_matrix, Y: sp.csr_matrix, weights: np.ndarray, say, scratch: Path, progress: bool = False
+    ) -> list[sp.csr_matrix]:
         cfg, tree = self.config, self.tree
         threads = cfg.threads or _numba_threads()
         position = np.empty(self.n_labels, dtype=np.int64)
@@ -287,10 +322,26 @@ class XRLinear(LabelledModel):
             spill = scratch / f"level{t}"
             spill.mkdir()
             level = f"level {t + 1}/{n_levels}"
-            on_progress = _every(LEVEL_PROGRESS_SECONDS, lambda share, level=level: say(
-                f"{level}: {100 * share:.0f}% of its classifiers' work")) if progress else None
-            W = train_level(Xb, T, active, parent_of, weights, cfg.solver, seed=seed, threads=threads, spill_dir=spill,
-                            on_progress=on_progress)
+            on_progress = (
+                _every(
+                    LEVEL_PROGRESS_SECONDS,
+                    lambda share, level=level: say(f"{level}: {100 * share:.0f}% of its classifiers' work"),
+                )
+                if progress
+                else None
+            )
+            W = train_level(
+                Xb,
+                T,
+                active,
+                parent_of,
+                weights,
+                cfg.solver,
+                seed=seed,
+                threads=threads,
+                spill_dir=spill,
+                on_progress=on_progress,
+            )
             levels.append(W)
             self._level_files.append(spill if is_spilled(spill) else None)
             if is_spilled(spill):  # a level in files gets its search layout in files too
@@ -305,7 +356,7 @@ class XRLinear(LabelledModel):
             raise RuntimeError("fit or load the model first")
         blocks = []
         for start in range(0, texts.shape[0] if is_feature_matrix(texts) else len(texts), batch_size):
-            Qb = self.features(texts[start:start + batch_size])
+            Qb = self.features(texts[start : start + batch_size])
             P = self._search(Qb, k)
             P.sort_indices()
             blocks.append(P)
@@ -369,14 +420,14 @@ class XRLinear(LabelledModel):
         model.result = TrainResult(**spec["result"]) if spec.get("result") else None
         model.featurizer = load_featurizer(d, spec=features, idf=idf)
         model.tree = LabelTree(order, bounds)
-        levels = [_read_weights(d, t, model.featurizer.n_features + 1, level_rows(t, model.n_labels, bounds))
-                  for t in range(int(spec["n_levels"]))]
+        levels = [
+            _read_weights(d, t, model.featurizer.n_features + 1, level_rows(t, model.n_labels, bounds))
+            for t in range(int(spec["n_levels"]))
+        ]
         for t, level in enumerate(levels):
             check_level_rows(d, t, level.shape[0], model.n_labels, bounds)
-        model._level_files = [d / f"weights_level{t}" if (d / f"weights_level{t}").is_dir() else None
-                              for t in range(len(levels))]
-        model.weights = TreeWeights(levels, [model.tree.children(t) for t in range(len(bounds))],
-                                    chunk_dirs=model._level_files)
+        model._level_files = [d / f"weights_level{t}" if (d / f"weights_level{t}").is_dir() else None for t in range(len(levels))]
+        model.weights = TreeWeights(levels, [model.tree.children(t) for t in range(len(bounds))], chunk_dirs=model._level_files)
         model.load_labels(d, model.n_labels)
         return model
 
@@ -426,5 +477,3 @@ def _remove_scratch(scratch: Path, made_parent: bool) -> None:
 
 def _numba_threads() -> int:
     return numba.get_num_threads()
-
-

@@ -32,8 +32,7 @@ def check_spec(spec, features, directory: Path) -> None:
             raise DataFormatError(where, None, f"'{name}' must be a whole number of at least 1, got {spec.get(name)!r}")
     for name in ("beam", "ngram_max"):
         if not (_whole(model.get(name)) and model[name] >= 1):
-            raise DataFormatError(where, None, f"'model.{name}' must be a whole number of at least 1, "
-                                               f"got {model.get(name)!r}")
+            raise DataFormatError(where, None, f"'model.{name}' must be a whole number of at least 1, got {model.get(name)!r}")
     bias = model.get("bias")
     if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not math.isfinite(bias) or bias < 0:
         raise DataFormatError(where, None, f"'model.bias' must be a finite number >= 0, got {bias!r}")
@@ -42,43 +41,67 @@ def check_spec(spec, features, directory: Path) -> None:
         raise DataFormatError(where, None, "expected a JSON object")
     if features.get("precomputed") is True:  # trained on the caller's feature rows: no vocabulary
         if not (_whole(features.get("n_features")) and features["n_features"] >= 1):
-            raise DataFormatError(where, None, f"'n_features' must be a whole number of at least 1, "
-                                               f"got {features.get('n_features')!r}")
+            raise DataFormatError(
+                where, None, f"'n_features' must be a whole number of at least 1, got {features.get('n_features')!r}"
+            )
         return
     vocabulary = features.get("vocabulary")
     if not isinstance(vocabulary, list):  # a term that is no string never matches a word: not worth a pass here
         raise DataFormatError(where, None, "'vocabulary' must be a list of terms")
     if not (_whole(features.get("ngram_max")) and features["ngram_max"] >= 1):
-        raise DataFormatError(where, None, f"'ngram_max' must be a whole number of at least 1, "
-                                           f"got {features.get('ngram_max')!r}")
+        raise DataFormatError(where, None, f"'ngram_max' must be a whole number of at least 1, got {features.get('ngram_max')!r}")
 
 
-def check_arrays(directory: Path, n_labels: int, n_levels: int, n_terms: int, idf: np.ndarray | None,
-                 order: np.ndarray, bounds: list[np.ndarray]) -> None:
+def check_arrays(
+    directory: Path,
+    n_labels: int,
+    n_levels: int,
+    n_terms: int,
+    idf: np.ndarray | None,
+    order: np.ndarray,
+    bounds: list[np.ndarray],
+) -> None:
     """The idf, the tree's label order and its node bounds, against each other and the spec:
     ``idf`` one finite positive value a vocabulary term (None: a model of precomputed features,
     without one); ``order`` a permutation of the labels;
     ``bounds`` one increasing array a level, from 0 to ``n_labels``, each level's cuts among the
     next one's (the nodes nest). Raises DataFormatError naming the file."""
-    if idf is not None and (idf.ndim != 1 or idf.size != n_terms or idf.dtype.kind != "f" or (idf.size and not (
-            np.isfinite(idf).all() and idf.min() > 0))):
-        raise DataFormatError(directory / "features_idf.npy", None,
-                              f"expected {n_terms:,} finite positive values (one a vocabulary term), "
-                              f"got {idf.size:,} {idf.dtype.name} values" + ("" if idf.size != n_terms else
-                                                                            " with a bad one"))
-    if order.ndim != 1 or order.size != n_labels or order.dtype.kind not in "iu" or (
-            order.size and (order.min() < 0 or order.max() >= n_labels
-                            or np.bincount(order, minlength=n_labels).max() != 1)):
-        raise DataFormatError(directory / "tree_order.npy", None,
-                              f"not a permutation of the {n_labels:,} labels (each label id once)")
+    if idf is not None and (
+        idf.ndim != 1
+        or idf.size != n_terms
+        or idf.dtype.kind != "f"
+        or (idf.size and not (np.isfinite(idf).all() and idf.min() > 0))
+    ):
+        raise DataFormatError(
+            directory / "features_idf.npy",
+            None,
+            f"expected {n_terms:,} finite positive values (one a vocabulary term), "
+            f"got {idf.size:,} {idf.dtype.name} values" + ("" if idf.size != n_terms else " with a bad one"),
+        )
+    if (
+        order.ndim != 1
+        or order.size != n_labels
+        or order.dtype.kind not in "iu"
+        or (order.size and (order.min() < 0 or order.max() >= n_labels or np.bincount(order, minlength=n_labels).max() != 1))
+    ):
+        raise DataFormatError(
+            directory / "tree_order.npy", None, f"not a permutation of the {n_labels:,} labels (each label id once)"
+        )
     where = directory / "tree_bounds.npz"
     if len(bounds) != n_levels - 1:  # the last level of weights is the labels'
-        raise DataFormatError(where, None, f"{len(bounds)} tree levels, but model.json's n_levels {n_levels} needs "
-                                           f"{n_levels - 1}")
+        raise DataFormatError(
+            where, None, f"{len(bounds)} tree levels, but model.json's n_levels {n_levels} needs {n_levels - 1}"
+        )
     previous = None
     for t, cuts in enumerate(bounds):
-        if (cuts.ndim != 1 or cuts.size < 2 or cuts.dtype.kind not in "iu" or cuts[0] != 0
-                or cuts[-1] != n_labels or np.any(np.diff(cuts) <= 0)):
+        if (
+            cuts.ndim != 1
+            or cuts.size < 2
+            or cuts.dtype.kind not in "iu"
+            or cuts[0] != 0
+            or cuts[-1] != n_labels
+            or np.any(np.diff(cuts) <= 0)
+        ):
             raise DataFormatError(where, None, f"level {t}'s node bounds do not cut 0..{n_labels:,} in increasing order")
         if previous is not None and not np.isin(previous, cuts).all():
             raise DataFormatError(where, None, f"level {t}'s nodes do not nest under level {t - 1}'s")
@@ -94,8 +117,9 @@ def check_level_rows(directory: Path, level: int, n_rows: int, n_labels: int, bo
     """A level's weights have one row a node of that level (the last level: a row a label)."""
     nodes = level_rows(level, n_labels, bounds)
     if n_rows != nodes:
-        raise DataFormatError(directory / f"weights_level{level}", None,
-                              f"{n_rows:,} rows of weights for the level's {nodes:,} nodes")
+        raise DataFormatError(
+            directory / f"weights_level{level}", None, f"{n_rows:,} rows of weights for the level's {nodes:,} nodes"
+        )
 
 
 def load_bounds(path: Path) -> list[np.ndarray]:

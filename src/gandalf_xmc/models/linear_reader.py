@@ -69,8 +69,9 @@ class LinearReader(LabelledModel):
         self.vocabulary = {term: i for i, term in enumerate(features["vocabulary"])}
         self.ngram_max = int(features["ngram_max"])
         self.n_features = len(features["vocabulary"])
-        self.levels = [_CSR(d, t, self.n_features + 1, level_rows(t, self.n_labels, self.bounds))
-                       for t in range(int(spec["n_levels"]))]
+        self.levels = [
+            _CSR(d, t, self.n_features + 1, level_rows(t, self.n_labels, self.bounds)) for t in range(int(spec["n_levels"]))
+        ]
         for t, level in enumerate(self.levels):
             check_level_rows(d, t, level.shape[0], self.n_labels, self.bounds)
         below = [*self.bounds[1:], np.arange(self.n_labels + 1)]

@@ -31,8 +31,11 @@ class FeatureBatch:
     @classmethod
     def from_csr(cls, X: sp.csr_matrix) -> FeatureBatch:
         X = sp.csr_matrix(X)
-        return cls(torch.from_numpy(X.indices.astype(np.int64)), torch.from_numpy(X.indptr[:-1].astype(np.int64)),
-                   torch.from_numpy(X.data.astype(np.float32)))
+        return cls(
+            torch.from_numpy(X.indices.astype(np.int64)),
+            torch.from_numpy(X.indptr[:-1].astype(np.int64)),
+            torch.from_numpy(X.data.astype(np.float32)),
+        )
 
 
 class XMCNetwork(nn.Module):
@@ -51,7 +54,7 @@ class XMCNetwork(nn.Module):
         self.labels = nn.Embedding(n_labels, dim, sparse=True)
         self.label_bias = nn.Embedding(n_labels, 1, sparse=True)
         for table in (self.meta, self.labels):
-            nn.init.normal_(table.weight, std=dim ** -0.5)
+            nn.init.normal_(table.weight, std=dim**-0.5)
         for bias in (self.meta_bias, self.label_bias):
             nn.init.constant_(bias.weight, init_bias)  # labels are rare: start from a low prior
         self.register_buffer("all_clusters", torch.arange(n_clusters), persistent=False)
@@ -140,8 +143,12 @@ class XMCNetwork(nn.Module):
         return (z[rows] * W[inverse]).sum(1) + b[inverse]
 
     def sparse_parameters(self) -> list[nn.Parameter]:
-        return [p for m in self.modules() if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse
-                for p in m.parameters(recurse=False)]
+        return [
+            p
+            for m in self.modules()
+            if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse
+            for p in m.parameters(recurse=False)
+        ]
 
     def dense_parameters(self) -> list[nn.Parameter]:
         sparse = {id(p) for p in self.sparse_parameters()}

@@ -34,8 +34,9 @@ def _cluster_targets(Yb: sp.csr_matrix, assign: np.ndarray, n_clusters: int) -> 
     return torch.from_numpy(T)
 
 
-def _candidate_pairs(Yb: sp.csr_matrix, top_clusters: np.ndarray, members: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _candidate_pairs(
+    Yb: sp.csr_matrix, top_clusters: np.ndarray, members: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each point's shortlist as flat (row, label, target) triples: its (soft) positives plus the
     labels of its top clusters that are not already among its positives."""
     n, n_labels = Yb.shape
@@ -56,8 +57,15 @@ def _candidate_pairs(Yb: sp.csr_matrix, top_clusters: np.ndarray, members: np.nd
 
 
 @torch.no_grad()
-def predict(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, members: np.ndarray, k: int = 100, n_clusters: int = 128,
-            batch_size: int = 128, progress: bool = False) -> sp.csr_matrix:
+def predict(
+    network: XMCNetwork,
+    X: sp.csr_matrix | np.ndarray,
+    members: np.ndarray,
+    k: int = 100,
+    n_clusters: int = 128,
+    batch_size: int = 128,
+    progress: bool = False,
+) -> sp.csr_matrix:
     """Top-``k`` label scores (sigmoid probabilities) for each row of features ``X``."""
     network.eval()
     n_clusters = min(n_clusters, members.shape[0])
@@ -79,13 +87,15 @@ def predict(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, members: np.ndar
     n_labels = network.labels.num_embeddings
     if not rows:
         return sp.csr_matrix((X.shape[0], n_labels), dtype=np.float32)
-    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(X.shape[0], n_labels),
-                         dtype=np.float32)
+    return sp.csr_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(X.shape[0], n_labels), dtype=np.float32
+    )
 
 
 @torch.no_grad()
-def candidate_sets(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, members: np.ndarray, n_clusters: int = 32,
-                   batch_size: int = 512) -> sp.csr_matrix:
+def candidate_sets(
+    network: XMCNetwork, X: sp.csr_matrix | np.ndarray, members: np.ndarray, n_clusters: int = 32, batch_size: int = 512
+) -> sp.csr_matrix:
     """The labels each point's top meta clusters offer (binary ``n x L``), for shortlist recall."""
     network.eval()
     n_clusters = min(n_clusters, members.shape[0])
@@ -96,8 +106,12 @@ def candidate_sets(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, members: 
         cand = members[top].reshape(top.shape[0], -1)
         rows = np.repeat(np.arange(cand.shape[0]), cand.shape[1]).reshape(cand.shape)
         ok = cand >= 0
-        blocks.append(sp.csr_matrix((np.ones(int(ok.sum()), dtype=np.float32), (rows[ok], cand[ok])),
-                                    shape=(cand.shape[0], network.labels.num_embeddings)))
+        blocks.append(
+            sp.csr_matrix(
+                (np.ones(int(ok.sum()), dtype=np.float32), (rows[ok], cand[ok])),
+                shape=(cand.shape[0], network.labels.num_embeddings),
+            )
+        )
     return sp.vstack(blocks, format="csr")
 
 
@@ -115,10 +129,19 @@ class BatchMixing:
 class NetworkObjective:
     """Soft-target BCE of an :class:`XMCNetwork` over each point's cluster shortlist, plus the meta loss."""
 
-    def __init__(self, network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, assign: np.ndarray,
-                 members: np.ndarray, valid: Validation | None, config: TrainConfig,
-                 example_weights: np.ndarray | None = None, mixer: BatchMixing | None = None,
-                 targets_only: np.ndarray | None = None):
+    def __init__(
+        self,
+        network: XMCNetwork,
+        X: sp.csr_matrix | np.ndarray,
+        Y: sp.csr_matrix,
+        assign: np.ndarray,
+        members: np.ndarray,
+        valid: Validation | None,
+        config: TrainConfig,
+        example_weights: np.ndarray | None = None,
+        mixer: BatchMixing | None = None,
+        targets_only: np.ndarray | None = None,
+    ):
         """``mixer``: each batch's texts and targets go through a text transform and the batch's
         features are recomputed; ``targets_only`` marks examples whose loss covers their targets
         only (no shortlist negatives)."""
@@ -134,8 +157,10 @@ class NetworkObjective:
         # a frozen encoder has no dense parameters: keep an (idle) optimizer so checkpoints look alike
         self.optimizers = {
             "sparse": torch.optim.SparseAdam(network.sparse_parameters(), lr=config.lr),
-            "dense": torch.optim.AdamW(dense_params or [torch.nn.Parameter(torch.zeros(1))], lr=config.dense_lr,
-                                       weight_decay=config.weight_decay)}
+            "dense": torch.optim.AdamW(
+                dense_params or [torch.nn.Parameter(torch.zeros(1))], lr=config.dense_lr, weight_decay=config.weight_decay
+            ),
+        }
 
     def loss(self, idx: np.ndarray) -> torch.Tensor:
         network, config, n_clusters = self.network, self.config, self.members.shape[0]
@@ -165,10 +190,12 @@ class NetworkObjective:
         rows_t, ids_t = torch.from_numpy(rows), torch.from_numpy(labels)
         logits = network.pair_scores(z, rows_t, ids_t)
         weights = None if self.weights is None else self.weights[idx]
-        loss = F.binary_cross_entropy_with_logits(logits, torch.from_numpy(targets),
-                                                  weight=None if weights is None else weights[rows_t])
-        meta_loss = F.binary_cross_entropy_with_logits(meta, _cluster_targets(Yb, self.assign, n_clusters),
-                                                       weight=None if weights is None else weights[:, None])
+        loss = F.binary_cross_entropy_with_logits(
+            logits, torch.from_numpy(targets), weight=None if weights is None else weights[rows_t]
+        )
+        meta_loss = F.binary_cross_entropy_with_logits(
+            meta, _cluster_targets(Yb, self.assign, n_clusters), weight=None if weights is None else weights[:, None]
+        )
         loss = loss + config.meta_loss_weight * meta_loss
         if config.correction_l2 > 0:
             loss = loss + config.correction_l2 * self.network.correction_penalty(ids_t)
@@ -185,15 +212,27 @@ class NetworkObjective:
         pred = predict(self.network, Xv, self.members, k=10, n_clusters=self.config.predict_clusters)
         metrics = validation_metrics(pred, self.valid)
         metrics["shortlist_recall"] = shortlist_recall(
-            candidate_sets(self.network, Xv, self.members, self.config.predict_clusters), Yv)
+            candidate_sets(self.network, Xv, self.members, self.config.predict_clusters), Yv
+        )
         return metrics
 
 
-def fit(network: XMCNetwork, X: sp.csr_matrix | np.ndarray, Y: sp.csr_matrix, assign: np.ndarray, members: np.ndarray,
-        valid: Validation | None, config: TrainConfig,
-        checkpoint_dir: str | Path | None = None, resume: bool = False, example_weights: np.ndarray | None = None,
-        progress: bool = True, on_epoch: Callable[[dict], None] | None = None, mixer: BatchMixing | None = None,
-        extra: ExtraPoints | None = None) -> TrainResult:
+def fit(
+    network: XMCNetwork,
+    X: sp.csr_matrix | np.ndarray,
+    Y: sp.csr_matrix,
+    assign: np.ndarray,
+    members: np.ndarray,
+    valid: Validation | None,
+    config: TrainConfig,
+    checkpoint_dir: str | Path | None = None,
+    resume: bool = False,
+    example_weights: np.ndarray | None = None,
+    progress: bool = True,
+    on_epoch: Callable[[dict], None] | None = None,
+    mixer: BatchMixing | None = None,
+    extra: ExtraPoints | None = None,
+) -> TrainResult:
     """Train ``network`` on features ``X`` and (soft) targets ``Y`` with :func:`run`.
 
     Args:

@@ -39,9 +39,19 @@ class XMCModel(Protocol):
     label_uids: list[str] | None
     label_texts: list[str] | None
 
-    def fit(self, texts, Y=None, label_texts: list[str] | None = None, valid: Validation | None = None,
-            example_weights=None, checkpoint_dir=None, resume: bool = False, progress: bool = True, mixer=None,
-            extra=None) -> XMCModel:
+    def fit(
+        self,
+        texts,
+        Y=None,
+        label_texts: list[str] | None = None,
+        valid: Validation | None = None,
+        example_weights=None,
+        checkpoint_dir=None,
+        resume: bool = False,
+        progress: bool = True,
+        mixer=None,
+        extra=None,
+    ) -> XMCModel:
         """Train, and return the model itself.
 
         Args:
@@ -73,13 +83,15 @@ class XMCModel(Protocol):
     def set_labels(self, label_texts: list[str], label_uids: list[str] | None = None) -> None:
         """The labels' texts and ids the ranked answers name."""
 
-    def predict_labels(self, texts: list[str], k: int = 5, uids: list[str | None] | None = None,
-                       drop_namesakes: bool = False) -> list[list[dict]]:
+    def predict_labels(
+        self, texts: list[str], k: int = 5, uids: list[str | None] | None = None, drop_namesakes: bool = False
+    ) -> list[list[dict]]:
         """Each input's top ``k`` labels as ``{"id", "text", "score"}``, best first; ``uids``: a
         query's own label left out; ``drop_namesakes``: labels of exactly the query's text left out."""
 
-    def rank_labels(self, texts: list[str], k: int = 5, uids: list[str | None] | None = None,
-                    drop_namesakes: bool = False) -> tuple[list[list[dict]], list[bool]]:
+    def rank_labels(
+        self, texts: list[str], k: int = 5, uids: list[str | None] | None = None, drop_namesakes: bool = False
+    ) -> tuple[list[list[dict]], list[bool]]:
         """:meth:`predict_labels`'s answers and :meth:`known_queries`'s flags, in one pass."""
 
     def known_queries(self, texts: list[str]) -> list[bool]:
@@ -116,27 +128,61 @@ class ModelEntry:
         except ModuleNotFoundError as exc:
             if self.extra is None or (exc.name or "").startswith("gandalf_xmc"):
                 raise
-            raise ConfigError(f"the {self.name} model needs the '{self.extra}' extra ({exc.name} is not installed): "
-                              f"pip install -c constraints.txt -e '.[{self.extra}]'") from None
+            raise ConfigError(
+                f"the {self.name} model needs the '{self.extra}' extra ({exc.name} is not installed): "
+                f"pip install -c constraints.txt -e '.[{self.extra}]'"
+            ) from None
 
     def model_class(self):
         return getattr(self.load_module(), self.cls)
 
 
-MODELS: dict[str, ModelEntry] = {e.name: e for e in (
-    ModelEntry("linear", "XR-Linear: sparse linear classifiers over a label tree, TF-IDF input (the default)",
-               "gandalf_xmc.models.linear", "XRLinear", False),
-    ModelEntry("astec", "bag of uni/bigram embeddings + residual layer, clustered shortlist",
-               "gandalf_xmc.models.classifier", "NeuralXMC", True, "neural"),
-    ModelEntry("inceptionxml", "convolutions over word embeddings, clustered shortlist",
-               "gandalf_xmc.models.classifier", "NeuralXMC", True, "neural"),
-    ModelEntry("dual-encoder", "frozen all-MiniLM-L6-v2 embeddings, label-text-initialised classifiers",
-               "gandalf_xmc.models.classifier", "NeuralXMC", True, "neural"),
-    ModelEntry("knn", "TF-IDF k nearest training points, training-free (a reference)",
-               "gandalf_xmc.models.knn", "TfidfKNN", False),
-    ModelEntry("linear-knn", "XR-Linear's scores plus the TF-IDF neighbours' vote, weighted as validation chooses",
-               "gandalf_xmc.models.blend", "LinearKnnBlend", False),
-)}
+MODELS: dict[str, ModelEntry] = {
+    e.name: e
+    for e in (
+        ModelEntry(
+            "linear",
+            "XR-Linear: sparse linear classifiers over a label tree, TF-IDF input (the default)",
+            "gandalf_xmc.models.linear",
+            "XRLinear",
+            False,
+        ),
+        ModelEntry(
+            "astec",
+            "bag of uni/bigram embeddings + residual layer, clustered shortlist",
+            "gandalf_xmc.models.classifier",
+            "NeuralXMC",
+            True,
+            "neural",
+        ),
+        ModelEntry(
+            "inceptionxml",
+            "convolutions over word embeddings, clustered shortlist",
+            "gandalf_xmc.models.classifier",
+            "NeuralXMC",
+            True,
+            "neural",
+        ),
+        ModelEntry(
+            "dual-encoder",
+            "frozen all-MiniLM-L6-v2 embeddings, label-text-initialised classifiers",
+            "gandalf_xmc.models.classifier",
+            "NeuralXMC",
+            True,
+            "neural",
+        ),
+        ModelEntry(
+            "knn", "TF-IDF k nearest training points, training-free (a reference)", "gandalf_xmc.models.knn", "TfidfKNN", False
+        ),
+        ModelEntry(
+            "linear-knn",
+            "XR-Linear's scores plus the TF-IDF neighbours' vote, weighted as validation chooses",
+            "gandalf_xmc.models.blend",
+            "LinearKnnBlend",
+            False,
+        ),
+    )
+}
 MODEL_NAMES = tuple(MODELS)
 
 

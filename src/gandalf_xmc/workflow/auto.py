@@ -40,8 +40,7 @@ AUTO_CANDIDATES: dict[str, AugmentConfig] = {
 }
 
 
-def gain_interval(base_hits: np.ndarray, hits: np.ndarray, seed: int = 0, n_boot: int = 1000,
-                  level: float = 0.9) -> dict:
+def gain_interval(base_hits: np.ndarray, hits: np.ndarray, seed: int = 0, n_boot: int = 1000, level: float = 0.9) -> dict:
     """P@1 gain of ``hits`` over ``base_hits`` (the same validation points, in points of P@1) with a
     paired bootstrap interval: how sure the search is that a candidate beats no augmentation."""
     diff = hits.astype(np.float64) - base_hits.astype(np.float64)
@@ -50,13 +49,16 @@ def gain_interval(base_hits: np.ndarray, hits: np.ndarray, seed: int = 0, n_boot
     rng = np.random.default_rng(seed)
     means = np.array([diff[rng.integers(0, diff.size, diff.size)].mean() for _ in range(n_boot)])
     lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
-    return {"gain": round(100 * float(diff.mean()), 2), "interval": [round(100 * float(lo), 2), round(100 * float(hi), 2)],
-            "level": level}
+    return {
+        "gain": round(100 * float(diff.mean()), 2),
+        "interval": [round(100 * float(lo), 2), round(100 * float(hi), 2)],
+        "level": level,
+    }
 
 
 def _unpack(trial: dict) -> np.ndarray:
     bits = np.frombuffer(bytes.fromhex(trial["p1_hits"]["bits"]), dtype=np.uint8)
-    return np.unpackbits(bits)[:trial["p1_hits"]["n"]].astype(bool)
+    return np.unpackbits(bits)[: trial["p1_hits"]["n"]].astype(bool)
 
 
 def candidates_for(model_kind: str) -> tuple[str, ...]:
@@ -94,23 +96,36 @@ def decided(winner: str, gain: dict | None, n_valid: int, p1_tolerance: float) -
     :data:`MIN_VALID_POINTS` points. ``why`` says it in a line when not."""
     if n_valid < MIN_VALID_POINTS:
         points = f"{n_valid:,} point{'s' if n_valid != 1 else ''}"
-        return {"sure": False, "why": f"validation has {points}, too few to decide (at least {MIN_VALID_POINTS}: "
-                f"raise --valid-fraction); {winner} was chosen on them"}
+        return {
+            "sure": False,
+            "why": f"validation has {points}, too few to decide (at least {MIN_VALID_POINTS}: "
+            f"raise --valid-fraction); {winner} was chosen on them",
+        }
     if winner == "none" or gain is None:
         return {"sure": True, "why": ""}
     lo, hi = gain["interval"]
     if lo >= -p1_tolerance:
         return {"sure": True, "why": ""}
-    return {"sure": False, "why": f"validation ({n_valid:,} points) is too small to decide on P@1: {winner}'s gain over "
-            f"none lies in {lo:+.2f} to {hi:+.2f} ({100 * gain['level']:.0f}% interval), which allows a larger loss "
-            f"than the rule's {p1_tolerance}; it won on PSP@5. A larger --valid-fraction, or none, is the safer choice "
-            "where P@1 matters most"}
+    return {
+        "sure": False,
+        "why": f"validation ({n_valid:,} points) is too small to decide on P@1: {winner}'s gain over "
+        f"none lies in {lo:+.2f} to {hi:+.2f} ({100 * gain['level']:.0f}% interval), which allows a larger loss "
+        f"than the rule's {p1_tolerance}; it won on PSP@5. A larger --valid-fraction, or none, is the safer choice "
+        "where P@1 matters most",
+    }
 
 
-def search(fit_one: Callable[[AugmentConfig, Path, bool], object], save: Callable[[object, Path], None],
-           load: Callable[[Path], object], work_dir: Path, config: AutoConfig, seed: int = 0,
-           resume: bool = False, log: Callable[[str], None] = print,
-           point_hits: Callable[[object], np.ndarray] | None = None) -> tuple[object, AugmentConfig, dict]:
+def search(
+    fit_one: Callable[[AugmentConfig, Path, bool], object],
+    save: Callable[[object, Path], None],
+    load: Callable[[Path], object],
+    work_dir: Path,
+    config: AutoConfig,
+    seed: int = 0,
+    resume: bool = False,
+    log: Callable[[str], None] = print,
+    point_hits: Callable[[object], np.ndarray] | None = None,
+) -> tuple[object, AugmentConfig, dict]:
     """Run the trials and return ``(winning model, its AugmentConfig, record of the search)``.
 
     ``fit_one(augment, checkpoint_dir, resume)`` trains one model and returns it (its
@@ -146,8 +161,13 @@ def search(fit_one: Callable[[AugmentConfig, Path, bool], object], save: Callabl
         result = model.result
         best = result.history[result.best_epoch]
         save(model, trial_dir / "model")
-        trial = {"name": name, "augment": asdict(augment), "seconds": seconds, "best_epoch": result.best_epoch,
-                 "valid": {k: best[k] for k in ("P@1", "P@5", "PSP@1", "PSP@5")}}
+        trial = {
+            "name": name,
+            "augment": asdict(augment),
+            "seconds": seconds,
+            "best_epoch": result.best_epoch,
+            "valid": {k: best[k] for k in ("P@1", "P@5", "PSP@1", "PSP@5")},
+        }
         if point_hits is not None:
             hits = np.asarray(point_hits(model), dtype=bool)
             trial["p1_hits"] = {"n": int(hits.size), "bits": np.packbits(hits).tobytes().hex()}
@@ -158,15 +178,18 @@ def search(fit_one: Callable[[AugmentConfig, Path, bool], object], save: Callabl
     winner = choose(trials, config.p1_tolerance)
     chosen = next(t for t in trials if t["name"] == winner)
     model = load(work_dir / winner / "model")
-    record = {"rule": f"highest valid PSP@5 among trials with valid P@1 >= P@1(none) - {config.p1_tolerance}",
-              "chosen": winner, "budget_seconds": config.budget_seconds,
-              "trials": trials}
+    record = {
+        "rule": f"highest valid PSP@5 among trials with valid P@1 >= P@1(none) - {config.p1_tolerance}",
+        "chosen": winner,
+        "budget_seconds": config.budget_seconds,
+        "trials": trials,
+    }
     base = next((t for t in trials if t["name"] == "none" and "p1_hits" in t), None)
     if base is not None:
-        record["p1_gain_over_none"] = {t["name"]: gain_interval(_unpack(base), _unpack(t), seed)
-                                       for t in trials if "p1_hits" in t and t["name"] != "none"}
-        record["decided"] = decided(winner, record["p1_gain_over_none"].get(winner), base["p1_hits"]["n"],
-                                    config.p1_tolerance)
+        record["p1_gain_over_none"] = {
+            t["name"]: gain_interval(_unpack(base), _unpack(t), seed) for t in trials if "p1_hits" in t and t["name"] != "none"
+        }
+        record["decided"] = decided(winner, record["p1_gain_over_none"].get(winner), base["p1_hits"]["n"], config.p1_tolerance)
     for t in trials:  # only the winner's model is worth keeping
         if t["name"] != winner:
             shutil.rmtree(work_dir / t["name"] / "model", ignore_errors=True)

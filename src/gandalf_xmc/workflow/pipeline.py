@@ -51,24 +51,46 @@ AUTO_FILE = "auto.json"
 VALIDATION_RUN_FILE = "validation-run.json"  # under checkpoints/: a resumed run does not validate twice
 
 
-def fit_augmented(rest: XMCDataset, valid: Split | None, inv, model_config, augment: AugmentConfig,
-                  checkpoint_dir: Path | None, resume: bool = False, progress: bool = True
-                  ) -> tuple[object, int]:
+def fit_augmented(
+    rest: XMCDataset,
+    valid: Split | None,
+    inv,
+    model_config,
+    augment: AugmentConfig,
+    checkpoint_dir: Path | None,
+    resume: bool = False,
+    progress: bool = True,
+) -> tuple[object, int]:
     """Train one model on ``rest`` with ``augment`` (model selection on ``valid``, with the labels'
     inverse propensities ``inv``, when given); returns it and the number of training points it saw."""
     built = build_training_set(rest, augment)
     model = build_model(model_config)
     model.set_labels(rest.label_texts, rest.label_uids)
-    model.fit(built, label_texts=rest.label_texts,
-              valid=Validation(valid.texts, valid.Y, inv, valid.filter_pairs) if valid is not None and len(valid) else None,
-              checkpoint_dir=checkpoint_dir, resume=resume, progress=progress)
+    model.fit(
+        built,
+        label_texts=rest.label_texts,
+        valid=Validation(valid.texts, valid.Y, inv, valid.filter_pairs) if valid is not None and len(valid) else None,
+        checkpoint_dir=checkpoint_dir,
+        resume=resume,
+        progress=progress,
+    )
     return model, len(built)
 
 
-def train_model(dataset: XMCDataset, out_dir: str | Path, model_config, augment: AugmentConfig,
-                valid_fraction: float = 0.05, resume: bool = False, progress: bool = True,
-                auto_config: auto.AutoConfig | None = None, force: bool = False,
-                valid_protocol: str = "random", refit: bool = True, keep_checkpoints: bool = False) -> TrainedModel:
+def train_model(
+    dataset: XMCDataset,
+    out_dir: str | Path,
+    model_config,
+    augment: AugmentConfig,
+    valid_fraction: float = 0.05,
+    resume: bool = False,
+    progress: bool = True,
+    auto_config: auto.AutoConfig | None = None,
+    force: bool = False,
+    valid_protocol: str = "random",
+    refit: bool = True,
+    keep_checkpoints: bool = False,
+) -> TrainedModel:
     """Train and save to ``out_dir`` (weights, features, clusters, label texts, settings, history).
 
     Checkpoints go to ``out_dir/checkpoints`` so that ``resume=True`` continues an interrupted run.
@@ -87,16 +109,16 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config, augment:
     (the trials of ``auto``, a neural model's epochs) unless ``keep_checkpoints`` (to continue it
     for more epochs with ``resume``).
     """
-    out = check_output_directory(out_dir, force or resume, inputs=(dataset.path,),
-                                 reusable="checkpoints" if resume else None)
+    out = check_output_directory(out_dir, force or resume, inputs=(dataset.path,), reusable="checkpoints" if resume else None)
     augment.validate()
     with output_lock(out):
         existed = out.exists()
         if not resume and (out / "checkpoints").exists():
             shutil.rmtree(out / "checkpoints")  # a fresh run does not mix with an older run's checkpoints
         try:
-            trained = _train_into(dataset, out, model_config, augment, valid_fraction, resume, progress, auto_config,
-                                  valid_protocol, refit)
+            trained = _train_into(
+                dataset, out, model_config, augment, valid_fraction, resume, progress, auto_config, valid_protocol, refit
+            )
             if not keep_checkpoints:
                 shutil.rmtree(out / "checkpoints", ignore_errors=True)  # often larger than the model
             return trained
@@ -107,19 +129,37 @@ def train_model(dataset: XMCDataset, out_dir: str | Path, model_config, augment:
             raise
 
 
-def _train_into(dataset: XMCDataset, out: Path, model_config, augment: AugmentConfig, valid_fraction: float,
-                resume: bool, progress: bool, auto_config, valid_protocol: str, refit: bool) -> TrainedModel:
+def _train_into(
+    dataset: XMCDataset,
+    out: Path,
+    model_config,
+    augment: AugmentConfig,
+    valid_fraction: float,
+    resume: bool,
+    progress: bool,
+    auto_config,
+    valid_protocol: str,
+    refit: bool,
+) -> TrainedModel:
     if valid_protocol in BENCHMARK_PROTOCOLS:  # it drops labels, and the model validated is the one saved
-        raise ConfigError(f"the {valid_protocol} protocol is for benchmarks/suite.py; train with one of "
-                          f"{', '.join(PROTOCOLS)}")
+        raise ConfigError(f"the {valid_protocol} protocol is for benchmarks/suite.py; train with one of {', '.join(PROTOCOLS)}")
     rest, valid = carve_validation(dataset, valid_fraction, config_seed(model_config), valid_protocol)
     if augment.training_set == "auto" and not len(valid):
         raise ConfigError("--augment auto needs a validation split (valid fraction > 0)")
     refitting = refit and len(valid) > 0
     in_epochs = MODELS[model_name(model_config)].in_epochs
     record_path = out / "checkpoints" / VALIDATION_RUN_FILE
-    request = json.loads(json.dumps({"model": asdict(model_config), "augment": asdict(augment),
-                                     "valid_fraction": valid_fraction, "valid_protocol": valid_protocol}, default=str))
+    request = json.loads(
+        json.dumps(
+            {
+                "model": asdict(model_config),
+                "augment": asdict(augment),
+                "valid_fraction": valid_fraction,
+                "valid_protocol": valid_protocol,
+            },
+            default=str,
+        )
+    )
     done = json.loads(record_path.read_text()) if refitting and resume and record_path.is_file() else None
     model, search = None, None
     if done is not None and done.get("request") == request:  # the validation run finished before the interruption
@@ -127,38 +167,70 @@ def _train_into(dataset: XMCDataset, out: Path, model_config, augment: AugmentCo
         validated = TrainResult(**done["result"])
         validation_run = done["validation_run"]
     else:
-        model, augment, search, n_fit = _validation_run(rest, valid, dataset, out, model_config, augment, resume,
-                                                        progress, auto_config)
+        model, augment, search, n_fit = _validation_run(
+            rest, valid, dataset, out, model_config, augment, resume, progress, auto_config
+        )
         validated = model.result
         best = validated.history[validated.best_epoch] if validated.history else {}
-        validation_run = {"n_train": n_fit, "n_valid": len(valid), "seconds": validated.seconds,
-                          "best_epoch": validated.best_epoch, "epochs": len(validated.history) if in_epochs else None,
-                          "metrics": {k: v for k, v in best.items() if "@" in k}}
+        validation_run = {
+            "n_train": n_fit,
+            "n_valid": len(valid),
+            "seconds": validated.seconds,
+            "best_epoch": validated.best_epoch,
+            "epochs": len(validated.history) if in_epochs else None,
+            "metrics": {k: v for k, v in best.items() if "@" in k},
+        }
         if refitting:
             shutil.rmtree(out / "checkpoints" / "final", ignore_errors=True)  # an earlier request's final run
             out.joinpath("checkpoints").mkdir(parents=True, exist_ok=True)
             with atomic_path(record_path) as tmp:
-                tmp.write_text(json.dumps({"request": request, "augment": asdict(augment), "search": search,
-                                           "result": asdict(validated), "validation_run": validation_run},
-                                          default=float) + "\n")
+                tmp.write_text(
+                    json.dumps(
+                        {
+                            "request": request,
+                            "augment": asdict(augment),
+                            "search": search,
+                            "result": asdict(validated),
+                            "validation_run": validation_run,
+                        },
+                        default=float,
+                    )
+                    + "\n"
+                )
     n_train = validation_run["n_train"]
     if refitting:
         model = None  # the validated model's memory is free before the final one trains
         model_config = refit_config(model_config, validated)
         if progress:
-            print(f"final model: {augment.training_set} on all {dataset.n_original_train or len(dataset.train):,} "
-                  "training points (validation chose; the final model keeps every point)", flush=True)
-        model, n_train = fit_augmented(dataset, None, None, model_config, augment, out / "checkpoints" / "final",
-                                       resume, progress)
+            print(
+                f"final model: {augment.training_set} on all {dataset.n_original_train or len(dataset.train):,} "
+                "training points (validation chose; the final model keeps every point)",
+                flush=True,
+            )
+        model, n_train = fit_augmented(
+            dataset, None, None, model_config, augment, out / "checkpoints" / "final", resume, progress
+        )
     from .. import __version__
 
-    info = {"gandalf_version": __version__, "dataset": dataset.name, "source": str(dataset.path) if dataset.path else None,
-            "augment": asdict(augment), "valid_fraction": valid_fraction, "valid_protocol": valid_protocol,
-            "n_train": n_train, "n_valid": len(valid), "refit": refitting,
-            "validation_run": validation_run, "propensity": list(dataset.propensity_constants())}
+    info = {
+        "gandalf_version": __version__,
+        "dataset": dataset.name,
+        "source": str(dataset.path) if dataset.path else None,
+        "augment": asdict(augment),
+        "valid_fraction": valid_fraction,
+        "valid_protocol": valid_protocol,
+        "n_train": n_train,
+        "n_valid": len(valid),
+        "refit": refitting,
+        "validation_run": validation_run,
+        "propensity": list(dataset.propensity_constants()),
+    }
     if refitting:
-        info["final_run"] = {"n_train": n_train, "seconds": model.result.seconds,
-                             "epochs": len(model.result.history) if in_epochs else None}
+        info["final_run"] = {
+            "n_train": n_train,
+            "seconds": model.result.seconds,
+            "epochs": len(model.result.history) if in_epochs else None,
+        }
 
     def write(staging: Path) -> None:
         model.save(staging)  # with the labels (ids and texts)
@@ -170,9 +242,17 @@ def _train_into(dataset: XMCDataset, out: Path, model_config, augment: AugmentCo
     return TrainedModel(model, info, search, validated)
 
 
-def _validation_run(rest: XMCDataset, valid: Split, dataset: XMCDataset, out: Path, model_config,
-                    augment: AugmentConfig, resume: bool, progress: bool, auto_config
-                    ) -> tuple[object, AugmentConfig, dict | None, int]:
+def _validation_run(
+    rest: XMCDataset,
+    valid: Split,
+    dataset: XMCDataset,
+    out: Path,
+    model_config,
+    augment: AugmentConfig,
+    resume: bool,
+    progress: bool,
+    auto_config,
+) -> tuple[object, AugmentConfig, dict | None, int]:
     """Train on ``rest`` and score on ``valid``: one run, or ``auto``'s search. Returns the model
     validated, the augmentation chosen, the search's record (``auto``) and the training-set size."""
     inv = inverse_propensity(rest.original_train_Y(), *dataset.propensity_constants())
@@ -182,8 +262,9 @@ def _validation_run(rest: XMCDataset, valid: Split, dataset: XMCDataset, out: Pa
     sizes: dict[str, int] = {}  # training-set size of each trial run here (building one again costs a graph)
 
     def fit_one(candidate: AugmentConfig, ckpt: Path, resume_trial: bool):
-        trained, sizes[json.dumps(asdict(candidate))] = fit_augmented(rest, valid, inv, model_config, candidate, ckpt,
-                                                                      resume_trial, progress)
+        trained, sizes[json.dumps(asdict(candidate))] = fit_augmented(
+            rest, valid, inv, model_config, candidate, ckpt, resume_trial, progress
+        )
         return trained
 
     auto_config = auto_config or auto.AutoConfig()
@@ -198,15 +279,34 @@ def _validation_run(rest: XMCDataset, valid: Split, dataset: XMCDataset, out: Pa
         return prepare(pred, valid.Y, 1, valid.filter_pairs).hits[:, 0]
 
     model, augment, search = auto.search(
-        fit_one, lambda m, d: m.save(d), load_trained, out / "checkpoints" / "auto", auto_config,
-        seed=augment.seed, resume=resume, log=(print if progress else (lambda _: None)), point_hits=point_hits)
+        fit_one,
+        lambda m, d: m.save(d),
+        load_trained,
+        out / "checkpoints" / "auto",
+        auto_config,
+        seed=augment.seed,
+        resume=resume,
+        log=(print if progress else (lambda _: None)),
+        point_hits=point_hits,
+    )
     n_train = sizes.get(json.dumps(asdict(augment))) or len(training_set(rest, augment))  # else: an earlier run's trial
     return model, augment, search, n_train
 
 
-def write_predictions(model, texts: list[str], n_labels: int, out: str | Path, k: int = 100, batch_size: int = 8192,
-                      progress: bool = True, force: bool = False, inputs: tuple = (), closed: tuple = (),
-                      drop_namesakes: bool = False, fmt: str = "txt") -> None:
+def write_predictions(
+    model,
+    texts: list[str],
+    n_labels: int,
+    out: str | Path,
+    k: int = 100,
+    batch_size: int = 8192,
+    progress: bool = True,
+    force: bool = False,
+    inputs: tuple = (),
+    closed: tuple = (),
+    drop_namesakes: bool = False,
+    fmt: str = "txt",
+) -> None:
     """Predict ``texts`` in batches and stream each batch's top-``k`` to ``out`` as a sparse text
     matrix (``fmt="txt"``: memory holds one batch of predictions however many texts there are), or
     as a scipy ``.npz`` matrix (``fmt="npz"``: all rows at once). ``out`` follows
@@ -220,7 +320,7 @@ def write_predictions(model, texts: list[str], n_labels: int, out: str | Path, k
 
     def blocks():
         for start in tqdm(range(0, len(texts), batch_size), desc="predict", unit="batch", disable=not progress):
-            batch = texts[start:start + batch_size]
+            batch = texts[start : start + batch_size]
             if not drop_namesakes:
                 yield model.predict(batch, k=k)
                 continue

@@ -16,9 +16,9 @@ from .pipeline import TRAINING_FILE
 @dataclass(frozen=True)
 class Recipe:
     """Attributes:
-        augment: the augmentation (``auto``'s winner for a model trained with ``--augment auto``).
-        data: where the training data was read from, as recorded (None where it was not).
-        origin: the file the recipe was read from.
+    augment: the augmentation (``auto``'s winner for a model trained with ``--augment auto``).
+    data: where the training data was read from, as recorded (None where it was not).
+    origin: the file the recipe was read from.
     """
 
     augment: AugmentConfig
@@ -49,8 +49,7 @@ def read_recipe(directory: str | Path) -> Recipe:
         info = read_json_file(path)
         source = info.get("source") if isinstance(info.get("source"), str) else None
         return Recipe(_augment_config(path, info, "config"), source, path)
-    raise ConfigError(f"{d}: neither a model directory ({TRAINING_FILE}) nor a `gandalf augment` directory "
-                      f"({AUGMENT_METADATA})")
+    raise ConfigError(f"{d}: neither a model directory ({TRAINING_FILE}) nor a `gandalf augment` directory ({AUGMENT_METADATA})")
 
 
 def _augment_config(path: Path, info, key: str) -> AugmentConfig:

@@ -40,8 +40,7 @@ BENCHMARK_PROTOCOLS = {
 NEAR_DUPLICATE = 0.8  # TF-IDF cosine at which two texts count as copies of one item
 
 
-def carve_validation(dataset: XMCDataset, fraction: float, seed: int, protocol: str = "random"
-                     ) -> tuple[XMCDataset, Split]:
+def carve_validation(dataset: XMCDataset, fraction: float, seed: int, protocol: str = "random") -> tuple[XMCDataset, Split]:
     """Split the ORIGINAL training points into (dataset with the rest as training, validation split).
 
     Extra points already in the training file (a directory written by ``gandalf augment``) stay in
@@ -79,13 +78,21 @@ def carve_validation(dataset: XMCDataset, fraction: float, seed: int, protocol: 
         return Split([tr.uids[i] for i in idx], [tr.texts[i] for i in idx], tr.Y[idx], fp, groups=groups)
 
     kept = np.concatenate([train_idx, np.arange(n, len(tr))])
-    rest = XMCDataset(dataset.name, dataset.label_uids, dataset.label_texts, {"trn": pick(kept)},
-                      n_original_train=train_idx.size if len(tr) > n else None, path=dataset.path,
-                      propensity=dataset.propensity)
+    rest = XMCDataset(
+        dataset.name,
+        dataset.label_uids,
+        dataset.label_texts,
+        {"trn": pick(kept)},
+        n_original_train=train_idx.size if len(tr) > n else None,
+        path=dataset.path,
+        propensity=dataset.propensity,
+    )
     if protocol == "future":
         if len(tr) > n:
-            raise ConfigError("the future protocol cannot drop labels from label points already in the training "
-                              "file (a directory written by gandalf augment): give the original dataset")
+            raise ConfigError(
+                "the future protocol cannot drop labels from label points already in the training "
+                "file (a directory written by gandalf augment): give the original dataset"
+            )
         held = set(tr.uids[i] for i in valid_idx)
         gone = np.array([j for j, uid in enumerate(dataset.label_uids) if uid in held], dtype=np.int64)
         return _without_labels(rest, gone), _split_without_labels(pick(valid_idx), gone, dataset.n_labels)
@@ -114,9 +121,12 @@ def _without_labels(dataset: XMCDataset, gone: np.ndarray) -> XMCDataset:
     from dataclasses import replace
 
     keep = sorted(set(range(dataset.n_labels)) - set(gone.tolist()))
-    return replace(dataset, label_uids=[dataset.label_uids[j] for j in keep],
-                   label_texts=[dataset.label_texts[j] for j in keep],
-                   splits={"trn": _split_without_labels(dataset.train, gone, dataset.n_labels)})
+    return replace(
+        dataset,
+        label_uids=[dataset.label_uids[j] for j in keep],
+        label_texts=[dataset.label_texts[j] for j in keep],
+        splits={"trn": _split_without_labels(dataset.train, gone, dataset.n_labels)},
+    )
 
 
 def _group_holdout(groups: list[str | None] | None, n_valid: int, rng: np.random.Generator) -> np.ndarray:
@@ -124,8 +134,10 @@ def _group_holdout(groups: list[str | None] | None, n_valid: int, rng: np.random
     import numpy as np
 
     if not groups or any(g is None for g in groups):
-        raise ConfigError("the group protocol needs a 'group' key on every training point; this data has none "
-                          "(use --valid-protocol random or new-items)")
+        raise ConfigError(
+            "the group protocol needs a 'group' key on every training point; this data has none "
+            "(use --valid-protocol random or new-items)"
+        )
     names, codes = np.unique(np.asarray(groups, dtype=object).astype(str), return_inverse=True)
     if names.size < 2:
         raise ConfigError(f"the group protocol needs at least 2 groups; this data has {names.size}")
@@ -153,11 +165,11 @@ def _close_to(tr: Split, n: int, valid_mask: np.ndarray, chunk: int = 512) -> np
     close = np.zeros(n, dtype=bool)
     XT = sp.csr_matrix(X.T)
     for start in range(0, valid.size, chunk):
-        S = sp.csr_matrix(X[valid[start:start + chunk]] @ XT)  # cosines of a chunk of validation points
+        S = sp.csr_matrix(X[valid[start : start + chunk]] @ XT)  # cosines of a chunk of validation points
         close[np.unique(S.indices[S.data >= NEAR_DUPLICATE])] = True
     Y = sp.csr_matrix(tr.Y[:n])
     Y.sort_indices()
-    label_sets = [Y.indices[Y.indptr[i]:Y.indptr[i + 1]].tobytes() for i in range(n)]
+    label_sets = [Y.indices[Y.indptr[i] : Y.indptr[i + 1]].tobytes() for i in range(n)]
     held_sets = {label_sets[i] for i in valid if label_sets[i]}
     close |= np.fromiter((s in held_sets for s in label_sets), dtype=bool, count=n)
     return close

@@ -50,8 +50,10 @@ class DatasetCard:
     license: str
     propensity_a: float = 0.55
     propensity_b: float = 1.5
-    propensity_why: str = ("A = 0.55, B = 1.5, the constants Jain et al. (KDD'16) give for datasets other than "
-                           "Amazon and Wikipedia (fitting them needs click data, which this source does not have)")
+    propensity_why: str = (
+        "A = 0.55, B = 1.5, the constants Jain et al. (KDD'16) give for datasets other than "
+        "Amazon and Wikipedia (fitting them needs click data, which this source does not have)"
+    )
     sources: tuple[DebianPackage, ...] = field(default_factory=tuple)
     sources_heading: str = "Built from these Debian packages (bookworm):"
     group: str = ""  # what an item's group is, for the README (default: "<domain> group")
@@ -90,15 +92,31 @@ def write_related_items(items: list[Item], out_dir: str | Path, card: DatasetCar
     rng = np.random.default_rng(SPLIT_SEED)
     perm = rng.permutation(len(points))
     n_test = int(round(TEST_SHARE * len(points)))
-    splits = {"tst": [points[i] for i in np.sort(perm[:n_test]).tolist()],
-              "trn": [points[i] for i in np.sort(perm[n_test:]).tolist()]}
+    splits = {
+        "tst": [points[i] for i in np.sort(perm[:n_test]).tolist()],
+        "trn": [points[i] for i in np.sort(perm[n_test:]).tolist()],
+    }
     split = f"{int(100 * (1 - TEST_SHARE))}/{int(100 * TEST_SHARE)} at random over points, seed {SPLIT_SEED}"
-    return _write(out_dir, card, force, splits, {u: by_uid[u].text for u in label_uids},
-                  {u: (by_uid[u].text, targets[u], by_uid[u].group) for u in points}, split, "random")
+    return _write(
+        out_dir,
+        card,
+        force,
+        splits,
+        {u: by_uid[u].text for u in label_uids},
+        {u: (by_uid[u].text, targets[u], by_uid[u].group) for u in points},
+        split,
+        "random",
+    )
 
 
-def write_new_items(old: list[Item], new: list[Item], out_dir: str | Path, card: DatasetCard, force: bool = False,
-                    max_label_points: int | None = None) -> dict:
+def write_new_items(
+    old: list[Item],
+    new: list[Item],
+    out_dir: str | Path,
+    card: DatasetCard,
+    force: bool = False,
+    max_label_points: int | None = None,
+) -> dict:
     """A *new items* dataset: train on every item of the older release ``old`` that points at
     something, in its label space (the old items pointed at, with their old texts; labels with more
     than ``max_label_points`` training points dropped, as trivial head labels); test on the items
@@ -108,8 +126,7 @@ def write_new_items(old: list[Item], new: list[Item], out_dir: str | Path, card:
     answer, as it is in a deployment. Returns the figures of ``stats.json``."""
     old_by_uid, new_by_uid = _texts(old), _texts(new)
     has_text = {u for u, it in old_by_uid.items() if it.text}
-    targets = {u: sorted({t for t in it.targets if t in has_text and t != u})
-               for u, it in old_by_uid.items() if it.text}
+    targets = {u: sorted({t for t in it.targets if t in has_text and t != u}) for u, it in old_by_uid.items() if it.text}
     if max_label_points is not None:
         counts: dict[str, int] = {}
         for ts in targets.values():
@@ -119,19 +136,40 @@ def write_new_items(old: list[Item], new: list[Item], out_dir: str | Path, card:
     label_uids = sorted({t for ts in targets.values() for t in ts})
     labels = set(label_uids)
     train = sorted(u for u, ts in targets.items() if ts)
-    new_targets = {u: sorted({t for t in it.targets if t in labels}) for u, it in new_by_uid.items()
-                   if u not in old_by_uid and it.text}
+    new_targets = {
+        u: sorted({t for t in it.targets if t in labels}) for u, it in new_by_uid.items() if u not in old_by_uid and it.text
+    }
     test = sorted(u for u, ts in new_targets.items() if ts)
     points = {u: (old_by_uid[u].text, targets[u], old_by_uid[u].group) for u in train}
     points.update({u: (new_by_uid[u].text, new_targets[u], new_by_uid[u].group) for u in test})
-    split = ("new items: trains on every item of the older release, tests on the items that are new in the newer "
-             "one (none of them is a label, so the test filter file is empty)")
-    return _write(out_dir, card, force, {"tst": test, "trn": train}, {u: old_by_uid[u].text for u in label_uids},
-                  points, split, "new-items", filter_test=False)
+    split = (
+        "new items: trains on every item of the older release, tests on the items that are new in the newer "
+        "one (none of them is a label, so the test filter file is empty)"
+    )
+    return _write(
+        out_dir,
+        card,
+        force,
+        {"tst": test, "trn": train},
+        {u: old_by_uid[u].text for u in label_uids},
+        points,
+        split,
+        "new-items",
+        filter_test=False,
+    )
 
 
-def _write(out_dir, card: DatasetCard, force: bool, splits: dict[str, list[str]], labels: dict[str, str],
-           points: dict[str, tuple[str, list[str], str]], split: str, test_split: str, filter_test: bool = True) -> dict:
+def _write(
+    out_dir,
+    card: DatasetCard,
+    force: bool,
+    splits: dict[str, list[str]],
+    labels: dict[str, str],
+    points: dict[str, tuple[str, list[str], str]],
+    split: str,
+    test_split: str,
+    filter_test: bool = True,
+) -> dict:
     """The dataset directory: ``splits`` (point uids of ``trn`` and ``tst``), ``labels`` (uid ->
     text, in label-id order), ``points`` (uid -> text, target uids, group)."""
     label_id = {u: i for i, u in enumerate(labels)}
@@ -139,19 +177,30 @@ def _write(out_dir, card: DatasetCard, force: bool, splits: dict[str, list[str]]
     with atomic_directory(out_dir, force) as staging:
         write_lines(staging / "lbl.json.gz", _lines({"uid": u, "title": t} for u, t in labels.items()))
         for name, uids in splits.items():
-            write_lines(staging / f"{name}.json.gz", _lines(
-                {"uid": u, "title": points[u][0], "target_ind": [label_id[t] for t in points[u][1]],
-                 "group": points[u][2]} for u in uids))
+            write_lines(
+                staging / f"{name}.json.gz",
+                _lines(
+                    {"uid": u, "title": points[u][0], "target_ind": [label_id[t] for t in points[u][1]], "group": points[u][2]}
+                    for u in uids
+                ),
+            )
             keep = filter_test or name != "tst"
             pairs = "".join(f"{r} {label_id[u]}\n" for r, u in enumerate(uids) if u in label_id) if keep else ""
             (staging / filter_names[name]).write_text(pairs)
-        meta = {"name": card.name, "domain": card.domain, "summary": card.summary,
-                "propensity": {"A": card.propensity_a, "B": card.propensity_b, "why": card.propensity_why},
-                "text": card.text, "labels": card.labels, "license": card.license, "split": split,
-                **({"test_split": test_split} if test_split != "random" else {}),  # random: as the suite was built
-                # the pins' sizes (what a download stops at) are left out: the suite's files predate them
-                "sources": [{k: v for k, v in asdict(p).items() if k != "size"} for p in card.sources],
-                "rebuild": f"gandalf datasets build {card.name} --out DIR"}
+        meta = {
+            "name": card.name,
+            "domain": card.domain,
+            "summary": card.summary,
+            "propensity": {"A": card.propensity_a, "B": card.propensity_b, "why": card.propensity_why},
+            "text": card.text,
+            "labels": card.labels,
+            "license": card.license,
+            "split": split,
+            **({"test_split": test_split} if test_split != "random" else {}),  # random: as the suite was built
+            # the pins' sizes (what a download stops at) are left out: the suite's files predate them
+            "sources": [{k: v for k, v in asdict(p).items() if k != "size"} for p in card.sources],
+            "rebuild": f"gandalf datasets build {card.name} --out DIR",
+        }
         (staging / "dataset.json").write_text(json.dumps(meta, indent=1) + "\n")
         from ..dataset import load_dataset
         from ..stats import dataset_stats
@@ -165,12 +214,16 @@ def _write(out_dir, card: DatasetCard, force: bool, splits: dict[str, list[str]]
 
 
 def _readme(card: DatasetCard, meta: dict, stats: dict) -> str:
-    rows = [("train / test points", f"{stats['N']:,} / {stats.get('N_test', 0):,}"), ("labels", f"{stats['L']:,}"),
-            ("avg labels per train point", f"{stats['ALpP']:.2f}"), ("avg train points per label", f"{stats['APpL']:.2f}"),
-            ("labels with <= 5 train positives", f"{stats['labels_le5_pct']:.1f}%"),
-            ("labels with 0 train positives", f"{stats['labels_0_pct']:.1f}%"),
-            ("avg words per text", f"{stats['AWpP']:.2f}"),
-            ("points that are also labels", f"{stats['points_that_are_labels']:,}")]
+    rows = [
+        ("train / test points", f"{stats['N']:,} / {stats.get('N_test', 0):,}"),
+        ("labels", f"{stats['L']:,}"),
+        ("avg labels per train point", f"{stats['ALpP']:.2f}"),
+        ("avg train points per label", f"{stats['APpL']:.2f}"),
+        ("labels with <= 5 train positives", f"{stats['labels_le5_pct']:.1f}%"),
+        ("labels with 0 train positives", f"{stats['labels_0_pct']:.1f}%"),
+        ("avg words per text", f"{stats['AWpP']:.2f}"),
+        ("points that are also labels", f"{stats['points_that_are_labels']:,}"),
+    ]
     sources = "\n".join(f"- `{p.name}` {p.version} (`{p.pool}`, SHA-256 `{p.sha256}`)" for p in card.sources)
     table = "\n".join(f"| {a} | {b} |" for a, b in rows)
     return f"""# {card.name}: {card.summary}
@@ -179,7 +232,7 @@ Domain: {card.domain}. License: {card.license}.
 
 - point text: {card.text}
 - labels: {card.labels}; label feature: the label item's own text (`lbl.json.gz`, line i = label i)
-- split: {meta['split']}; `group` in `trn/tst.json.gz` is the item's {card.group} (for group splits)
+- split: {meta["split"]}; `group` in `trn/tst.json.gz` is the item's {card.group} (for group splits)
 - filter files: `row label` pairs where the point is itself that label; removed before scoring
 - propensity: {card.propensity_why}
 
@@ -190,5 +243,5 @@ Domain: {card.domain}. License: {card.license}.
 {card.sources_heading}
 {sources}
 
-Rebuild it byte for byte: `{meta['rebuild']}`.
+Rebuild it byte for byte: `{meta["rebuild"]}`.
 """

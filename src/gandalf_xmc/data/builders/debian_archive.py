@@ -64,8 +64,10 @@ def fetch(package: DebianPackage, mirror: str = DEFAULT_MIRROR, log: Callable[[s
             raise GandalfError(f"{url}: SHA-256 {digest} is not the pinned {package.sha256}")
         os.replace(tmp, target)
     except OSError as exc:
-        raise GandalfError(f"cannot download {package.name} {package.version} from {url} ({exc}); if a later "
-                           f"point release replaced it, pass --mirror {SNAPSHOT_HINT}") from None
+        raise GandalfError(
+            f"cannot download {package.name} {package.version} from {url} ({exc}); if a later "
+            f"point release replaced it, pass --mirror {SNAPSHOT_HINT}"
+        ) from None
     finally:
         tmp.unlink(missing_ok=True)
     return target
@@ -107,10 +109,10 @@ def _ar_members(blob: bytes) -> Iterator[tuple[str, bytes]]:
         raise GandalfError("not a Debian package (no ar header)")
     pos = 8
     while pos + 60 <= len(blob):
-        header = blob[pos:pos + 60]
+        header = blob[pos : pos + 60]
         name = header[:16].decode("ascii").strip().rstrip("/")
         size = int(header[48:58].decode("ascii").strip())
-        yield name, blob[pos + 60:pos + 60 + size]
+        yield name, blob[pos + 60 : pos + 60 + size]
         pos += 60 + size + (size & 1)
 
 

@@ -17,21 +17,34 @@ from pathlib import Path
 from . import DatasetCard, Item, write_new_items
 from .debian_archive import DEFAULT_MIRROR, DebianPackage, fetch
 
-OLD_INDEX = DebianPackage("Packages (bullseye main amd64)", "11.11", "dists/bullseye/main/binary-amd64/Packages.xz",
-                          "1c3405444297ead864711c18e64bce4810db63b48340a2f9d81182d9f235ad71", 8065948)
-NEW_INDEX = DebianPackage("Packages (bookworm main amd64)", "12.15", "dists/bookworm/main/binary-amd64/Packages.xz",
-                          "9e0b5aabb2465b3d2e7a7fe27f9913846277833f7a2826e7767acccff5b588c5", 8790396)
+OLD_INDEX = DebianPackage(
+    "Packages (bullseye main amd64)",
+    "11.11",
+    "dists/bullseye/main/binary-amd64/Packages.xz",
+    "1c3405444297ead864711c18e64bce4810db63b48340a2f9d81182d9f235ad71",
+    8065948,
+)
+NEW_INDEX = DebianPackage(
+    "Packages (bookworm main amd64)",
+    "12.15",
+    "dists/bookworm/main/binary-amd64/Packages.xz",
+    "9e0b5aabb2465b3d2e7a7fe27f9913846277833f7a2826e7767acccff5b588c5",
+    8790396,
+)
 RELATIONS = ("Depends", "Pre-Depends", "Recommends", "Suggests")
 MAX_LABEL_POINTS = 500
 CARD = DatasetCard(
-    name="debian-new-packages", domain="software packages, new items",
+    name="debian-new-packages",
+    domain="software packages, new items",
     summary="Debian packages new in bookworm, labelled with their relations among bullseye's packages",
     text="the package's one-line description",
     labels="the packages it depends on, pre-depends on, recommends or suggests (every alternative) that are "
-           f"bullseye labels (labels with more than {MAX_LABEL_POINTS} training points dropped)",
-    license="the package descriptions' (Debian main: DFSG-free)", sources=(OLD_INDEX, NEW_INDEX),
+    f"bullseye labels (labels with more than {MAX_LABEL_POINTS} training points dropped)",
+    license="the package descriptions' (Debian main: DFSG-free)",
+    sources=(OLD_INDEX, NEW_INDEX),
     sources_heading="Built from these Debian package indexes (bullseye's to train, bookworm's to test):",
-    group="source package (the family it is built with)")
+    group="source package (the family it is built with)",
+)
 
 
 def parse(index: str) -> list[Item]:
@@ -50,8 +63,12 @@ def parse(index: str) -> list[Item]:
         if not name or name in seen:
             continue
         seen.add(name)
-        related = [alternative.split()[0].split(":")[0] for relation in RELATIONS
-                   for alternative in re.split(r"[,|]", fields.get(relation, "")) if alternative.strip()]
+        related = [
+            alternative.split()[0].split(":")[0]
+            for relation in RELATIONS
+            for alternative in re.split(r"[,|]", fields.get(relation, ""))
+            if alternative.strip()
+        ]
         source = fields.get("Source", name).split()[0]  # "Source: foo (1.2-3)" names a source of another version
         items.append(Item(name, fields.get("Description", ""), tuple(dict.fromkeys(related)), source))
     return items

@@ -15,13 +15,23 @@ from pathlib import Path
 from . import DatasetCard, Item, write_related_items
 from .debian_archive import DEFAULT_MIRROR, DebianPackage, fetch, package_files
 
-PACKAGE = DebianPackage("r-bioc-go.db", "3.16.0-1", "pool/main/r/r-bioc-go.db/r-bioc-go.db_3.16.0-1_all.deb",
-                        "6cf9c43b97212811ecb7ad0d7cde12e76f984ab7494a59c02455239a9dd3243d", 12359372)
+PACKAGE = DebianPackage(
+    "r-bioc-go.db",
+    "3.16.0-1",
+    "pool/main/r/r-bioc-go.db/r-bioc-go.db_3.16.0-1_all.deb",
+    "6cf9c43b97212811ecb7ad0d7cde12e76f984ab7494a59c02455239a9dd3243d",
+    12359372,
+)
 DATABASE = "usr/lib/R/site-library/GO.db/extdata/GO.sqlite"
 CARD = DatasetCard(
-    name="gene-ontology", domain="biology (ontology terms)", summary="Gene Ontology terms and their parents",
-    text="the GO term's name", labels="its direct parents (is a, part of, regulates, positively / negatively regulates)",
-    license="CC BY 4.0 (Gene Ontology Consortium)", sources=(PACKAGE,))
+    name="gene-ontology",
+    domain="biology (ontology terms)",
+    summary="Gene Ontology terms and their parents",
+    text="the GO term's name",
+    labels="its direct parents (is a, part of, regulates, positively / negatively regulates)",
+    license="CC BY 4.0 (Gene Ontology Consortium)",
+    sources=(PACKAGE,),
+)
 
 
 def parse(connection: sqlite3.Connection) -> list[Item]:
@@ -31,8 +41,11 @@ def parse(connection: sqlite3.Connection) -> list[Item]:
     for table in ("go_bp_parents", "go_mf_parents", "go_cc_parents"):
         for child, parent in connection.execute(f"SELECT _id, _parent_id FROM {table}"):  # noqa: S608 - fixed names
             parents.setdefault(child, []).append(terms[parent][0])
-    return [Item(go_id, name, tuple(parents.get(key, ())), namespace) for key, (go_id, name, namespace) in terms.items()
-            if go_id != "all"]
+    return [
+        Item(go_id, name, tuple(parents.get(key, ())), namespace)
+        for key, (go_id, name, namespace) in terms.items()
+        if go_id != "all"
+    ]
 
 
 def read_terms(deb: Path) -> list[Item]:

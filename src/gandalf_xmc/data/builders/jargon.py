@@ -15,20 +15,30 @@ from . import DatasetCard, Item, write_related_items
 from .debian_archive import DEFAULT_MIRROR, DebianPackage, fetch, package_files
 from .dictd import first_sentence, headword_key, index_entries
 
-PACKAGE = DebianPackage("dict-jargon", "4.4.7-3.1", "pool/main/d/dict-jargon/dict-jargon_4.4.7-3.1_all.deb",
-                        "405f8168d7994ed2cb71407bb95493daec2e9aa66fc0461dafa74a9d6728a8c1", 621608)
+PACKAGE = DebianPackage(
+    "dict-jargon",
+    "4.4.7-3.1",
+    "pool/main/d/dict-jargon/dict-jargon_4.4.7-3.1_all.deb",
+    "405f8168d7994ed2cb71407bb95493daec2e9aa66fc0461dafa74a9d6728a8c1",
+    621608,
+)
 MAX_WORDS = 20
 CARD = DatasetCard(
-    name="jargon", domain="dictionary (hacker slang)", summary="Jargon File entries and their cross-references",
+    name="jargon",
+    domain="dictionary (hacker slang)",
+    summary="Jargon File entries and their cross-references",
     text=f"the headword, a colon and the first sentence of its definition (at most {MAX_WORDS} words)",
-    labels="the entries its definition cross-references", license="public domain (The Jargon File)",
-    sources=(PACKAGE,))
+    labels="the entries its definition cross-references",
+    license="public domain (The Jargon File)",
+    sources=(PACKAGE,),
+)
 
 
 def parse(index: str, dictionary: bytes) -> list[Item]:
     """Items of a dictd index and its (uncompressed) dictionary."""
-    entries = [(headword, dictionary[offset:offset + length].decode("utf-8"))
-               for headword, offset, length in index_entries(index)]
+    entries = [
+        (headword, dictionary[offset : offset + length].decode("utf-8")) for headword, offset, length in index_entries(index)
+    ]
     known = {headword_key(h) for h, _ in entries}
     items, seen = [], set()
     for headword, body in entries:

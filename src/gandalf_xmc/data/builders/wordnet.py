@@ -15,8 +15,13 @@ from pathlib import Path
 from . import DatasetCard, Item, write_related_items
 from .debian_archive import DEFAULT_MIRROR, DebianPackage, fetch, package_files
 
-PACKAGE = DebianPackage("wordnet-base", "1:3.0-37", "pool/main/w/wordnet/wordnet-base_3.0-37_all.deb",
-                        "61060d960f9ada8fa120872312eccd3ecebfbab8c4579e4f5a74e1cf67620752", 6467132)
+PACKAGE = DebianPackage(
+    "wordnet-base",
+    "1:3.0-37",
+    "pool/main/w/wordnet/wordnet-base_3.0-37_all.deb",
+    "61060d960f9ada8fa120872312eccd3ecebfbab8c4579e4f5a74e1cf67620752",
+    6467132,
+)
 POINTERS = {"@", "@i", "#m", "#s", "#p", "%m", "%s", "%p", "&", "^", "=", "*", ">", "$", ";c", ";r", ";u"}
 LEXICOGRAPHER_FILES = (
     "adj.all adj.pert adv.all noun.Tops noun.act noun.animal noun.artifact noun.attribute noun.body noun.cognition "
@@ -24,14 +29,19 @@ LEXICOGRAPHER_FILES = (
     "noun.person noun.phenomenon noun.plant noun.possession noun.process noun.quantity noun.relation noun.shape "
     "noun.state noun.substance noun.time verb.body verb.change verb.cognition verb.communication verb.competition "
     "verb.consumption verb.contact verb.creation verb.emotion verb.motion verb.perception verb.possession "
-    "verb.social verb.stative verb.weather adj.ppl").split()
+    "verb.social verb.stative verb.weather adj.ppl"
+).split()
 POS_LETTER = {"n": "n", "v": "v", "a": "a", "s": "a", "r": "r"}  # satellites live in data.adj
 CARD = DatasetCard(
-    name="wordnet", domain="lexical semantics", summary="related synsets of WordNet 3.0",
+    name="wordnet",
+    domain="lexical semantics",
+    summary="related synsets of WordNet 3.0",
     text="the synset's words, comma-separated, underscores as spaces",
     labels="the synsets its semantic pointers lead to (hypernyms, holonyms, meronyms, similar-to, also-see, "
-           "attributes, entailments, causes, verb groups, domains; not hyponyms or domain members)",
-    license="WordNet 3.0 license (BSD-like, Princeton University)", sources=(PACKAGE,))
+    "attributes, entailments, causes, verb groups, domains; not hyponyms or domain members)",
+    license="WordNet 3.0 license (BSD-like, Princeton University)",
+    sources=(PACKAGE,),
+)
 
 
 def _word(token: str) -> str:
@@ -62,6 +72,10 @@ def parse(data_files: dict[str, str]) -> list[Item]:
 
 def build(out_dir: str | Path, mirror: str = DEFAULT_MIRROR, log=None, force: bool = False) -> dict:
     deb = fetch(PACKAGE, mirror, log)
-    files = {Path(p).suffix[1:]: content.decode("latin-1") for p, content in
-             package_files(deb, lambda p: re.fullmatch(r"usr/share/wordnet/data\.(noun|verb|adj|adv)", p) is not None)}
+    files = {
+        Path(p).suffix[1:]: content.decode("latin-1")
+        for p, content in package_files(
+            deb, lambda p: re.fullmatch(r"usr/share/wordnet/data\.(noun|verb|adj|adv)", p) is not None
+        )
+    }
     return write_related_items(parse(files), out_dir, CARD, force)
