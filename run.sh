@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine: creates .venv, installs the package, then
 #   bash run.sh demo   -> runs `gandalf demo` on the embedded dataset
-#   bash run.sh test   -> checks the style (ruff), runs the test suite, then again for the core package
-#                         at its lowest versions
+#   bash run.sh test   -> checks the style (ruff lint and format) and types (mypy), runs the test suite,
+#                         then again for the core package at its lowest versions
 #   bash run.sh <any gandalf sub-command and options>
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -44,6 +44,7 @@ case "$cmd" in
         if [ $# -eq 0 ]; then
             .venv/bin/ruff check --quiet src tests benchmarks  # the style rules of pyproject.toml, first: seconds
             .venv/bin/ruff format --check --quiet src tests benchmarks  # the one formatter (ruff format)
+            .venv/bin/mypy  # a mild type check of src (pyproject.toml's [tool.mypy])
         fi
         .venv/bin/python -m pytest "$@"
         if [ $# -eq 0 ]; then

@@ -14,7 +14,7 @@ import sys
 import time
 from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -32,19 +32,19 @@ app = typer.Typer(
 )
 
 # choices, from the tables that define them
-ModelName = Enum("ModelName", {n: n for n in MODELS}, type=str)
-PredictionFormat = Enum("PredictionFormat", {n: n for n in ("jsonl", "txt", "npz")}, type=str)
-TrainableModel = Enum("TrainableModel", {n: n for n in MODELS}, type=str)
-AugmentName = Enum("AugmentName", {n: n for n in TRAINING_SETS}, type=str)
-WrittenAugmentName = Enum(
+ModelName = Enum("ModelName", {n: n for n in MODELS}, type=str)  # type: ignore[misc]  # members from a table
+PredictionFormat = Enum("PredictionFormat", {n: n for n in ("jsonl", "txt", "npz")}, type=str)  # type: ignore[misc]  # members from a table
+TrainableModel = Enum("TrainableModel", {n: n for n in MODELS}, type=str)  # type: ignore[misc]  # members from a table
+AugmentName = Enum("AugmentName", {n: n for n in TRAINING_SETS}, type=str)  # type: ignore[misc]  # members from a table
+WrittenAugmentName = Enum(  # type: ignore[misc]
     "WrittenAugmentName", {row.name: row.name for row in AUGMENTATIONS.values() if row.writes_files}, type=str
 )
-GraphKind = Enum("GraphKind", {n: n for n in ("cooccurrence", "random-walk", "glas", "identity")}, type=str)
-PointWeights = Enum("PointWeights", {"none": "none", "inverse-size": "inverse-size"}, type=str)
-Sampling = Enum("Sampling", {"random": "random", "tail": "tail"}, type=str)
-Precision = Enum("Precision", {n: n for n in ("auto", "float32", "bfloat16", "int8")}, type=str)
-ExportFormat = Enum("ExportFormat", {n: n for n in ("lf", "text", "npz", "bow")}, type=str)
-ValidProtocol = Enum("ValidProtocol", {n: n for n in PROTOCOLS}, type=str)
+GraphKind = Enum("GraphKind", {n: n for n in ("cooccurrence", "random-walk", "glas", "identity")}, type=str)  # type: ignore[misc]  # members from a table
+PointWeights = Enum("PointWeights", {"none": "none", "inverse-size": "inverse-size"}, type=str)  # type: ignore[misc]  # members from a table
+Sampling = Enum("Sampling", {"random": "random", "tail": "tail"}, type=str)  # type: ignore[misc]  # members from a table
+Precision = Enum("Precision", {n: n for n in ("auto", "float32", "bfloat16", "int8")}, type=str)  # type: ignore[misc]  # members from a table
+ExportFormat = Enum("ExportFormat", {n: n for n in ("lf", "text", "npz", "bow")}, type=str)  # type: ignore[misc]  # members from a table
+ValidProtocol = Enum("ValidProtocol", {n: n for n in PROTOCOLS}, type=str)  # type: ignore[misc]  # members from a table
 
 DATA_OPTION = typer.Option(
     None,
@@ -920,7 +920,8 @@ def analyze(
         truth = ds.split(split)
         preds = [read_predictions(p, expect_shape=(len(truth), ds.n_labels)) for p in (baseline, augmented)]
         inv = inverse_propensity(Y, *ds.propensity_constants())
-        result["effect"] = augmentation_effect(*preds, truth.Y, freq, inv, truth.filter_pairs, k)
+        baseline_pred, augmented_pred = preds
+        result["effect"] = augmentation_effect(baseline_pred, augmented_pred, truth.Y, freq, inv, truth.filter_pairs, k)
     if as_json:
         print(json.dumps(result))
         return
@@ -1054,7 +1055,7 @@ def _terminate(signum, frame) -> None:
     raise KeyboardInterrupt  # unwinds like Ctrl-C: staging directories and temporary files are removed
 
 
-def _click_exceptions(name: str) -> tuple[type, ...]:
+def _click_exceptions(name: str) -> tuple[type[BaseException], ...]:
     """``name`` from click and from the copy of click that newer typer releases carry
     (``typer._click``), whichever are present."""
     import importlib
@@ -1077,7 +1078,8 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     try:
         code = app(standalone_mode=False)  # usage errors come back here, to be told on one line
-    except _USAGE_ERRORS as exc:
+    except _USAGE_ERRORS as caught:
+        exc: Any = caught  # click's UsageError, from either copy of click
         if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group: its help, as older click gave it
             print(exc.format_message())
             sys.exit(0)

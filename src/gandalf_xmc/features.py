@@ -7,6 +7,7 @@ import json
 from array import array
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -122,8 +123,8 @@ class TextFeaturizer:
         self.min_df = min_df
         self.max_features = max_features
         self.char_ngrams = tuple(char_ngrams) if char_ngrams else None
-        self.vectorizer = None  # a WordTfidf, or scikit-learn's TfidfVectorizer with max_features
-        self.char_vectorizer = None
+        self.vectorizer: Any = None  # a WordTfidf, or scikit-learn's TfidfVectorizer with max_features
+        self.char_vectorizer: Any = None
 
     def _new_vectorizer(self, vocabulary=None):
         if self.max_features is None or vocabulary is not None:

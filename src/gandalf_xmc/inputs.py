@@ -11,7 +11,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 from .errors import DataFormatError
 
@@ -53,7 +53,7 @@ def open_input(path: str | Path) -> IO[bytes]:
     path = Path(path)
     check_regular(path)
     try:
-        return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+        return cast(IO[bytes], gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb"))
     except PermissionError:
         raise DataFormatError(path, None, "cannot read: permission denied") from None
     except OSError as exc:

@@ -119,7 +119,7 @@ def create_app(
     async def describe(request: Request) -> JSONResponse:
         return JSONResponse(info)
 
-    async def predict(request: Request) -> JSONResponse:
+    async def predict(request: Request) -> Response:
         declared = request.headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > max_body_bytes):
             return error(413, f"request body over {max_body_bytes:,} bytes")
@@ -170,8 +170,8 @@ def create_app(
         ):
             return error(400, '"uids" goes with "texts": a list as long as it, of strings or null')
         results, known = await run_in_threadpool(ranked, texts, k, uids, drop_namesakes) if texts else ([], [])
-        unknown = [i for i, knows in enumerate(known) if not knows]
-        return JSONResponse({"results": results, **({"out_of_vocabulary": unknown} if unknown else {})})
+        out_of_vocabulary = [i for i, knows in enumerate(known) if not knows]
+        return JSONResponse({"results": results, **({"out_of_vocabulary": out_of_vocabulary} if out_of_vocabulary else {})})
 
     async def not_found(request: Request, exc) -> JSONResponse:
         return error(404, "no such endpoint: GET /health, GET /info, POST /predict")
@@ -179,7 +179,7 @@ def create_app(
     async def not_allowed(request: Request, exc) -> JSONResponse:
         return error(405, f"{request.method} is not allowed here")
 
-    async def damaged(request: Request, exc: DataFormatError) -> JSONResponse:
+    async def damaged(request: Request, exc: Exception) -> JSONResponse:
         log.error("request failed: %s", exc)  # a model file damaged where loading could not see, or changed
         return error(500, str(exc))
 

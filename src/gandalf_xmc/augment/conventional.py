@@ -14,6 +14,7 @@ MixUp and Label-MixUp.
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -70,7 +71,7 @@ class SynonymReplacement:
     batches give the same result.
     """
 
-    acts_on = "texts"  # see augment.transforms
+    acts_on: Literal["texts", "features"] = "texts"  # see augment.transforms
 
     def __init__(self, synonyms: dict[str, list[str]], prob: float = 0.4, word_prob: float = 0.3, seed: int = 0):
         if not (0.0 <= prob <= 1.0 and 0.0 <= word_prob <= 1.0):
@@ -104,7 +105,7 @@ class FeatureMix:
     """
 
     KINDS = ("mixup", "label-mixup")
-    acts_on = "features"  # see augment.transforms
+    acts_on: Literal["texts", "features"] = "features"  # see augment.transforms
 
     def __init__(self, kind: str, share: float = 0.4, alpha: float = 0.4, label_weights: np.ndarray | None = None, seed: int = 0):
         if kind not in self.KINDS:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -24,7 +26,7 @@ class LabelMix:
     batches give the same augmented batches.
     """
 
-    acts_on = "texts"  # see augment.transforms
+    acts_on: Literal["texts", "features"] = "texts"  # see augment.transforms
 
     def __init__(
         self,

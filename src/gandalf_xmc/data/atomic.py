@@ -14,7 +14,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 from ..errors import OutputError
 
@@ -65,10 +65,11 @@ def atomic_writer(path: str | Path, compresslevel: int = GZIP_LEVEL) -> Iterator
     with atomic_path(path) as tmp, open(tmp, "wb") as raw:
         # no file name and mtime 0 in the gzip header: the same content gives the same bytes, and
         # `gzip -dN` cannot restore the temporary name
-        fh: IO[bytes] = (
+        fh = cast(
+            IO[bytes],
             gzip.GzipFile(filename="", mode="wb", compresslevel=compresslevel, fileobj=raw, mtime=0)
             if path.suffix == ".gz"
-            else raw
+            else raw,
         )
         try:
             yield fh

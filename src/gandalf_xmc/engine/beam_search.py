@@ -261,9 +261,13 @@ class TreeWeights:
                     parents, scores = _rows_level(*q, parents, scores, child_ptr, W.indptr, W.indices, W.data, keep)
                     continue
                 if Q.shape[0] == 1:  # a single query (a server's request)
-                    parents, scores, damaged = _chunks_level_one(q[1], q[2], parents, scores, child_ptr, *chunks.arrays, keep)
+                    parents, scores, damaged = _chunks_level_one(  # type: ignore[call-arg]  # numba's stubs
+                        q[1], q[2], parents, scores, child_ptr, *chunks.arrays, keep
+                    )
                 else:
-                    parents, scores, damaged = _chunks_level(*q, parents, scores, child_ptr, *chunks.arrays, keep)
+                    parents, scores, damaged = _chunks_level(  # type: ignore[call-arg]  # numba's stubs
+                        *q, parents, scores, child_ptr, *chunks.arrays, keep
+                    )
                 if damaged:
                     raise DataFormatError(chunks.name, None, "the search layout is damaged (an entry out of its bounds)")
             return parents, scores.astype(np.float32)

@@ -109,7 +109,8 @@ def assemble_level(lanes: list[UnitBlocks], counts: np.ndarray, n_columns: int, 
                         if part < 0:  # file to file in the kernel: no read into this process and back
                             copy_range(sources[j].fileno(), target, 4 * n, 4 * start, offset + 4 * at)
                         else:
-                            os.pwrite(target, memoryview(lane.read(part, start, n)[j]).cast("B"), offset + 4 * at)
+                            block = lane.read(part, start, n)[j]
+                            os.pwrite(target, memoryview(block).cast("B"), offset + 4 * at)  # type: ignore[arg-type]
             finally:
                 for source in sources:
                     source.close()
@@ -237,7 +238,7 @@ def page_in(arrays: list[np.ndarray]) -> int:
     bytes read (arrays held in memory count 0)."""
     total = 0
     for mapped in mappings(arrays):
-        mapped._mmap.madvise(mmap.MADV_WILLNEED)  # the kernel reads ahead in large requests
+        mapped._mmap.madvise(mmap.MADV_WILLNEED)  # type: ignore[attr-defined]  # numpy keeps the mmap there  # the kernel reads ahead in large requests
         flat = np.asarray(mapped).reshape(-1).view(np.uint8)
         int(flat[:: mmap.PAGESIZE].sum())  # one byte a page: returns once every page is in
         total += flat.size
@@ -249,7 +250,7 @@ def release_pages(arrays) -> None:
     them): a pass over a level larger than memory, reading each page once, would otherwise count
     every page it read as the process's resident memory."""
     for mapped in mappings(arrays):
-        mapped._mmap.madvise(mmap.MADV_DONTNEED)
+        mapped._mmap.madvise(mmap.MADV_DONTNEED)  # type: ignore[attr-defined]
 
 
 def mappings(arrays) -> list[np.memmap]:

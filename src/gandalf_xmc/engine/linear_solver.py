@@ -548,7 +548,7 @@ def _work_units(child_ptr: np.ndarray) -> np.ndarray:
     whatever the thread count, so the weights are too)."""
     n_parents = child_ptr.size - 1
     groups = max(1, MIN_UNITS // max(n_parents, 1))
-    units = []
+    units: list[tuple[int, int, int]] = []
     for p in range(n_parents):
         lo, hi = int(child_ptr[p]), int(child_ptr[p + 1])
         cuts = np.unique(np.linspace(lo, hi, min(groups, max(hi - lo, 1)) + 1).round().astype(np.int64))

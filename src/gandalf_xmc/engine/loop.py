@@ -53,7 +53,10 @@ def _load_checkpoint(path: Path) -> dict:
 class Objective(Protocol):
     """What :func:`run` trains: a module, its optimizers and a loss over a batch of example ids."""
 
-    module: torch.nn.Module  # everything checkpointed
+    @property
+    def module(self) -> torch.nn.Module:
+        """Everything checkpointed."""
+
     optimizers: dict[str, torch.optim.Optimizer]
     n_examples: int
 

@@ -73,7 +73,7 @@ def augmentation_effect(
             bin_contributions(pred, truth, bins, k, filter_pairs, n_bins, inv_propensity),
         )
     for b in range(n_bins):
-        row = {"bin": b + 1}
+        row: dict[str, float] = {"bin": b + 1}
         for name in cols:
             row[f"{name}_P@{k}"] = float(cols[name][0][b])
             row[f"{name}_PSP@{k}"] = float(cols[name][1][b])

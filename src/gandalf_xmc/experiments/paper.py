@@ -6,6 +6,8 @@ Every number is LF-AmazonTitles-131K (the paper's first dataset), P@1/3/5 then P
 
 from __future__ import annotations
 
+from typing import Any
+
 METRICS = ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5")
 DATASET = "LF-AmazonTitles-131K"
 
@@ -15,7 +17,7 @@ def _row(*values: float) -> dict[str, float]:
 
 
 # Table 2: InceptionXML trained on each training set
-TABLE2 = {
+TABLE2: dict[str, Any] = {
     "model": "InceptionXML",
     "rows": {
         "none": _row(35.62, 24.13, 17.35, 27.53, 33.06, 37.50),
@@ -28,7 +30,7 @@ TABLE2 = {
 }
 
 # Table 3 (and the earlier version's Table 2 for LabelMix): the paper's model closest to each of ours
-TABLE3 = {
+TABLE3: dict[str, Any] = {
     "astec": {
         "paper_model": "Astec",
         "rows": {
@@ -55,10 +57,10 @@ TABLE3 = {
 }
 
 # Table 4: coverage of InceptionXML + Gandalf (the baseline row is not legible in our copy of the paper)
-TABLE4 = {"model": "InceptionXML", "rows": {"gandalf": {"C@1": 31.04, "C@3": 51.63, "C@5": 58.03}}}
+TABLE4: dict[str, Any] = {"model": "InceptionXML", "rows": {"gandalf": {"C@1": 31.04, "C@3": 51.63, "C@5": 58.03}}}
 
 # Table 6: conventional augmentations on InceptionXML
-TABLE6 = {
+TABLE6: dict[str, Any] = {
     "model": "InceptionXML",
     "rows": {
         "none": _row(35.62, 24.13, 17.35, 27.53, 33.06, 37.50),
@@ -70,7 +72,7 @@ TABLE6 = {
 }
 
 # Table 7: graph choice on InceptionXML; delta on InceptionXML-LF
-TABLE7 = {
+TABLE7: dict[str, Any] = {
     "graph": {
         "model": "InceptionXML",
         "rows": {

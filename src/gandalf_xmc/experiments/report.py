@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -181,7 +182,7 @@ def _qualitative(ds: XMCDataset, runs_dir: Path, model: str, seed: int) -> tuple
     b = np.load(runs_dir / f"{Run(model, 'gandalf', seed).key}.top5.npy")
     differ = np.flatnonzero((np.sort(a, axis=1) != np.sort(b, axis=1)).any(axis=1))
     rng = np.random.default_rng(0)
-    picks = np.sort(rng.choice(differ, size=min(N_QUALITATIVE, differ.size), replace=False)) if differ.size else []
+    picks: Any = np.sort(rng.choice(differ, size=min(N_QUALITATIVE, differ.size), replace=False)) if differ.size else []
     Y = ds.test.Y
     rows, records = [], []
     for i in picks:
@@ -224,7 +225,7 @@ def _figure_bins(res: Results, model: str, freq: np.ndarray, path: Path) -> dict
     settings = [s for s in ABLATION_SETTINGS["figure2"] if res.has(model, s)]
     fig, axes = _two_panels()
     width = 0.8 / max(1, len(settings))
-    out = {}
+    out: dict[str, Any] = {}
     for ax, key, title in ((axes[0], "bins_P@5", "contribution to P@5"), (axes[1], "bins_PSP@5", "contribution to PSP@5")):
         for i, s in enumerate(settings):
             arr = np.array([r[key] for r in res.groups[(model, s)]])
@@ -244,7 +245,7 @@ def _figure_bins(res: Results, model: str, freq: np.ndarray, path: Path) -> dict
 
 def _figure_training(res: Results, model: str, path: Path) -> dict:
     fig, axes = _two_panels()
-    out = {}
+    out: dict[str, Any] = {}
     for s in ("none", "gandalf"):
         if not res.has(model, s):
             continue
@@ -275,7 +276,7 @@ def _figure_training(res: Results, model: str, path: Path) -> dict:
 
 def _figure_subsampling(res: Results, model: str, path: Path) -> dict:
     fig, axes = _two_panels()
-    out = {}
+    out: dict[str, Any] = {}
     for how in ("random", "tail"):
         points = [(0, "none"), *((p, f"sub-{how}-{p}") for p in SUBSAMPLING_PERCENT), (100, "gandalf")]
         points = [(p, s) for p, s in points if res.has(model, s)]

@@ -231,7 +231,7 @@ class LabelSums(NamedTuple):
 
     diag: np.ndarray  # G_jj
     work: np.ndarray  # 1 + co-occurrence pairs of row j of G
-    count: np.ndarray  # points of label j
+    n_points: np.ndarray  # points of label j
     mass: np.ndarray  # sum of row j of G off the diagonal
 
 
@@ -245,7 +245,7 @@ def _row_bounds(sums: LabelSums, mode: int, delta: float, shrinkage: float, top_
     point, not the thousands of co-labels a head label has.
     """
     diag = sums.diag
-    bound = np.minimum(sums.work - 1.0 - sums.count, diag.size - 1.0)
+    bound = np.minimum(sums.work - 1.0 - sums.n_points, diag.size - 1.0)
     if mode == _CONDITIONAL and delta > 0:
         with np.errstate(divide="ignore", invalid="ignore"):
             by_mass = np.floor(sums.mass * (1.0 + 1e-6) / (delta * (diag + shrinkage))) + 1.0

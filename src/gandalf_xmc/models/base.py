@@ -4,7 +4,9 @@ ranked predictions with ids, texts and scores."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..errors import DataFormatError
 
@@ -74,11 +76,17 @@ def folded_text(text: str) -> str:
     return " ".join(str(text).lower().split())
 
 
+Inputs = Any  # a list of texts, or feature rows (N x D sparse or dense) for a model of precomputed features
+
+
 class LabelledModel:
     """Mixin of every model: ``label_uids`` / ``label_texts`` and :meth:`predict_labels`."""
 
     label_uids: list[str] | None = None
     label_texts: list[str] | None = None
+    _label_index: dict | None = None  # uid -> label, built on first use
+    _text_index: dict | None = None  # folded text -> labels, built on first use
+    predict: Callable[..., Any]  # each model's own: texts (or feature rows) -> top-k CSR scores
 
     def set_labels(self, label_texts: list[str], label_uids: list[str] | None = None) -> None:
         """The labels this model ranks (ids default to their positions; ids set before with the
@@ -88,7 +96,8 @@ class LabelledModel:
             label_uids = self.label_uids
         self.label_texts = texts
         self.label_uids = [str(u) for u in label_uids] if label_uids is not None else [str(i) for i in range(len(texts))]
-        self._label_index = self._text_index = None
+        self._label_index = None
+        self._text_index = None
 
     def predict_labels(
         self, texts: list[str], k: int = 5, uids: list[str | None] | None = None, drop_namesakes: bool = False
@@ -107,7 +116,7 @@ class LabelledModel:
         return self.rank_labels(texts, k, uids, drop_namesakes)[0]
 
     def rank_labels(
-        self, texts: list[str], k: int = 5, uids: list[str | None] | None = None, drop_namesakes: bool = False
+        self, texts: Inputs, k: int = 5, uids: list[str | None] | None = None, drop_namesakes: bool = False
     ) -> tuple[list[list[dict]], list[bool]]:
         """:meth:`predict_labels`'s answers and, for each text, whether the model knows one of its
         words (:meth:`known_queries`), computed once for both."""
@@ -205,4 +214,5 @@ class LabelledModel:
         if len(uids) != n_labels:
             raise DataFormatError(path, None, f"has {len(uids):,} labels but the model has {n_labels:,}")
         self.label_uids, self.label_texts = uids, texts
-        self._label_index = self._text_index = None
+        self._label_index = None
+        self._text_index = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -186,10 +187,11 @@ class NeuralXMC(LabelledModel):
         self.assign = balanced_clusters(reps, cfg.max_cluster_size, cfg.train.seed)
         self.members, _ = cluster_members(self.assign)
         self.network = self._build(self._n_features(X), len(label_texts), self.members.shape[0])
+        encoder: Any = self.network.encoder  # the family's encoder module
         if self.tokens is not None:
-            self.network.encoder.init_pretrained(self.tokens.pretrained_vectors())
-        if hasattr(self.network.encoder, "fit_token_weights"):
-            self.network.encoder.fit_token_weights(np.concatenate([X, Z]))
+            encoder.init_pretrained(self.tokens.pretrained_vectors())
+        if hasattr(encoder, "fit_token_weights"):
+            encoder.fit_token_weights(np.concatenate([X, Z]))
         if self.family.init_from_label_text:
             self.network.init_from_label_vectors(Z, self.assign, cfg.init_scale)
         if mixer is not None and mixer.acts_on == "features":  # drawn once, after clustering on the original points

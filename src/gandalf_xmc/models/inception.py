@@ -52,7 +52,10 @@ class WordVocabulary:
 
     def __init__(self, words: list[str] | None = None, seq_len: int = 16):
         self.seq_len = seq_len
-        self.words = list(words or [])
+        self._set_words(words or [])
+
+    def _set_words(self, words: list[str]) -> None:
+        self.words = list(words)
         self.index = {w: i + 2 for i, w in enumerate(self.words)}
 
     @staticmethod
@@ -62,7 +65,7 @@ class WordVocabulary:
     def fit(self, texts: list[str], max_words: int = 200_000) -> WordVocabulary:
         counts = Counter(w for t in texts for w in self.split(t))
         ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:max_words]
-        self.__init__([w for w, _ in ranked], self.seq_len)
+        self._set_words([w for w, _ in ranked])
         return self
 
     @property
@@ -120,6 +123,7 @@ def pretrained_token_embeddings() -> np.ndarray:
 
 
 class InceptionEncoder(nn.Module):
+    token_weight: torch.Tensor  # a buffer
     """Token ids ``B x S`` -> ``B x dim``."""
 
     def __init__(

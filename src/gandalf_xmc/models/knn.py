@@ -21,7 +21,7 @@ from ..features import PrecomputedFeatures, TextFeaturizer, is_feature_matrix, l
 from ..jsonio import read_json_file
 from ..settings import check_ranges
 from ..sparse_ops import row_normalised, top_k_per_row
-from .base import LabelledModel, unpack_training_set
+from .base import Inputs, LabelledModel, unpack_training_set
 from .spec import write_spec
 
 
@@ -52,7 +52,7 @@ class TfidfKNN(LabelledModel):
 
     def __init__(self, config: KNNConfig | None = None):
         self.config = config or KNNConfig()
-        self.featurizer: TextFeaturizer | None = None
+        self.featurizer: TextFeaturizer | PrecomputedFeatures | None = None
         self.XT: sp.csr_matrix | None = None  # features x points: a query's similarities are one product
         self.Y: sp.csr_matrix | None = None
         self.result: TrainResult | None = None
@@ -107,7 +107,7 @@ class TfidfKNN(LabelledModel):
         self.result = TrainResult(0, record.get("P@1", 0.0), [record], seconds, X.shape[0] / max(seconds, 1e-9))
         return self
 
-    def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> sp.csr_matrix:
+    def predict(self, texts: Inputs, k: int = 100, progress: bool = False) -> sp.csr_matrix:
         """Top-``k`` label scores for each text (``len(texts) x L`` CSR)."""
         return self._scores(texts, k, share=False)
 
@@ -117,7 +117,7 @@ class TfidfKNN(LabelledModel):
         comparable from one query to the next."""
         return self._scores(texts, k, share=True)
 
-    def _scores(self, texts: list[str], k: int, share: bool) -> sp.csr_matrix:
+    def _scores(self, texts: Inputs, k: int, share: bool) -> sp.csr_matrix:
         if self.featurizer is None or self.XT is None or self.Y is None:
             raise RuntimeError("fit the model before predicting")
         cfg = self.config

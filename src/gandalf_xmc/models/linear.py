@@ -22,7 +22,7 @@ import time
 import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numba
 import numpy as np
@@ -38,7 +38,7 @@ from ..engine.records import ExtraPoints, TrainResult, Validation, validation_me
 from ..errors import ConfigError
 from ..features import PrecomputedFeatures, TextFeaturizer, is_feature_matrix, load_featurizer
 from ..settings import check_ranges
-from .base import LabelledModel, unpack_training_set
+from .base import Inputs, LabelledModel, unpack_training_set
 from .linear_check import check_level_rows, level_rows, read_saved
 from .spec import write_spec
 
@@ -92,7 +92,7 @@ def _whole(value) -> bool:
 
 def config_for(name: str, seed: int | None = None, threads: int | None = None, epochs: int | None = None) -> LinearConfig:
     """The default settings (the registry's hook; the linear model has no epochs)."""
-    changes = {k: v for k, v in (("seed", seed), ("threads", threads)) if v is not None}
+    changes: dict[str, Any] = {k: v for k, v in (("seed", seed), ("threads", threads)) if v is not None}
     return replace(LinearConfig(), **changes)
 
 
@@ -124,7 +124,7 @@ class XRLinear(LabelledModel):
 
     def __init__(self, config: LinearConfig | None = None):
         self.config = config or LinearConfig()
-        self.featurizer: TextFeaturizer | None = None
+        self.featurizer: TextFeaturizer | PrecomputedFeatures | None = None
         self.tree: LabelTree | None = None
         self.weights: TreeWeights | None = None
         self.n_labels = 0
@@ -304,7 +304,7 @@ class XRLinear(LabelledModel):
         n_levels = len(tree.bounds) + 1  # cluster levels, then the labels
         levels = []
         self._level_files = []
-        parent_targets = None
+        parent_targets: sp.csr_matrix | None = None
         for t in range(n_levels):
             if t < n_levels - 1:
                 node_of_label, n_nodes = tree.node_of_label(t), tree.bounds[t].size - 1
@@ -350,7 +350,7 @@ class XRLinear(LabelledModel):
             parent_targets = T
         return levels
 
-    def predict(self, texts: list[str], k: int = 100, progress: bool = False, batch_size: int = 8192) -> sp.csr_matrix:
+    def predict(self, texts: Inputs, k: int = 100, progress: bool = False, batch_size: int = 8192) -> sp.csr_matrix:
         """Top-``k`` labels of each text, ``len(texts) x L`` CSR of path scores (best = largest)."""
         if self.weights is None or self.tree is None:
             raise RuntimeError("fit or load the model first")

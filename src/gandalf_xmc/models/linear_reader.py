@@ -50,7 +50,8 @@ class _CSR:
             if (fmt.decode() if isinstance(fmt, bytes) else str(fmt)) != "csr":
                 raise ValueError(f"{path.name}: expected a CSR matrix")
             self.indptr, self.indices, self.data = f["indptr"], f["indices"], f["data"]
-            self.shape = tuple(int(x) for x in f["shape"])
+            rows, columns = (int(x) for x in f["shape"])
+            self.shape = (rows, columns)
 
 
 class LinearReader(LabelledModel):
@@ -81,9 +82,10 @@ class LinearReader(LabelledModel):
     def features(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """The query's (feature ids ascending, values), the bias feature last."""
         ids, values = tfidf_row(text, self.vocabulary, self.idf, self.ngram_max)
-        ids = np.array([*ids, self.n_features], dtype=np.int64)
-        values = np.array([*values, float(self.config["bias"])], dtype=np.float32)
-        return ids, values
+        return (
+            np.array([*ids, self.n_features], dtype=np.int64),
+            np.array([*values, float(self.config["bias"])], dtype=np.float32),
+        )
 
     def known_queries(self, texts: list[str]) -> list[bool]:
         return [self.features(t)[0].size > 1 for t in texts]  # more than the bias feature

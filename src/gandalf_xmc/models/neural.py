@@ -39,6 +39,9 @@ class FeatureBatch:
 
 
 class XMCNetwork(nn.Module):
+    all_clusters: torch.Tensor  # buffers
+    label_prior: torch.Tensor
+    meta_prior: torch.Tensor
     """Encoder + meta-classifier (clusters) + extreme classifier (labels).
 
     ``candidate_scores(z, ids)`` scores only each point's own candidate labels, so training and

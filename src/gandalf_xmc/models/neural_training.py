@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -121,7 +122,7 @@ class BatchMixing:
     to every training batch: the batch's ``texts`` go through ``transform`` and are featurised
     again with ``featurize``. The transform's generator is reseeded each epoch."""
 
-    transform: object
+    transform: Any  # a text transform with a reseedable ``rng``
     texts: list[str]
     featurize: Callable[[list[str]], object]
 

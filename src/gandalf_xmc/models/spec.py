@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from ..engine.records import TrainConfig, TrainResult
 
@@ -20,7 +21,7 @@ def write_spec(directory: str | Path, kind: str, config, result: TrainResult | N
     return d
 
 
-def read_spec(directory: str | Path, config_class) -> tuple[object, dict]:
+def read_spec(directory: str | Path, config_class) -> tuple[Any, dict]:
     """The saved settings as ``config_class`` (with its ``TrainConfig``) and the whole spec."""
     spec = json.loads((Path(directory) / "model.json").read_text())
     m = spec["model"]

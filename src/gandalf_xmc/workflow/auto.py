@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -116,15 +117,15 @@ def decided(winner: str, gain: dict | None, n_valid: int, p1_tolerance: float) -
 
 
 def search(
-    fit_one: Callable[[AugmentConfig, Path, bool], object],
-    save: Callable[[object, Path], None],
-    load: Callable[[Path], object],
+    fit_one: Callable[[AugmentConfig, Path, bool], Any],
+    save: Callable[[Any, Path], None],
+    load: Callable[[Path], Any],
     work_dir: Path,
     config: AutoConfig,
     seed: int = 0,
     resume: bool = False,
     log: Callable[[str], None] = print,
-    point_hits: Callable[[object], np.ndarray] | None = None,
+    point_hits: Callable[[Any], np.ndarray] | None = None,
 ) -> tuple[object, AugmentConfig, dict]:
     """Run the trials and return ``(winning model, its AugmentConfig, record of the search)``.
 
@@ -178,7 +179,7 @@ def search(
     winner = choose(trials, config.p1_tolerance)
     chosen = next(t for t in trials if t["name"] == winner)
     model = load(work_dir / winner / "model")
-    record = {
+    record: dict[str, Any] = {
         "rule": f"highest valid PSP@5 among trials with valid P@1 >= P@1(none) - {config.p1_tolerance}",
         "chosen": winner,
         "budget_seconds": config.budget_seconds,

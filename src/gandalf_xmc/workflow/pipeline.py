@@ -13,6 +13,7 @@ import json
 import shutil
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,10 +34,10 @@ class TrainedModel:
     """What :func:`train_model` leaves: the model, the record written to ``training.json`` and,
     for ``--augment auto``, the search written to ``auto.json``."""
 
-    model: object
+    model: Any
     info: dict
     search: dict | None = None
-    validated: object | None = None  # the validation run's TrainResult (the final model's own when not refitted)
+    validated: Any = None  # the validation run's TrainResult (the final model's own when not refitted)
 
     @property
     def result(self):
@@ -60,7 +61,7 @@ def fit_augmented(
     checkpoint_dir: Path | None,
     resume: bool = False,
     progress: bool = True,
-) -> tuple[object, int]:
+) -> tuple[Any, int]:
     """Train one model on ``rest`` with ``augment`` (model selection on ``valid``, with the labels'
     inverse propensities ``inv``, when given); returns it and the number of training points it saw."""
     built = build_training_set(rest, augment)
@@ -252,7 +253,7 @@ def _validation_run(
     resume: bool,
     progress: bool,
     auto_config,
-) -> tuple[object, AugmentConfig, dict | None, int]:
+) -> tuple[Any, AugmentConfig, dict | None, int]:
     """Train on ``rest`` and score on ``valid``: one run, or ``auto``'s search. Returns the model
     validated, the augmentation chosen, the search's record (``auto``) and the training-set size."""
     inv = inverse_propensity(rest.original_train_Y(), *dataset.propensity_constants())

@@ -116,6 +116,11 @@ def _ar_members(blob: bytes) -> Iterator[tuple[str, bytes]]:
         pos += 60 + size + (size & 1)
 
 
+def regular_files(deb: Path, wanted: Callable[[str], bool]) -> dict[str, bytes]:
+    """``{path: content}`` of the regular files of :func:`package_files` (symbolic links left out)."""
+    return {path: content for path, content in package_files(deb, wanted) if isinstance(content, bytes)}
+
+
 def package_files(deb: Path, wanted: Callable[[str], bool]) -> Iterator[tuple[str, bytes | str]]:
     """``(path, content)`` of the files in the package's data archive for which ``wanted(path)``
     holds, in archive order; a symbolic link's content is its target as a ``str``. Paths have no
@@ -131,6 +136,8 @@ def package_files(deb: Path, wanted: Callable[[str], bool]) -> Iterator[tuple[st
                 if info.issym():
                     yield path, info.linkname
                 elif info.isfile():
-                    yield path, tar.extractfile(info).read()
+                    member_file = tar.extractfile(info)
+                    assert member_file is not None  # a regular member always has a file
+                    yield path, member_file.read()
         return
     raise GandalfError(f"{deb}: no data archive inside")

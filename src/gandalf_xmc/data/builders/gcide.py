@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from . import DatasetCard, Item, write_related_items
-from .debian_archive import DEFAULT_MIRROR, DebianPackage, fetch, package_files
+from .debian_archive import DEFAULT_MIRROR, DebianPackage, fetch, regular_files
 from .dictd import first_sentence, headword_key, index_entries
 
 PACKAGE = DebianPackage(
@@ -103,6 +103,6 @@ def parse(index: str, dictionary: bytes) -> list[Item]:
 
 def build(out_dir: str | Path, mirror: str = DEFAULT_MIRROR, log=None, force: bool = False) -> dict:
     deb = fetch(PACKAGE, mirror, log)
-    files = dict(package_files(deb, lambda p: p.startswith("usr/share/dictd/gcide.")))
+    files = regular_files(deb, lambda p: p.startswith("usr/share/dictd/gcide."))
     index = files["usr/share/dictd/gcide.index"].decode("utf-8")
     return write_related_items(parse(index, gzip.decompress(files["usr/share/dictd/gcide.dict.dz"])), out_dir, CARD, force)

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from . import DatasetCard, Item, write_related_items
-from .debian_archive import DEFAULT_MIRROR, DebianPackage, fetch, package_files
+from .debian_archive import DEFAULT_MIRROR, DebianPackage, fetch, regular_files
 
 PACKAGE = DebianPackage(
     "r-bioc-go.db",
@@ -52,7 +52,7 @@ def read_terms(deb: Path) -> list[Item]:
     """The items of a ``r-bioc-go.db`` package's SQLite file."""
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "GO.sqlite"
-        for _, content in package_files(deb, lambda p: p == DATABASE):
+        for content in regular_files(deb, lambda p: p == DATABASE).values():
             db.write_bytes(content)
         connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         try:

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from . import DatasetCard, Item, write_related_items
-from .debian_archive import DEFAULT_MIRROR, DebianPackage, fetch, package_files
+from .debian_archive import DEFAULT_MIRROR, DebianPackage, fetch, regular_files
 
 PACKAGE = DebianPackage(
     "wordnet-base",
@@ -74,8 +74,8 @@ def build(out_dir: str | Path, mirror: str = DEFAULT_MIRROR, log=None, force: bo
     deb = fetch(PACKAGE, mirror, log)
     files = {
         Path(p).suffix[1:]: content.decode("latin-1")
-        for p, content in package_files(
+        for p, content in regular_files(
             deb, lambda p: re.fullmatch(r"usr/share/wordnet/data\.(noun|verb|adj|adv)", p) is not None
-        )
+        ).items()
     }
     return write_related_items(parse(files), out_dir, CARD, force)
