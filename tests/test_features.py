@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.preprocessing import normalize
 
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.features import FEW_TEXTS, TextFeaturizer, WordTfidf
-from gandalf_xmc.text import TOKEN_PATTERN
+from gandalf_xmc.text import TOKEN_PATTERN, char_ngrams
 
 ODD = ["", "zzzz unknown words", "Foo FOO foo bar foo bar", "a b", "naïve café ünïcode", "x_y 3.14 don't"]
 
@@ -63,6 +64,31 @@ def test_featurizer_rows_many_and_few_texts_equal_the_vectorizer(tmp_path):
     assert_same_rows(feat.transform(queries[:FEW_TEXTS]), want.transform(queries[:FEW_TEXTS]))
     feat.save(tmp_path)
     assert_same_rows(TextFeaturizer.load(tmp_path).transform(queries), want.transform(queries))
+
+
+def test_char_ngrams_are_scikit_learns_char_wb_analyzer():
+    analyzer = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5)).build_analyzer()
+    texts = load_dataset("jargon").train.texts[:300] + ODD + ["a", "ab  cd\tef\n", " I  ", "Straße ÉCOLE"]
+    for text in texts:
+        assert char_ngrams(text, 3, 5) == analyzer(text)
+    # by hand: "ab" padded is " ab " (4 characters): its 3-grams, then itself once as the 4-gram
+    assert char_ngrams("AB", 3, 5) == [" ab", "ab ", " ab "]
+    assert char_ngrams("a", 2, 4) == [" a", "a ", " a "]
+
+
+def test_featurizer_with_char_ngrams_few_and_many_texts_equal_the_vectorizers(tmp_path):
+    texts = load_dataset("jargon").train.texts
+    feat = TextFeaturizer(char_ngrams=(3, 5)).fit(texts[:800])
+    words = reference(texts[:800])
+    chars = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, min_df=2, dtype=np.float32)
+    chars.fit(texts[:800])
+    queries = texts[800:1000] + ODD
+    want = normalize(sp.hstack([words.transform(queries), chars.transform(queries)], format="csr"))
+    assert_same_rows(feat.transform(queries), want)
+    for i, q in enumerate(queries):  # one text at a time: the written-out path
+        assert_same_rows(feat.transform([q]), want[i])
+    feat.save(tmp_path)
+    assert_same_rows(TextFeaturizer.load(tmp_path).transform(queries[:FEW_TEXTS]), want[:FEW_TEXTS])
 
 
 def test_training_a_linear_model_does_not_import_scikit_learn():

@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 from .errors import ConfigError
 from .sparse_ops import row_normalised
-from .text import TOKEN_PATTERN, tfidf_row, word_ngrams
+from .text import TOKEN_PATTERN, char_ngrams, grams_row, joint_row, tfidf_row, word_ngrams
 
 FEW_TEXTS = 16  # up to this many texts, transform without the vectorizer (see _transform_few)
 
@@ -178,17 +178,22 @@ class TextFeaturizer:
     def _transform_few(self, texts: list[str]) -> sp.csr_matrix:
         """``transform`` for a handful of texts, written out: the vectorizer's own path costs ten
         times a single query's search. Same steps (lowercased words and their n-grams, sublinear
-        tf times idf, l2 norm); tested against the vectorizer."""
+        tf times idf, l2 norm; the character block likewise, then the row); tested against the
+        vectorizer."""
         vocabulary, idf = self.vectorizer.vocabulary_, self.vectorizer.idf_
         indptr, indices, data = [0], [], []
         for text in texts:
             ids, values = tfidf_row(text, vocabulary, idf, self.ngram_max)
+            if self.char_vectorizer is not None:
+                chars = self.char_vectorizer
+                char_row = grams_row(char_ngrams(text, *self.char_ngrams), chars.vocabulary_, chars.idf_)
+                ids, values = joint_row((ids, values), char_row, len(vocabulary))
             indices.extend(ids)
             data.extend(values)
             indptr.append(len(indices))
         X = sp.csr_matrix(
             (np.asarray(data, dtype=np.float32), np.asarray(indices, dtype=np.int32), np.asarray(indptr, dtype=np.int32)),
-            shape=(len(texts), len(vocabulary)),
+            shape=(len(texts), self.n_features),
         )
         X.has_sorted_indices = True
         return X
@@ -204,7 +209,7 @@ class TextFeaturizer:
             raise RuntimeError("fit the featurizer first")
         if is_feature_matrix(texts):
             raise ConfigError("this model reads texts: it was trained on texts, not on precomputed feature rows")
-        if len(texts) <= FEW_TEXTS and self.char_vectorizer is None:
+        if len(texts) <= FEW_TEXTS:
             return self._transform_few(texts)
         X = self.vectorizer.transform(texts).tocsr()
         if self.char_vectorizer is not None:

@@ -23,17 +23,49 @@ def word_ngrams(text: str, ngram_max: int) -> list[str]:
     return grams
 
 
+def char_ngrams(text: str, shortest: int, longest: int) -> list[str]:
+    """The lowercased character n-grams of ``text`` within word boundaries, as scikit-learn's
+    ``char_wb`` analyzer lists them: each white-space-separated word padded with a space on both
+    sides, its n-grams for n = ``shortest`` .. ``longest``; a padded word no longer than n is one
+    gram, and the longer n then add nothing."""
+    grams = []
+    for word in text.lower().split():
+        padded = f" {word} "
+        for n in range(shortest, longest + 1):
+            if len(padded) <= n:
+                grams.append(padded)
+                break
+            grams.extend(padded[i : i + n] for i in range(len(padded) - n + 1))
+    return grams
+
+
 def tfidf_row(text: str, vocabulary: dict[str, int], idf, ngram_max: int) -> tuple[list[int], list[float]]:
     """One text's TF-IDF row as scikit-learn's vectorizer computes it (lowercased words and their
     n-grams up to ``ngram_max``, sublinear tf times idf, l2 norm): feature ids ascending and their
     values. Written out here for the paths that must not pay the vectorizer: a handful of queries,
     and the numpy-only model reader."""
+    return grams_row(word_ngrams(text, ngram_max), vocabulary, idf)
+
+
+def grams_row(grams: list[str], vocabulary: dict[str, int], idf) -> tuple[list[int], list[float]]:
+    """The TF-IDF row of a text's ``grams`` (sublinear tf times idf, l2 norm): ids ascending, values."""
     counts: dict[int, int] = {}
-    for gram in word_ngrams(text, ngram_max):
+    for gram in grams:
         j = vocabulary.get(gram)
         if j is not None:
             counts[j] = counts.get(j, 0) + 1
     ids = sorted(counts)
     values = [(1.0 + math.log(counts[j])) * float(idf[j]) for j in ids]
+    norm = math.sqrt(sum(v * v for v in values))
+    return ids, [v / norm for v in values] if norm > 0 else values
+
+
+def joint_row(
+    word_row: tuple[list[int], list[float]], char_row: tuple[list[int], list[float]], n_words: int
+) -> tuple[list[int], list[float]]:
+    """A words block and a character block side by side (character ids after the ``n_words`` word
+    features), the whole row l2-normalised again: each block has norm 1 or 0, so both weigh alike."""
+    ids = word_row[0] + [n_words + j for j in char_row[0]]
+    values = word_row[1] + char_row[1]
     norm = math.sqrt(sum(v * v for v in values))
     return ids, [v / norm for v in values] if norm > 0 else values

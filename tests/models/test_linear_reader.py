@@ -1,5 +1,5 @@
-"""The numpy-only reader of a saved linear model gives the full model's predictions, and loads
-without scipy, scikit-learn, numba or torch."""
+"""The numpy-only reader of a saved linear model (of words, or of words and character n-grams) gives
+the full model's predictions, and loads without scipy, scikit-learn, numba or torch."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from gandalf_xmc.models.linear import LinearConfig, XRLinear
 from gandalf_xmc.models.linear_reader import LinearReader
 
 
-@pytest.fixture(scope="module")
-def saved(tmp_path_factory):
+@pytest.fixture(scope="module", params=[None, (3, 5)], ids=["words", "words and characters"])
+def saved(tmp_path_factory, request):
     ds = load_dataset("jargon")
-    model = XRLinear(LinearConfig(threads=1, leaf_size=20, branching=4)).fit(
+    model = XRLinear(LinearConfig(threads=1, leaf_size=20, branching=4, char_ngrams=request.param)).fit(
         ds.train.texts, ds.train.Y, ds.label_texts, progress=False
     )
     d = tmp_path_factory.mktemp("m") / "model"
@@ -70,3 +70,18 @@ def test_the_reader_imports_numpy_only(saved):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[] LinearReader"
+
+
+def test_a_damaged_character_idf_is_named(saved, tmp_path):
+    import shutil
+
+    from gandalf_xmc.errors import DataFormatError
+
+    d, model, _ = saved
+    if model.config.char_ngrams is None:
+        pytest.skip("a model of words has no character idf")
+    copy = tmp_path / "model"
+    shutil.copytree(d, copy)
+    np.save(copy / "features_char_idf.npy", np.ones(3))
+    with pytest.raises(DataFormatError, match="features_char_idf.npy"):
+        LinearReader(copy)

@@ -50,6 +50,16 @@ def check_spec(spec, features, directory: Path) -> None:
         raise DataFormatError(where, None, "'vocabulary' must be a list of terms")
     if not (_whole(features.get("ngram_max")) and features["ngram_max"] >= 1):
         raise DataFormatError(where, None, f"'ngram_max' must be a whole number of at least 1, got {features.get('ngram_max')!r}")
+    chars = features.get("char_ngrams")
+    if chars is not None:
+        if not (
+            isinstance(chars, list) and len(chars) == 2 and all(_whole(n) and n >= 1 for n in chars) and chars[0] <= chars[1]
+        ):
+            raise DataFormatError(
+                where, None, f"'char_ngrams' must be [shortest, longest], 1 <= shortest <= longest, got {chars!r}"
+            )
+        if not isinstance(features.get("char_vocabulary"), list):
+            raise DataFormatError(where, None, "'char_vocabulary' must be a list of terms")
 
 
 def check_arrays(
@@ -155,3 +165,23 @@ def read_saved(directory: Path) -> tuple[dict, dict, np.ndarray | None, np.ndarr
     n_terms = features["n_features"] if precomputed else len(features["vocabulary"])
     check_arrays(directory, spec["n_labels"], spec["n_levels"], n_terms, idf, order, bounds)
     return spec, features, idf, order, bounds
+
+
+def read_char_idf(directory: Path, features: dict) -> np.ndarray | None:
+    """The idf of a saved model's character n-grams (``features_char_idf.npy``), one finite
+    positive value a term of ``char_vocabulary``; None for a model of words alone."""
+    from ..engine.level_store import load_array
+
+    if features.get("char_ngrams") is None:
+        return None
+    path = directory / "features_char_idf.npy"
+    idf = load_array(path)
+    n_terms = len(features["char_vocabulary"])
+    if (
+        idf.ndim != 1
+        or idf.size != n_terms
+        or idf.dtype.kind != "f"
+        or (idf.size and not (np.isfinite(idf).all() and idf.min() > 0))
+    ):
+        raise DataFormatError(path, None, f"expected {n_terms:,} finite positive values (one a character n-gram)")
+    return idf
