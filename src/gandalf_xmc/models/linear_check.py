@@ -177,11 +177,7 @@ def read_char_idf(directory: Path, features: dict) -> np.ndarray | None:
     path = directory / "features_char_idf.npy"
     idf = load_array(path)
     n_terms = len(features["char_vocabulary"])
-    if (
-        idf.ndim != 1
-        or idf.size != n_terms
-        or idf.dtype.kind != "f"
-        or (idf.size and not (np.isfinite(idf).all() and idf.min() > 0))
-    ):
+    bad = idf.ndim != 1 or idf.size != n_terms or idf.dtype.kind != "f"
+    if bad or (idf.size and not (np.isfinite(idf).all() and idf.min() > 0)):
         raise DataFormatError(path, None, f"expected {n_terms:,} finite positive values (one a character n-gram)")
     return idf
