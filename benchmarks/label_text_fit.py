@@ -1,0 +1,113 @@
+"""Label points weighted by how well a label's text describes the items that carry it (issue 35,
+a candidate against the loss on new items): gandalf-tempered with each label point's loss weight
+(0.5 in the preset) multiplied by
+
+* ``centroid``: the cosine between the label's text and the mean of its carriers' rows;
+* ``neighbours``: the share of the label text's 10 nearest training items that carry the label;
+
+(TF-IDF of words; a label without a training point keeps its weight) beside the preset and no
+augmentation, for the linear model. Not adopted (docs/decisions.md, "Augmentation with the linear
+model"); kept so that the measurement can be repeated.
+
+    python benchmarks/label_text_fit.py --split valid      # the random-split sets (what is chosen on)
+    python benchmarks/label_text_fit.py --split test --datasets debian-new-packages gene-ontology-new-terms
+
+Prints the suite's table and writes ``benchmarks/results/label-text-fit-<split>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.preprocessing import normalize
+from suite import HERE, METRICS, run_grid, table, valid_fraction
+
+from gandalf_xmc.augment import preset, training_set
+from gandalf_xmc.data import load_dataset
+from gandalf_xmc.metrics import evaluate, inverse_propensity
+from gandalf_xmc.models.registry import build_model, model_config
+from gandalf_xmc.workflow.validation import carve_validation
+
+RANDOM_SPLIT_SETS = ("debian-bookworm", "gene-ontology", "manpages", "jargon")
+VARIANTS = ("none", "gandalf-tempered", "centroid", "neighbours")
+NEIGHBOURS = 10
+
+
+def label_text_fit(texts: list[str], Y: sp.csr_matrix, label_texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(centroid cosine, nearest-items share, has a training point) of each label."""
+    vectorizer = TfidfVectorizer(sublinear_tf=True)
+    X = normalize(vectorizer.fit_transform(texts))
+    Z = normalize(vectorizer.transform(label_texts))
+    centroid = np.asarray(Z.multiply(normalize(sp.csr_matrix(Y.T @ X))).sum(axis=1)).ravel()
+    carried = np.asarray(Y.sum(axis=0)).ravel() > 0
+    S, Yc = (Z @ X.T).tocsr(), Y.tocsc()
+    share = np.zeros(len(label_texts))
+    for j in range(S.shape[0]):
+        lo, hi = S.indptr[j], S.indptr[j + 1]
+        if hi > lo:
+            nearest = S.indices[lo:hi][np.argsort(-S.data[lo:hi], kind="stable")[:NEIGHBOURS]]
+            share[j] = np.isin(nearest, Yc.indices[Yc.indptr[j] : Yc.indptr[j + 1]]).mean()
+    return centroid, share, carried
+
+
+def run_variant(dataset: str, variant: str, seed: int, split: str) -> dict:
+    ds = load_dataset(dataset, splits=("trn", "tst") if split == "test" else ("trn",))
+    if split == "valid":
+        rest, target = carve_validation(ds, valid_fraction(ds.n_original_train or len(ds.train)), seed)
+    else:
+        rest, target = ds, ds.test
+    inv = inverse_propensity(rest.original_train_Y(), *ds.propensity_constants())
+    t0 = time.perf_counter()
+    train = training_set(rest, preset("none" if variant == "none" else "gandalf-tempered", seed=seed))
+    weights = None
+    if variant in ("centroid", "neighbours"):
+        original = rest.original_train()
+        centroid, share, carried = label_text_fit(original.texts, sp.csr_matrix(original.Y), rest.label_texts)
+        fit = np.where(carried, centroid if variant == "centroid" else share, 1.0)
+        label_rows = np.flatnonzero(train.extra)  # one label point a label, in label order
+        weights = np.where(train.extra, train.extra_weight, 1.0)
+        weights[label_rows] *= fit
+    model = build_model(model_config("linear", seed=seed))
+    if weights is None:
+        model.fit(train, label_texts=rest.label_texts, progress=False)
+    else:
+        model.fit(train.texts, train.Y, label_texts=rest.label_texts, example_weights=weights, progress=False)
+    seconds = time.perf_counter() - t0
+    res = evaluate(model.predict(target.texts, k=10), target.Y, inv, (1, 3, 5), target.filter_pairs)
+    return {
+        "dataset": dataset,
+        "model": "linear",
+        "augment": variant,
+        "seed": seed,
+        "split": split,
+        "settings": {},
+        "n_eval": int(target.Y.shape[0]),
+        "train_seconds": seconds,
+        **{m: res[m] for m in METRICS},
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--datasets", nargs="+", default=list(RANDOM_SPLIT_SETS))
+    ap.add_argument("--split", choices=("valid", "test"), default="valid")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    args = ap.parse_args()
+    rows = run_grid(
+        args.datasets,
+        [(v, s) for v in VARIANTS for s in args.seeds],
+        lambda dataset, variant, seed: run_variant(dataset, variant, seed, args.split),
+    )
+    print(table(rows))
+    out = HERE / "results" / f"label-text-fit-{args.split}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
