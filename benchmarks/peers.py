@@ -17,8 +17,10 @@ runs as its own processes, reading the same dataset directory:
   every query (top 10) inside it.
 
 TF-IDF for the peers is scikit-learn's vectorizer with our settings (word uni- and bi-grams,
-sublinear tf, n-grams of at least two texts, fitted on training and label texts), so every tool
-learns from the same features.
+sublinear tf, n-grams of at least two texts, fitted on training and label texts; beside them the
+character 3-5-grams within word boundaries that our model uses on a corpus of its size, each block
+l2-normalised, then the row), so every tool learns from the same features; ``--peer-features
+words`` gives the peers words alone, as they are usually run.
 ``--training gandalf`` trains on the directory ``gandalf augment`` writes (the paper's Gandalf,
 delta 0.1): PECOS gets the soft targets as its relevance matrix R (and their support as Y);
 napkinXC has no soft targets and gets every target as a positive. Scores are ours
@@ -49,15 +51,29 @@ PEER_CHILD = r"""
 import gzip, json, sys, time
 import numpy as np, scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfVectorizer
-tool, data, work, stage = sys.argv[1:5]
+from sklearn.preprocessing import normalize
+tool, data, work, stage, chars = sys.argv[1:6]
+chars = None if chars == "none" else tuple(int(n) for n in chars.split(","))
 
 def read(path):
     rows = [json.loads(line) for line in gzip.open(path, "rt", encoding="utf-8")]
     return [r["title"] for r in rows], rows
 
-def vectorizer(vocabulary=None):
-    return TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, token_pattern=r"(?u)\b\w+\b", dtype=np.float32,
-                           min_df=2, vocabulary=vocabulary)
+def vectorizers(spec=None):
+    words = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, token_pattern=r"(?u)\b\w+\b", dtype=np.float32,
+                            min_df=2, vocabulary=None if spec is None else {t: i for i, t in enumerate(spec["vocabulary"])})
+    if chars is None:
+        return [words]
+    return [words, TfidfVectorizer(analyzer="char_wb", ngram_range=chars, sublinear_tf=True, dtype=np.float32, min_df=2,
+                                   vocabulary=None if spec is None else {t: i for i, t in enumerate(spec["char_vocabulary"])})]
+
+def features(vecs, texts):
+    X = vecs[0].transform(texts)
+    if len(vecs) > 1:  # each block l2-normalised, then the row, as our featurizer does
+        X = normalize(sp.hstack([X, vecs[1].transform(texts)], format="csr"))
+    X = sp.csr_matrix(X, dtype=np.float32)
+    X.sort_indices()
+    return X
 
 if stage == "train":
     texts, rows = read(f"{data}/trn.json.gz")
@@ -68,9 +84,8 @@ if stage == "train":
     indptr = np.cumsum([0] + [len(i) for i in ind])
     R = sp.csr_matrix((np.concatenate(rel).astype(np.float32), np.concatenate(ind).astype(np.int64), indptr),
                       shape=(len(rows), L))
-    vec = vectorizer().fit(texts + label_texts)
-    X = vec.transform(texts).astype(np.float32)
-    X.sort_indices()
+    vecs = [v.fit(texts + label_texts) for v in vectorizers()]
+    X = features(vecs, texts)
     t0 = time.perf_counter()
     if tool == "pecos":
         from pecos.xmc import Indexer, LabelEmbeddingFactory
@@ -85,14 +100,19 @@ if stage == "train":
         model = PLT(f"{work}/model", threads=2, seed=0)
         model.fit(X, [r["target_ind"] for r in rows])
     train_seconds = time.perf_counter() - t0
-    vocab = sorted(vec.vocabulary_.items(), key=lambda kv: kv[1])
-    json.dump({"vocabulary": [t for t, _ in vocab], "idf": vec.idf_.tolist(), "n_labels": L},
-              open(f"{work}/features.json", "w"))
+    spec = {"vocabulary": sorted(vecs[0].vocabulary_, key=vecs[0].vocabulary_.get), "idf": vecs[0].idf_.tolist(),
+            "n_labels": L}
+    if chars is not None:
+        spec["char_vocabulary"] = sorted(vecs[1].vocabulary_, key=vecs[1].vocabulary_.get)
+        spec["char_idf"] = vecs[1].idf_.tolist()
+    json.dump(spec, open(f"{work}/features.json", "w"))
     print(json.dumps({"train_seconds": train_seconds}))
 else:
     spec = json.load(open(f"{work}/features.json"))
-    vec = vectorizer({t: i for i, t in enumerate(spec["vocabulary"])})
-    vec.idf_ = np.array(spec["idf"])
+    vecs = vectorizers(spec)
+    vecs[0].idf_ = np.array(spec["idf"])
+    if chars is not None:
+        vecs[1].idf_ = np.array(spec["char_idf"])
     texts, _ = read(f"{data}/tst.json.gz")
     if tool == "pecos":
         from pecos.xmc.xlinear.model import XLinearModel
@@ -101,8 +121,7 @@ else:
         from napkinxc.models import PLT
         model = PLT(f"{work}/model")
         model.load()
-    X = vec.transform(texts).astype(np.float32)
-    X.sort_indices()
+    X = features(vecs, texts)
     t0 = time.perf_counter()
     if tool == "pecos":
         P = model.predict(X, only_topk=10).tocsr()
@@ -190,8 +209,29 @@ def score(pred: sp.csr_matrix, data_dir: Path) -> dict:
     return {m: res[m] for m in METRICS}
 
 
+def peer_chars(train_dir: Path, peer_features: str) -> str:
+    """The character n-grams the peers get, as their child's argument: those our linear model uses
+    on ``train_dir`` by default (``same``), or none (``words``)."""
+    from gandalf_xmc.data import load_dataset
+    from gandalf_xmc.models.linear import LinearConfig, used_char_ngrams
+
+    if peer_features == "words":
+        return "none"
+    ds = load_dataset(train_dir, splits=("trn",))
+    chars = used_char_ngrams(LinearConfig(), len(ds.train) + ds.n_labels)
+    return "none" if chars is None else f"{chars[0]},{chars[1]}"
+
+
 def run_dataset(
-    dataset: str, split: str, seed: int, trainings: list[str], tools: list[str], work: Path, python: Path | None, repeats: int = 1
+    dataset: str,
+    split: str,
+    seed: int,
+    trainings: list[str],
+    tools: list[str],
+    work: Path,
+    python: Path | None,
+    repeats: int = 1,
+    peer_features: str = "same",
 ) -> list[dict]:
     data = prepare(dataset, split, seed, work)
     gandalf = [sys.executable, "-m", "gandalf_xmc.cli"]
@@ -204,6 +244,7 @@ def run_dataset(
                 gandalf + ["augment", "--data", str(data), "--out", str(train_dir), "--force"], check=True, capture_output=True
             )
         commands = {}
+        chars = peer_chars(train_dir, peer_features)
         for tool in tools:
             tool_dir = work / f"{data.name}-{training}-{tool}"
             tool_dir.mkdir(parents=True, exist_ok=True)
@@ -220,7 +261,7 @@ def run_dataset(
                     "--force",
                 ]
             else:
-                commands[tool] = [str(python), "-c", PEER_CHILD, tool, str(train_dir), str(tool_dir), "train"]
+                commands[tool] = [str(python), "-c", PEER_CHILD, tool, str(train_dir), str(tool_dir), "train", chars]
         # the tools take turns within each repeat, so a slow spell of the machine falls on all of them
         walls = {tool: [] for tool in tools}
         inners = {tool: [] for tool in tools}
@@ -238,7 +279,7 @@ def run_dataset(
                 _, pred_info = timed([sys.executable, "-c", OUR_PREDICT, str(model_dir), str(data), str(tool_dir / "pred.npz")])
             else:
                 train_seconds = [inner["train_seconds"] for inner in inners[tool]]
-                _, pred_info = timed([str(python), "-c", PEER_CHILD, tool, str(data), str(tool_dir), "predict"])
+                _, pred_info = timed([str(python), "-c", PEER_CHILD, tool, str(data), str(tool_dir), "predict", chars])
             metrics = score(sp.load_npz(tool_dir / "pred.npz").tocsr(), data)
             row = {
                 "dataset": dataset,
@@ -246,6 +287,7 @@ def run_dataset(
                 "seed": seed,
                 "training": training,
                 "tool": tool,
+                "peer_features": "words" if chars == "none" else f"words and characters {chars}",
                 "process_seconds": float(np.median(walls[tool])),
                 "process_seconds_all": walls[tool],
                 "train_seconds": float(np.median(train_seconds)),
@@ -298,6 +340,13 @@ def main() -> None:
     ap.add_argument(
         "--repeats", type=int, default=3, help="trainings of each tool (taking turns); a process time is their median"
     )
+    ap.add_argument(
+        "--peer-features",
+        choices=("same", "words"),
+        default="same",
+        help="the peers' TF-IDF: the features our linear model uses (words, and character n-grams where it "
+        "uses them), or words alone",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     python = peers_python() if set(args.tools) - {"gandalf"} else None
@@ -310,7 +359,9 @@ def main() -> None:
             if not is_available(dataset):
                 build(dataset)
             for seed in args.seeds if args.split == "valid" else [0]:
-                rows += run_dataset(dataset, args.split, seed, args.training, args.tools, Path(tmp), python, args.repeats)
+                rows += run_dataset(
+                    dataset, args.split, seed, args.training, args.tools, Path(tmp), python, args.repeats, args.peer_features
+                )
     print(table(rows))
     out = args.out or HERE / "results" / f"peers-{args.split}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

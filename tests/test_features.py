@@ -82,6 +82,8 @@ def test_featurizer_with_char_ngrams_few_and_many_texts_equal_the_vectorizers(tm
     words = reference(texts[:800])
     chars = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, min_df=2, dtype=np.float32)
     chars.fit(texts[:800])
+    assert feat.char_vectorizer.vocabulary_ == chars.vocabulary_  # our CharTfidf, fitted without scikit-learn
+    np.testing.assert_allclose(feat.char_vectorizer.idf_, chars.idf_, rtol=1e-6)
     queries = texts[800:1000] + ODD
     want = normalize(sp.hstack([words.transform(queries), chars.transform(queries)], format="csr"))
     assert_same_rows(feat.transform(queries), want)

@@ -37,6 +37,9 @@ def test_nested_settings_apply_to_a_copy():
     assert isinstance(got.solver.C, float)  # an int given where a float is wanted
     assert base == LinearConfig()  # the caller's settings are not changed
     assert apply_settings(base, {}) == base
+    # null where the setting's type allows it ("X | None"), and only there
+    words_alone = apply_settings(base, {"char_ngrams": None, "char_ngrams_max_texts": None})
+    assert words_alone.char_ngrams is None and words_alone.char_ngrams_max_texts is None
 
 
 @pytest.mark.parametrize(
@@ -62,8 +65,10 @@ def test_nested_settings_apply_to_a_copy():
         ({"threads": 0}, "threads must be a whole number of at least 1"),
         ({"threads": "two"}, "threads must be a whole number of at least 1"),
         ({"threads": 1.5}, "threads must be a whole number of at least 1"),
-        ({"char_ngrams": 5}, "char_ngrams must be null or [shortest, longest]"),
-        ({"char_ngrams": "3-5"}, "char_ngrams must be null or [shortest, longest]"),
+        ({"char_ngrams": 5}, "--set char_ngrams=5: expected a list such as [3, 5]"),
+        ({"char_ngrams": "3-5"}, "expected a list such as [3, 5]"),
+        ({"char_ngrams_max_texts": -1}, "char_ngrams_max_texts must be a whole number >= 0 or null"),
+        ({"seed": None}, "--set seed=null: expected a whole number"),
         ({"char_ngrams": (5, 3)}, "char_ngrams must be null or [shortest, longest]"),
         ({"char_ngrams": (3,)}, "char_ngrams must be null or [shortest, longest]"),
     ],

@@ -31,7 +31,7 @@ class WordTfidf:
     sublinear_tf=True, min_df=min_df, dtype=float32)`` computes it (alphabetical vocabulary, smooth
     idf, l2 rows; the same bytes), with the same ``vocabulary_`` and ``idf_``. Written out because
     importing scikit-learn (scipy.stats with it) takes longer than training the linear model on a
-    small dataset; character n-grams and ``max_features`` still use scikit-learn."""
+    small dataset; ``max_features`` still uses scikit-learn."""
 
     def __init__(
         self, ngram_max: int = 2, min_df: int = 1, vocabulary: dict[str, int] | None = None, idf: np.ndarray | None = None
@@ -47,7 +47,7 @@ class WordTfidf:
         listed, then scipy adds up the repeats (a Counter a text cost more: decisions, "Start-up")."""
         indptr, indices = array("q", [0]), array("i")  # 4-8 bytes an entry, not a Python int's 36
         for text in texts:
-            grams = word_ngrams(text, self.ngram_max)
+            grams = self._grams(text)
             if grow:
                 indices.extend(map(vocabulary.__getitem__, grams))
             else:
@@ -63,6 +63,9 @@ class WordTfidf:
         )
         X.sum_duplicates()  # sorts each row's ids and adds up the repeats
         return X
+
+    def _grams(self, text: str) -> list[str]:
+        return word_ngrams(text, self.ngram_max)
 
     def _weigh(self, X: sp.csr_matrix) -> sp.csr_matrix:
         np.log(X.data, out=X.data)
@@ -111,6 +114,25 @@ class WordTfidf:
         return self._weigh(self._counts(texts, self.vocabulary_, grow=False))
 
 
+class CharTfidf(WordTfidf):
+    """Character n-gram TF-IDF within word boundaries, as scikit-learn's ``TfidfVectorizer(analyzer=
+    "char_wb", ngram_range=(shortest, longest), sublinear_tf=True, min_df=min_df, dtype=float32)``
+    computes it (the same vocabulary, idf and rows)."""
+
+    def __init__(
+        self,
+        ngram_range: tuple[int, int],
+        min_df: int = 1,
+        vocabulary: dict[str, int] | None = None,
+        idf: np.ndarray | None = None,
+    ):
+        super().__init__(1, min_df, vocabulary, idf)
+        self.ngram_range = (int(ngram_range[0]), int(ngram_range[1]))
+
+    def _grams(self, text: str) -> list[str]:
+        return char_ngrams(text, *self.ngram_range)
+
+
 class TextFeaturizer:
     """Word uni/bi-gram TF-IDF (sublinear tf), optionally beside character n-grams within word
     boundaries (``char_ngrams = (lo, hi)``), fitted on training and label texts. Each block is
@@ -141,6 +163,9 @@ class TextFeaturizer:
         )
 
     def _new_char_vectorizer(self, vocabulary=None):
+        min_df = 1 if vocabulary is not None else max(self.min_df, 2)
+        if self.max_features is None or vocabulary is not None:
+            return CharTfidf(self.char_ngrams, min_df, vocabulary)
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         return TfidfVectorizer(
@@ -166,12 +191,8 @@ class TextFeaturizer:
         with _words_needed():
             X = self.vectorizer.fit_transform(texts).tocsr()
             if self.char_ngrams:
-                from sklearn.preprocessing import normalize
-
                 self.char_vectorizer = self._new_char_vectorizer()
-                X = sp.csr_matrix(
-                    normalize(sp.hstack([X, self.char_vectorizer.fit_transform(texts)], format="csr")), dtype=np.float32
-                )
+                X = self._joined(X, self.char_vectorizer.fit_transform(texts))
         X.sort_indices()
         return X
 
@@ -213,12 +234,14 @@ class TextFeaturizer:
             return self._transform_few(texts)
         X = self.vectorizer.transform(texts).tocsr()
         if self.char_vectorizer is not None:
-            from sklearn.preprocessing import normalize
-
-            X = normalize(sp.hstack([X, self.char_vectorizer.transform(texts)], format="csr"))
-            X = sp.csr_matrix(X, dtype=np.float32)
+            X = self._joined(X, self.char_vectorizer.transform(texts))
         X.sort_indices()
         return X
+
+    @staticmethod
+    def _joined(words: sp.csr_matrix, chars: sp.csr_matrix) -> sp.csr_matrix:
+        """The word and character blocks side by side, each row l2-normalised again (float32)."""
+        return row_normalised(sp.hstack([words, chars], format="csr"))
 
     def save(self, directory: str | Path) -> None:
         assert self.vectorizer is not None

@@ -89,7 +89,8 @@ def _with_one(config: Any, path: list[str], value: Any) -> Any:
     if is_dataclass(current):
         inner = ", ".join(f"{head}.{f.name}" for f in fields(current))
         raise ConfigError(f"{head} is a group of settings: set one of {inner}")
-    return replace(config, **{head: _typed_like(current, value)})
+    optional = "None" in str(next(f.type for f in fields(config) if f.name == head))  # annotated "X | None"
+    return replace(config, **{head: None if value is None and optional else _typed_like(current, value)})
 
 
 def _typed_like(current: Any, value: Any) -> Any:

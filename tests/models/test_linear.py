@@ -317,3 +317,17 @@ def test_a_model_of_its_own_features_given_as_rows_equals_the_model_of_texts(tmp
         loaded.predict(sp.csr_matrix((1, X.shape[1] + 1), dtype=np.float32))
     with pytest.raises(ConfigError, match="reads texts"):
         XRLinear(cfg).fit(TEXTS, Y, LABELS, progress=False).predict(Q)
+
+
+def test_character_ngrams_up_to_a_number_of_texts_and_the_saved_settings_say_which(tmp_path):
+    # 7 training texts and 4 label texts: 11 texts
+    with_chars = XRLinear(small()).fit(TEXTS, Y, LABELS, progress=False)
+    assert with_chars.config.char_ngrams == (3, 5) and with_chars.featurizer.char_vectorizer is not None
+    words = XRLinear(small(char_ngrams_max_texts=10)).fit(TEXTS, Y, LABELS, progress=False)
+    assert words.config.char_ngrams is None and words.featurizer.char_vectorizer is None
+    assert words.featurizer.n_features < with_chars.featurizer.n_features
+    at_limit = XRLinear(small(char_ngrams_max_texts=11)).fit(TEXTS, Y, LABELS, progress=False)
+    assert at_limit.config.char_ngrams == (3, 5)
+    words.save(tmp_path / "m")
+    saved = json.loads((tmp_path / "m" / "model.json").read_text())["model"]
+    assert saved["char_ngrams"] is None and "char_vocabulary" not in json.loads((tmp_path / "m" / "features.json").read_text())

@@ -55,7 +55,8 @@ class LinearConfig:
     bias: float = 1.0  # value of the bias feature
     ngram_max: int = 2
     min_df: int = 2  # word n-grams in fewer texts (training and label texts together) are left out
-    char_ngrams: tuple[int, int] | None = None  # character n-grams beside the words, e.g. (3, 5)
+    char_ngrams: tuple[int, int] | None = (3, 5)  # character n-grams beside the words (None: words alone)
+    char_ngrams_max_texts: int | None = 200_000  # ... up to this many texts, training and label texts (None: any)
     solver: SolverConfig = field(default_factory=SolverConfig)
     tree_iterations: int = 8
     seed: int = 0
@@ -69,6 +70,9 @@ class LinearConfig:
         )
         if not _whole(self.branching) or self.branching < 2 or self.branching & (self.branching - 1):
             raise ConfigError(f"branching must be a power of two (2, 4, 8, ...), got {self.branching!r}")
+        limit = self.char_ngrams_max_texts
+        if limit is not None and not (_whole(limit) and limit >= 0):
+            raise ConfigError(f"char_ngrams_max_texts must be a whole number >= 0 or null, got {limit!r}")
         if self.threads is not None and not (_whole(self.threads) and self.threads >= 1):
             raise ConfigError(f"threads must be a whole number of at least 1 (or null: numba's count), got {self.threads!r}")
         if self.char_ngrams is not None and not (
@@ -84,6 +88,16 @@ class LinearConfig:
     @classmethod
     def from_dict(cls, d: dict) -> LinearConfig:
         return cls(**{**d, "solver": SolverConfig(**d.get("solver", {}))})
+
+
+def used_char_ngrams(config: LinearConfig, n_texts: int) -> tuple[int, int] | None:
+    """The character n-grams a model of ``n_texts`` texts (training and label texts) uses:
+    ``config.char_ngrams`` up to ``config.char_ngrams_max_texts`` texts, none above, where rows
+    5-10 times denser would cost more than they give (docs/decisions.md, "Character n-grams")."""
+    limit = config.char_ngrams_max_texts
+    if config.char_ngrams is None or (limit is not None and n_texts > limit):
+        return None
+    return int(config.char_ngrams[0]), int(config.char_ngrams[1])
 
 
 def _whole(value) -> bool:
@@ -236,10 +250,12 @@ class XRLinear(LabelledModel):
         if len(label_texts) != self.n_labels:
             raise ConfigError(f"{len(label_texts):,} label texts for {self.n_labels:,} labels")
         self.set_labels(label_texts)
+        chars = None if given_rows else used_char_ngrams(cfg, len(texts) + len(label_texts))
+        self.config = cfg = replace(cfg, char_ngrams=chars)  # the saved settings say what was used
         if given_rows:
             X, Z = self._precomputed(texts, label_features, Y.shape[0])
         else:
-            self.featurizer = TextFeaturizer(cfg.ngram_max, min_df=cfg.min_df, char_ngrams=cfg.char_ngrams)
+            self.featurizer = TextFeaturizer(cfg.ngram_max, min_df=cfg.min_df, char_ngrams=chars)
             XZ = self.featurizer.fit_transform(texts + list(label_texts))
             X, Z = XZ[: len(texts)], XZ[len(texts) :]
             del XZ  # copies were sliced off; at a million labels each of these matrices is gigabytes
