@@ -18,8 +18,6 @@ Prints the suite's table and writes ``benchmarks/results/label-text-fit-<split>.
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from dataclasses import replace
 
@@ -27,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.preprocessing import normalize
-from suite import HERE, METRICS, run_grid, table, valid_fraction
+from suite import METRICS, valid_fraction, variants_main
 
 from gandalf_xmc.augment import preset, training_set
 from gandalf_xmc.data import load_dataset
@@ -95,20 +93,7 @@ def run_variant(dataset: str, variant: str, seed: int, split: str) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--datasets", nargs="+", default=list(RANDOM_SPLIT_SETS))
-    ap.add_argument("--split", choices=("valid", "test"), default="valid")
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0])
-    args = ap.parse_args()
-    rows = run_grid(
-        args.datasets,
-        [(v, s) for v in VARIANTS for s in args.seeds],
-        lambda dataset, variant, seed: run_variant(dataset, variant, seed, args.split),
-    )
-    print(table(rows))
-    out = HERE / "results" / f"label-text-fit-{args.split}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rows, indent=1) + "\n")
+    variants_main(__doc__, RANDOM_SPLIT_SETS, VARIANTS, run_variant, "label-text-fit")
 
 
 if __name__ == "__main__":

@@ -10,11 +10,9 @@ Prints the suite's table and writes ``benchmarks/results/self-targets-<split>.js
 
 from __future__ import annotations
 
-import argparse
-import json
 from dataclasses import replace
 
-from suite import HERE, run_grid, run_one, table
+from suite import run_one, variants_main
 
 from gandalf_xmc.augment import preset
 
@@ -29,20 +27,13 @@ VARIANTS = {
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--datasets", nargs="+", default=list(RANDOM_SPLIT_SETS))
-    ap.add_argument("--split", choices=("valid", "test"), default="valid")
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0])
-    args = ap.parse_args()
-    rows = run_grid(
-        args.datasets,
-        [(name, seed) for name in VARIANTS for seed in args.seeds],
-        lambda dataset, name, seed: run_one(dataset, "linear", name, seed, args.split, {}, None, recipe=VARIANTS[name]),
+    variants_main(
+        __doc__,
+        RANDOM_SPLIT_SETS,
+        VARIANTS,
+        lambda dataset, name, seed, split: run_one(dataset, "linear", name, seed, split, {}, None, recipe=VARIANTS[name]),
+        "self-targets",
     )
-    print(table(rows))
-    out = HERE / "results" / f"self-targets-{args.split}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rows, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -147,6 +147,26 @@ def run_grid(datasets: list[str], combinations: list[tuple], measure) -> list[di
     return rows
 
 
+def variants_main(doc: str, datasets: tuple[str, ...], variants, measure, name: str) -> None:
+    """The command line of a script that compares ``variants`` of one model (``--datasets``,
+    ``--split``, ``--seeds``): ``measure(dataset, variant, seed, split)`` for each, the table
+    printed and the rows written to ``benchmarks/results/<name>-<split>.json``."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--datasets", nargs="+", default=list(datasets))
+    ap.add_argument("--split", choices=("valid", "test"), default="valid")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    args = ap.parse_args()
+    rows = run_grid(
+        args.datasets,
+        [(v, s) for v in variants for s in args.seeds],
+        lambda dataset, variant, seed: measure(dataset, variant, seed, args.split),
+    )
+    print(table(rows))
+    out = HERE / "results" / f"{name}-{args.split}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=1) + "\n")
+
+
 def table(rows: list[dict]) -> str:
     out = []
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
