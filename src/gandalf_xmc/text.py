@@ -1,5 +1,5 @@
-"""What a word is, for every part of the library that splits texts (TF-IDF features, word
-sequences, synonym replacement)."""
+"""What a word and a character n-gram are, for every part of the library that splits texts (TF-IDF
+features, word sequences, synonym replacement), and a text's TF-IDF row written out."""
 
 import math
 import re

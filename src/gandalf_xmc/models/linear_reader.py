@@ -2,9 +2,10 @@
 
 ``gandalf predict MODEL --text`` is a whole process for one query: importing scikit-learn, scipy
 and numba would take longer than the answer, so this module re-implements the two small pieces
-the trained model needs at query time, and ``tests/test_linear_reader.py`` checks them against
-the full model: the TF-IDF transform (lowercase, ``\\w+`` words and their bigrams, sublinear tf
-times idf, l2 norm) and the beam search of :mod:`gandalf_xmc.engine.beam_search`.
+the trained model needs at query time, and ``tests/models/test_linear_reader.py`` checks them
+against the full model: the TF-IDF transform (lowercase, ``\\w+`` words and their bigrams, and the
+character n-grams within word boundaries where the model has them, sublinear tf times idf, l2
+norm) and the beam search of :mod:`gandalf_xmc.engine.beam_search`.
 """
 
 from __future__ import annotations
