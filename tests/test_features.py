@@ -71,6 +71,10 @@ def test_char_ngrams_are_scikit_learns_char_wb_analyzer():
     texts = load_dataset("jargon").train.texts[:300] + ODD + ["a", "ab  cd\tef\n", " I  ", "Straße ÉCOLE"]
     for text in texts:
         assert char_ngrams(text, 3, 5) == analyzer(text)
+    for lo, hi in ((1, 1), (2, 2), (1, 3), (4, 6), (6, 8)):  # words shorter and longer than every n
+        other = TfidfVectorizer(analyzer="char_wb", ngram_range=(lo, hi)).build_analyzer()
+        for text in texts[:100] + ["a", "ab", "abcdef", "x yz  abcdefghij"]:
+            assert char_ngrams(text, lo, hi) == other(text)
     # by hand: "ab" padded is " ab " (4 characters): its 3-grams, then itself once as the 4-gram
     assert char_ngrams("AB", 3, 5) == [" ab", "ab ", " ab "]
     assert char_ngrams("a", 2, 4) == [" a", "a ", " a "]
