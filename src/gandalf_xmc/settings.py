@@ -2,7 +2,8 @@
 
 ``gandalf train --set solver.max_iter=10`` (and the dev-suite benchmark's ``--set``) reach any
 field of a model's nested settings by a dotted name; values are JSON (``10``, ``0.5``, ``true``,
-``[3, 5]``) or else plain strings, and must have the type of the setting they replace. Each
+``[3, 5]``) or else plain strings, and must have the type of the setting they replace (``null``
+where the setting is annotated ``X | None``). Each
 settings class checks its own ranges in ``__post_init__`` with :func:`check_ranges`, so a bad
 value fails where it is given, as one line, not deep inside training.
 """
