@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 from .errors import ConfigError
 from .sparse_ops import row_normalised
-from .text import TOKEN_PATTERN, char_ngrams, grams_row, joint_row, tfidf_row, word_ngrams
+from .text import TOKEN_PATTERN, char_ngrams, feature_row, word_ngrams
 
 FEW_TEXTS = 16  # up to this many texts, transform without the vectorizer (see _transform_few)
 
@@ -202,13 +202,11 @@ class TextFeaturizer:
         tf times idf, l2 norm; the character block likewise, then the row); tested against the
         vectorizer."""
         vocabulary, idf = self.vectorizer.vocabulary_, self.vectorizer.idf_
+        char_block = self.char_vectorizer
+        chars = None if char_block is None else (self.char_ngrams, char_block.vocabulary_, char_block.idf_)
         indptr, indices, data = [0], [], []
         for text in texts:
-            ids, values = tfidf_row(text, vocabulary, idf, self.ngram_max)
-            if self.char_vectorizer is not None:
-                chars = self.char_vectorizer
-                char_row = grams_row(char_ngrams(text, *self.char_ngrams), chars.vocabulary_, chars.idf_)
-                ids, values = joint_row((ids, values), char_row, len(vocabulary))
+            ids, values = feature_row(text, vocabulary, idf, self.ngram_max, chars)
             indices.extend(ids)
             data.extend(values)
             indptr.append(len(indices))

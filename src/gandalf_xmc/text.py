@@ -35,7 +35,7 @@ def char_ngrams(text: str, shortest: int, longest: int) -> list[str]:
         if size <= shortest:
             grams.append(padded)
             continue
-        # one comprehension for every n shorter than the padded word (a third faster than a loop of them)
+        # one comprehension for every n shorter than the padded word: faster than a loop of them
         grams += [padded[i : i + n] for n in range(shortest, min(longest, size - 1) + 1) for i in range(size - n + 1)]
         if longest >= size:
             grams.append(padded)
@@ -72,3 +72,14 @@ def joint_row(
     values = word_row[1] + char_row[1]
     norm = math.sqrt(sum(v * v for v in values))
     return ids, [v / norm for v in values] if norm > 0 else values
+
+
+def feature_row(text: str, vocabulary: dict[str, int], idf, ngram_max: int, chars=None) -> tuple[list[int], list[float]]:
+    """A text's row of a model's TF-IDF features: its words' row and, where ``chars`` =
+    ``((shortest, longest), char vocabulary, char idf)`` is given, the character block beside it
+    (:func:`joint_row`)."""
+    row = tfidf_row(text, vocabulary, idf, ngram_max)
+    if chars is None:
+        return row
+    ngram_range, char_vocabulary, char_idf = chars
+    return joint_row(row, grams_row(char_ngrams(text, *ngram_range), char_vocabulary, char_idf), len(vocabulary))

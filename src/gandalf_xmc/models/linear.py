@@ -92,8 +92,8 @@ class LinearConfig:
 
 def used_char_ngrams(config: LinearConfig, n_texts: int) -> tuple[int, int] | None:
     """The character n-grams a model of ``n_texts`` texts (training and label texts) uses:
-    ``config.char_ngrams`` up to ``config.char_ngrams_max_texts`` texts, none above, where rows
-    5-10 times denser would cost more than they give (docs/decisions.md, "Character n-grams")."""
+    ``config.char_ngrams`` up to ``config.char_ngrams_max_texts`` texts, none above, where their
+    denser rows would cost more than they give (docs/decisions.md, "Character n-grams")."""
     limit = config.char_ngrams_max_texts
     if config.char_ngrams is None or (limit is not None and n_texts > limit):
         return None

@@ -76,18 +76,8 @@ def check_arrays(
     without one); ``order`` a permutation of the labels;
     ``bounds`` one increasing array a level, from 0 to ``n_labels``, each level's cuts among the
     next one's (the nodes nest). Raises DataFormatError naming the file."""
-    if idf is not None and (
-        idf.ndim != 1
-        or idf.size != n_terms
-        or idf.dtype.kind != "f"
-        or (idf.size and not (np.isfinite(idf).all() and idf.min() > 0))
-    ):
-        raise DataFormatError(
-            directory / "features_idf.npy",
-            None,
-            f"expected {n_terms:,} finite positive values (one a vocabulary term), "
-            f"got {idf.size:,} {idf.dtype.name} values" + ("" if idf.size != n_terms else " with a bad one"),
-        )
+    if idf is not None:
+        _check_idf(directory / "features_idf.npy", idf, n_terms, "a vocabulary term")
     if (
         order.ndim != 1
         or order.size != n_labels
@@ -176,8 +166,17 @@ def read_char_idf(directory: Path, features: dict) -> np.ndarray | None:
         return None
     path = directory / "features_char_idf.npy"
     idf = load_array(path)
-    n_terms = len(features["char_vocabulary"])
+    _check_idf(path, idf, len(features["char_vocabulary"]), "a character n-gram")
+    return idf
+
+
+def _check_idf(path: Path, idf: np.ndarray, n_terms: int, term: str) -> None:
+    """``idf`` one finite positive value a term (``term`` names what a term is), else DataFormatError naming ``path``."""
     bad = idf.ndim != 1 or idf.size != n_terms or idf.dtype.kind != "f"
     if bad or (idf.size and not (np.isfinite(idf).all() and idf.min() > 0)):
-        raise DataFormatError(path, None, f"expected {n_terms:,} finite positive values (one a character n-gram)")
-    return idf
+        raise DataFormatError(
+            path,
+            None,
+            f"expected {n_terms:,} finite positive values (one {term}), "
+            f"got {idf.size:,} {idf.dtype.name} values" + ("" if idf.size != n_terms else " with a bad one"),
+        )

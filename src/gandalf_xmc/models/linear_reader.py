@@ -16,7 +16,7 @@ import numpy as np
 
 from ..engine.level_store import map_level
 from ..errors import DataFormatError
-from ..text import char_ngrams, grams_row, joint_row, tfidf_row
+from ..text import feature_row
 from .base import LabelledModel
 from .linear_check import check_level_rows, level_rows, read_char_idf, read_saved
 
@@ -67,11 +67,11 @@ class LinearReader(LabelledModel):
         self.n_labels = int(spec["n_labels"])
         self.vocabulary = {term: i for i, term in enumerate(features["vocabulary"])}
         self.ngram_max = int(features["ngram_max"])
-        self.n_words = len(features["vocabulary"])
-        self.char_idf = read_char_idf(d, features)
-        self.char_ngrams = None if self.char_idf is None else tuple(features["char_ngrams"])
-        self.char_vocabulary = {} if self.char_idf is None else {t: i for i, t in enumerate(features["char_vocabulary"])}
-        self.n_features = self.n_words + len(self.char_vocabulary)
+        char_idf = read_char_idf(d, features)
+        self.chars = None  # (n-gram range, vocabulary, idf) of the character block, if the model has one
+        if char_idf is not None:
+            self.chars = (tuple(features["char_ngrams"]), {t: i for i, t in enumerate(features["char_vocabulary"])}, char_idf)
+        self.n_features = len(self.vocabulary) + (0 if self.chars is None else len(self.chars[1]))
         self.levels = [
             _CSR(d, t, self.n_features + 1, level_rows(t, self.n_labels, self.bounds)) for t in range(int(spec["n_levels"]))
         ]
@@ -83,10 +83,7 @@ class LinearReader(LabelledModel):
 
     def features(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """The query's (feature ids ascending, values), the bias feature last."""
-        ids, values = tfidf_row(text, self.vocabulary, self.idf, self.ngram_max)
-        if self.char_ngrams is not None:
-            char_row = grams_row(char_ngrams(text, *self.char_ngrams), self.char_vocabulary, self.char_idf)
-            ids, values = joint_row((ids, values), char_row, self.n_words)
+        ids, values = feature_row(text, self.vocabulary, self.idf, self.ngram_max, self.chars)
         return (
             np.array([*ids, self.n_features], dtype=np.int64),
             np.array([*values, float(self.config["bias"])], dtype=np.float32),
