@@ -11,7 +11,9 @@ allows, at most 20% (small datasets would otherwise be judged on a few dozen poi
 carves split s and trains with seed s. ``--set`` changes a setting of the model (dotted names
 reach nested settings). ``auto`` and models that choose on validation (``linear-knn``) run ``gandalf train``'s pipeline
 (``train_model``: its own validation split carved from the training part, then the final model
-trained again on all of it with what was chosen).
+trained again on all of it with what was chosen); with ``--valid-split NAME`` they validate on that
+split of each dataset that has one instead (the new-items sets' ``val``: new items of the later
+release, whole families apart from the test's) and train once on every training point.
 ``--hold-out F`` trains on the training part less a random share F, as a final model that is not
 trained again after its validation run. Writes ``benchmarks/results/suite-<split>.json`` (or
 ``--out``).
@@ -29,7 +31,7 @@ import numpy as np
 
 from gandalf_xmc.augment import AugmentConfig, training_set
 from gandalf_xmc.data import load_dataset
-from gandalf_xmc.data.suite import SUITE, build, is_available
+from gandalf_xmc.data.suite import SUITE, build, is_available, suite_path
 from gandalf_xmc.metrics import evaluate, inverse_propensity
 from gandalf_xmc.models.registry import build_model, model_config
 from gandalf_xmc.settings import apply_settings, parse_settings
@@ -64,9 +66,11 @@ def run_one(
     protocol: str = "random",
     hold_out: float = 0.0,
     recipe: AugmentConfig | None = None,
+    valid_split: str | None = None,
 ) -> dict:
     """One trained model scored on ``split``; ``recipe`` (its seed replaced by ``seed``) stands for
     the augmentation named ``augment`` where a script compares variants the suite has no name for."""
+    given = valid_split if valid_split and (suite_path(dataset) / f"{valid_split}.json.gz").is_file() else None
     ds = load_dataset(dataset, splits=("trn", "tst") if split == "test" else ("trn",))
     frac = valid_fraction(ds.n_original_train or len(ds.train))
     if split == "valid":
@@ -98,6 +102,7 @@ def run_one(
                 recipe_for(augment, seed, recipe),
                 valid_fraction=valid_fraction(rest.n_original_train or len(rest.train)),
                 progress=False,
+                valid_split=None if given is None else (given, load_dataset(dataset, splits=(given,)).split(given)),
             )
         fitted, chosen = trained.model, trained.search["chosen"] if trained.search else None
         if hasattr(fitted, "knn_weight"):
@@ -123,6 +128,7 @@ def run_one(
         "seed": seed,
         "split": split,
         "protocol": protocol if split == "valid" else None,
+        "valid_split": given,
         "n_train": len(rest.train),
         "hold_out": hold_out,
         "chosen": chosen,
@@ -215,6 +221,12 @@ def main() -> None:
         default=0.0,
         help="train on the training part less this random share (a model not trained again after validation)",
     )
+    ap.add_argument(
+        "--valid-split",
+        default=None,
+        metavar="NAME",
+        help="models that choose on validation (auto, linear-knn) validate on this split where a dataset has it (val)",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     settings = parse_settings(args.settings)
@@ -231,6 +243,7 @@ def main() -> None:
             args.threads,
             args.protocol,
             args.hold_out,
+            valid_split=args.valid_split,
         ),
     )
     print(table(rows))

@@ -374,3 +374,22 @@ def test_analyze_reads_the_recipe_from_a_model_or_augment_directory(tiny_dir, tm
     ):
         code, _, err = run_cli(["analyze", *args], capsys)
         assert code == 2 and problem in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_train_validates_on_a_split_given(tiny_dir, tmp_path, capsys):
+    out = tmp_path / "m"
+    code, stdout, err = run_cli(
+        ["train", "--data", str(tiny_dir), "--valid-split", "tst", "--out", str(out), "--no-progress"], capsys
+    )
+    assert code == 0, err
+    info = json.loads((out / "training.json").read_text())
+    ds = load_dataset(tiny_dir)
+    assert info["valid_source"] == "split tst" and info["n_valid"] == len(ds.test) and info["n_train"] == len(ds.train)
+    assert info["refit"] is False and "then the final model" not in stdout + err
+    code, stdout, err = run_cli(["info", str(out)], capsys)
+    assert code == 0 and f"{len(ds.test)} points of its split tst" in stdout
+    for split, problem in (("val", "missing 'val' split file"), ("trn", "other than the training split")):
+        code, stdout, err = run_cli(
+            ["train", "--data", str(tiny_dir), "--valid-split", split, "--out", str(tmp_path / split), "--no-progress"], capsys
+        )
+        assert code == 2 and problem in err and not (tmp_path / split).exists()

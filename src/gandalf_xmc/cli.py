@@ -184,7 +184,7 @@ def _table(title: str, columns: list[str], rows: list[list[str]], right: tuple[s
 # ---------------------------------------------------------------------------------------------
 datasets_app = typer.Typer(help="The dev suite's datasets: list them (the default) or build one.", rich_markup_mode=None)
 app.add_typer(datasets_app, name="datasets")
-FIGURES = ("N", "L", "APpL", "ALpP", "AWpP", "labels_le5_pct", "labels_0_pct", "N_test")
+FIGURES = ("N", "L", "APpL", "ALpP", "AWpP", "labels_le5_pct", "labels_0_pct", "N_test", "N_valid")
 
 
 @datasets_app.callback(invoke_without_command=True)
@@ -516,6 +516,14 @@ def train(
     valid_protocol: ValidProtocol = typer.Option(
         "random", help="Which points are held out: " + " | ".join(f"{name}: {what}" for name, what in PROTOCOLS.items()) + "."
     ),
+    valid_split: Optional[str] = typer.Option(
+        None,
+        "--valid-split",
+        metavar="NAME",
+        help="Validate on this split of the data directory (its NAME.json.gz or NAME_X.txt, e.g. val: items "
+        "like the ones the model will meet, such as new items of a later release) instead of a share of the "
+        "training points; every training point then trains, once (--valid-fraction and --valid-protocol unused).",
+    ),
     refit: bool = typer.Option(
         True,
         "--refit/--no-refit",
@@ -560,7 +568,11 @@ def train(
 
     if extra_weight is not None and extra_weight != extra_weight or extra_weight == float("inf"):
         raise ConfigError(f"--extra-weight must be a finite number, got {extra_weight}")
-    ds = _load(data, splits=("trn",), derive_filters=derive_filters)
+    if valid_split is not None and valid_split in ("trn", "train"):
+        raise ConfigError("--valid-split names a split other than the training split (e.g. val)")
+    if valid_split is not None and valid_protocol.value != "random":
+        raise ConfigError("--valid-split and --valid-protocol exclude each other: the split given is the validation")
+    ds = _load(data, splits=("trn",) if valid_split is None else ("trn", valid_split), derive_filters=derive_filters)
     config = model_config(model.value, seed=seed, epochs=epochs)
     config = apply_settings(config, parse_settings(settings or []))
     if encoder_precision.value != "auto":
@@ -592,6 +604,7 @@ def train(
         valid_protocol=valid_protocol.value,
         refit=refit,
         keep_checkpoints=keep_checkpoints,
+        valid_split=None if valid_split is None else (valid_split, ds.split(valid_split)),
     )
     res = trained.result
     if trained.search is not None:
@@ -838,7 +851,12 @@ def info(
                 ", ".join(f"{k} {v:.2f}" for k, v in described["validation"].items())
                 or (f"none ({t['validation_points']} points held out)" if t["validation_points"] is not None else "-")
             )
-            + (f" ({t['validation_points']:,} points held out; then trained again on every point)" if t["refit"] else ""),
+            + (f" ({t['validation_points']:,} points held out; then trained again on every point)" if t["refit"] else "")
+            + (
+                f" ({t['validation_points']:,} points of its {t['valid_source']})"
+                if str(t.get("valid_source")).startswith("split")
+                else ""
+            ),
         ],
         ["training time", f"{t['seconds']:.1f} s" if isinstance(t["seconds"], (int, float)) else "-"],
         [

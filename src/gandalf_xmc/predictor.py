@@ -259,6 +259,7 @@ def model_info(model_dir: str | Path) -> dict:
             "points": training.get("n_train"),
             "validation_points": training.get("n_valid"),
             "valid_protocol": training.get("valid_protocol"),
+            "valid_source": training.get("valid_source"),
             "refit": training.get("refit", False),
             "seconds": result.get("seconds"),
         },

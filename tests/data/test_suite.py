@@ -246,8 +246,9 @@ NEW = [
 
 def test_new_items_by_hand(tmp_path):
     """Labels: the old items old points point at (B by A and D, C by A and B); old points: A, B, D
-    (C points at nothing, Q has no text). Test: the new items E and G (A is old, F points at no old
-    label, H has no text), with E -> B (X is new) and G -> C (A is no label)."""
+    (C points at nothing, Q has no text). New items: E and G (A is old, F points at no old label,
+    H has no text), with E -> B (X is new) and G -> C (A is no label). The first 8 bytes of
+    SHA-256("G") read as a fraction of 2**64 are 0.200 (below 0.3: validation), of "E" 0.664 (test)."""
     from gandalf_xmc.data.builders import write_new_items
 
     card = DatasetCard("toy-new", "toys", "toy", "text", "targets", "none")
@@ -256,11 +257,14 @@ def test_new_items_by_hand(tmp_path):
     assert ds.label_uids == ["B", "C"] and ds.label_texts == ["beta library", "gamma data"]
     assert ds.train.uids == ["A", "B", "D"] and ds.train.texts == ["alpha tool", "beta library", "delta tool"]
     assert ds.train.Y.toarray().tolist() == [[1, 1], [0, 1], [1, 0]]
-    assert ds.test.uids == ["E", "G"] and ds.test.texts == ["epsilon tool", "gamma tool"]
-    assert ds.test.Y.toarray().tolist() == [[1, 0], [0, 1]]
+    assert ds.test.uids == ["E"] and ds.test.texts == ["epsilon tool"] and ds.test.Y.toarray().tolist() == [[1, 0]]
+    valid = load_dataset(tmp_path / "d", splits=("trn", "val")).split("val")
+    assert valid.uids == ["G"] and valid.texts == ["gamma tool"] and valid.Y.toarray().tolist() == [[0, 1]]
     assert ds.train.filter_pairs.tolist() == [[1, 0]]  # B is itself label B
-    assert (tmp_path / "d" / "filter_labels_test.txt").read_text() == ""  # written empty: nothing derived
-    assert len(ds.test.filter_pairs) == 0 and stats["N_test"] == 2
+    for name in ("test", "val"):  # written empty: nothing derived
+        assert (tmp_path / "d" / f"filter_labels_{name}.txt").read_text() == ""
+    assert len(ds.test.filter_pairs) == 0 and len(valid.filter_pairs) == 0
+    assert stats["N_test"] == 1 and stats["N_valid"] == 1
     meta = json.loads((tmp_path / "d" / "dataset.json").read_text())
     assert meta["test_split"] == "new-items"
 
@@ -270,6 +274,24 @@ def test_new_items_by_hand(tmp_path):
     ds = load_dataset(tmp_path / "e")
     assert ds.label_uids == ["C"] and ds.train.uids == ["A"] and ds.test.uids == ["E"]
     assert ds.test.Y.toarray().tolist() == [[1]]
+
+
+def test_new_items_validation_takes_whole_families(tmp_path):
+    """600 new items in 200 families of 3: a family is validated or tested whole, about 30% of the
+    families validate, and the draw of a family does not depend on the others."""
+    from gandalf_xmc.data.builders import write_new_items
+
+    card = DatasetCard("toy-new", "toys", "toy", "text", "targets", "none")
+    new = [Item(f"n{f}-{m}", f"new {f} {m}", ("B",), f"family{f}") for f in range(200) for m in range(3)]
+    write_new_items(OLD, new, tmp_path / "d", card, family_by_group=True)
+    ds = load_dataset(tmp_path / "d", splits=("trn", "tst", "val"))
+    family = {u: u.split("-")[0] for u in ds.test.uids + ds.split("val").uids}
+    tested, validated = {family[u] for u in ds.test.uids}, {family[u] for u in ds.split("val").uids}
+    assert not tested & validated and len(tested | validated) == 200
+    assert 40 <= len(validated) <= 80 and len(ds.split("val")) == 3 * len(validated)
+    write_new_items(OLD, new[:300], tmp_path / "half", card, family_by_group=True)  # the first 100 families
+    half = load_dataset(tmp_path / "half", splits=("trn", "val")).split("val")
+    assert set(half.uids) == {u for u in ds.split("val").uids if int(family[u][1:]) < 100}
 
 
 def test_new_items_are_byte_identical(tmp_path):
@@ -305,3 +327,17 @@ def test_new_items_datasets_are_in_the_suite(capsys):
     rows = {r["name"]: r for r in json.loads(out)}
     assert {n for n, r in rows.items() if r["test_split"] == "new-items"} == {"debian-new-packages", "gene-ontology-new-terms"}
     assert rows["jargon"]["test_split"] == "random"
+
+
+def test_an_older_build_without_its_validation_split_is_not_available():
+    """A new-items set built before it had a validation split is built again, not used without one."""
+    path = suite_path("gene-ontology-new-terms")
+    path.mkdir(parents=True)
+    try:
+        for name in ("trn.json.gz", "tst.json.gz"):
+            (path / name).write_bytes(b"")
+        assert not is_available("gene-ontology-new-terms")
+        (path / "val.json.gz").write_bytes(b"")
+        assert is_available("gene-ontology-new-terms")
+    finally:
+        shutil.rmtree(path)

@@ -169,3 +169,63 @@ def test_a_finished_run_removes_its_checkpoints_unless_asked_to_keep_them(fruit,
         keep_checkpoints=True,
     )
     assert (tmp_path / "k" / "checkpoints" / "auto" / "trials.json").is_file()
+
+
+def test_a_given_validation_split_validates_and_every_point_trains_once(fruit, tmp_path):
+    """``valid_split`` (the new items a deployment meets): the saved model is the one trained on
+    every training point, its recorded validation metrics are its scores on the split given, and
+    nothing is trained again."""
+    from gandalf_xmc.metrics import evaluate, inverse_propensity
+
+    config, recipe = model_config("linear", seed=0), preset("gandalf-tempered", 0)
+    given = train_model(fruit, tmp_path / "given", config, recipe, progress=False, valid_split=("val", fruit.test))
+    whole = train_model(fruit, tmp_path / "whole", config, recipe, valid_fraction=0.0, progress=False)
+    same_model(given.model, whole.model, fruit.test.texts)
+    info = json.loads((tmp_path / "given" / "training.json").read_text())
+    assert info["refit"] is False and "final_run" not in info and info["valid_source"] == "split val"
+    assert info["n_train"] == whole.info["n_train"] == 48 + fruit.n_labels and info["n_valid"] == 12
+    inv = inverse_propensity(fruit.original_train_Y(), *fruit.propensity_constants())
+    scored = evaluate(whole.model.predict(fruit.test.texts, k=10), fruit.test.Y, inv, (1, 5), fruit.test.filter_pairs)
+    for metric in ("P@1", "PSP@5"):
+        assert info["validation_run"]["metrics"][metric] == pytest.approx(scored[metric])
+
+
+def test_auto_chooses_on_a_given_validation_split(tmp_path):
+    """auto's rule (the best PSP@5 among candidates within 0.2 P@1 of none), applied by hand to
+    models trained on every point and scored on the split given, names auto's choice; the split
+    (label names and pairs of fruits) is one where the candidates differ in P@1 and PSP@5."""
+    from gandalf_xmc.metrics import evaluate, inverse_propensity
+
+    labels = [f"{w} fruit" for w in WORDS]
+    train = [
+        (f"{size} {w} and {WORDS[(j + 1) % 12]}", [j, (j + 1) % 12])
+        for j, w in enumerate(WORDS)
+        for size in ("small", "big", "ripe", "sweet")
+    ]
+    given = [(f"{w} fruit", [(j + 1) % 12]) for j, w in enumerate(WORDS)]
+    given += [(f"{w} and {WORDS[(j + 1) % 12]} fruit", [(j + 1) % 12]) for j, w in enumerate(WORDS)]
+    written = write_tiny_dataset(tmp_path / "fruit", train=train, labels=labels, test=given, filters=None)
+    data = load_dataset(written, derive_filters=False)  # as a new-items split: its namesakes are misses
+    config, names = model_config("linear", seed=0), ("none", "gandalf", "identity", "gandalf-tempered")
+    trained = train_model(
+        data,
+        tmp_path / "auto",
+        config,
+        AugmentConfig("auto"),
+        progress=False,
+        auto_config=auto.AutoConfig(candidates=names),
+        valid_split=("val", data.test),
+    )
+    inv = inverse_propensity(data.original_train_Y(), *data.propensity_constants())
+    scores = {}
+    for name in names:
+        model = train_model(data, tmp_path / name, config, auto.AUTO_CANDIDATES[name], valid_fraction=0.0, progress=False)
+        scores[name] = evaluate(model.model.predict(data.test.texts, k=10), data.test.Y, inv, (1, 5))
+    assert len({round(scores[n]["P@1"], 2) for n in names}) == 4  # the split tells the candidates apart
+    allowed = [n for n in names if scores[n]["P@1"] >= scores["none"]["P@1"] - 0.2]
+    assert trained.search["chosen"] == max(allowed, key=lambda n: (scores[n]["PSP@5"], scores[n]["P@1"])) != "none"
+    for name in names[1:]:
+        assert trained.search["p1_gain_over_none"][name]["gain"] == pytest.approx(
+            scores[name]["P@1"] - scores["none"]["P@1"], abs=0.01
+        )
+    assert trained.info["refit"] is False and trained.info["n_valid"] == 24

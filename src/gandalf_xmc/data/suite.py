@@ -25,6 +25,11 @@ class SuiteDataset:
     builder: str | None = None
     test_split: str = "random"  # "new-items": trains on an older release, tests on what a newer one adds
 
+    @property
+    def split_files(self) -> tuple[str, ...]:
+        """The split files a built copy has (new-items sets also validate on new items: ``val``)."""
+        return ("trn.json.gz", "tst.json.gz", "val.json.gz") if self.test_split == "new-items" else ("trn.json.gz",)
+
 
 SUITE: tuple[SuiteDataset, ...] = (
     SuiteDataset("debian-bookworm", "software packages", shipped=True),
@@ -71,7 +76,8 @@ def suite_path(name: str) -> Path:
 
 
 def is_available(name: str) -> bool:
-    return (suite_path(name) / "trn.json.gz").is_file()
+    """Built, with every split file its builder writes (an older build lacking one is built again)."""
+    return all((suite_path(name) / f).is_file() for f in BY_NAME[name].split_files)
 
 
 def build(name: str, out_dir: str | Path | None = None, mirror: str | None = None, log=None, force: bool = False) -> Path:

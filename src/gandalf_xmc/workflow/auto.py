@@ -100,7 +100,7 @@ def decided(winner: str, gain: dict | None, n_valid: int, p1_tolerance: float) -
         return {
             "sure": False,
             "why": f"validation has {points}, too few to decide (at least {MIN_VALID_POINTS}: "
-            f"raise --valid-fraction); {winner} was chosen on them",
+            f"raise --valid-fraction or give --valid-split); {winner} was chosen on them",
         }
     if winner == "none" or gain is None:
         return {"sure": True, "why": ""}
@@ -111,8 +111,8 @@ def decided(winner: str, gain: dict | None, n_valid: int, p1_tolerance: float) -
         "sure": False,
         "why": f"validation ({n_valid:,} points) is too small to decide on P@1: {winner}'s gain over "
         f"none lies in {lo:+.2f} to {hi:+.2f} ({100 * gain['level']:.0f}% interval), which allows a larger loss "
-        f"than the rule's {p1_tolerance}; it won on PSP@5. A larger --valid-fraction, or none, is the safer choice "
-        "where P@1 matters most",
+        f"than the rule's {p1_tolerance}; it won on PSP@5. More validation points (--valid-fraction, "
+        "--valid-split), or none, are the safer choice where P@1 matters most",
     }
 
 

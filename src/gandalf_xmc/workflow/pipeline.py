@@ -91,6 +91,7 @@ def train_model(
     valid_protocol: str = "random",
     refit: bool = True,
     keep_checkpoints: bool = False,
+    valid_split: tuple[str, Split] | None = None,
 ) -> TrainedModel:
     """Train and save to ``out_dir`` (weights, features, clusters, label texts, settings, history).
 
@@ -102,7 +103,10 @@ def train_model(
     (:mod:`gandalf_xmc.workflow.validation`). With ``refit`` (the default) and a validation split,
     the saved model is trained once more on every training point, with the augmentation chosen and
     what else validation chose (a neural model's epoch count, the blend's weight:
-    :func:`.models.registry.refit_config`).
+    :func:`.models.registry.refit_config`). ``valid_split`` (its name and points, in the dataset's
+    label space) validates instead of a share of the training points: the points a deployment
+    meets, such as the new items of a later release; every training point trains, so nothing is
+    trained again, and ``valid_fraction`` and ``valid_protocol`` are not used.
 
     ``out_dir`` must be new or empty unless ``force`` (or ``resume``); it is never the dataset's
     directory. The finished model replaces it whole, so an interrupted run leaves the old
@@ -118,7 +122,17 @@ def train_model(
             shutil.rmtree(out / "checkpoints")  # a fresh run does not mix with an older run's checkpoints
         try:
             trained = _train_into(
-                dataset, out, model_config, augment, valid_fraction, resume, progress, auto_config, valid_protocol, refit
+                dataset,
+                out,
+                model_config,
+                augment,
+                valid_fraction,
+                resume,
+                progress,
+                auto_config,
+                valid_protocol,
+                refit,
+                valid_split,
             )
             if not keep_checkpoints:
                 shutil.rmtree(out / "checkpoints", ignore_errors=True)  # often larger than the model
@@ -141,13 +155,23 @@ def _train_into(
     auto_config,
     valid_protocol: str,
     refit: bool,
+    valid_split: tuple[str, Split] | None = None,
 ) -> TrainedModel:
-    if valid_protocol in BENCHMARK_PROTOCOLS:  # it drops labels, and the model validated is the one saved
-        raise ConfigError(f"the {valid_protocol} protocol is for benchmarks/suite.py; train with one of {', '.join(PROTOCOLS)}")
-    rest, valid = carve_validation(dataset, valid_fraction, config_seed(model_config), valid_protocol)
+    if valid_split is not None:
+        valid_source = f"split {valid_split[0]}"
+        (rest, valid), valid_fraction, valid_protocol = (dataset, valid_split[1]), None, None
+        if not len(valid):
+            raise ConfigError(f"the validation split {valid_split[0]!r} has no points")
+    else:
+        if valid_protocol in BENCHMARK_PROTOCOLS:  # it drops labels, and the model validated is the one saved
+            raise ConfigError(
+                f"the {valid_protocol} protocol is for benchmarks/suite.py; train with one of {', '.join(PROTOCOLS)}"
+            )
+        valid_source = f"{valid_protocol} share" if valid_fraction else None
+        rest, valid = carve_validation(dataset, valid_fraction, config_seed(model_config), valid_protocol)
     if augment.training_set == "auto" and not len(valid):
         raise ConfigError("--augment auto needs a validation split (valid fraction > 0)")
-    refitting = refit and len(valid) > 0
+    refitting = refit and len(valid) > 0 and valid_split is None  # a given split took no training point
     in_epochs = MODELS[model_name(model_config)].in_epochs
     record_path = out / "checkpoints" / VALIDATION_RUN_FILE
     request = json.loads(
@@ -157,6 +181,7 @@ def _train_into(
                 "augment": asdict(augment),
                 "valid_fraction": valid_fraction,
                 "valid_protocol": valid_protocol,
+                "valid_source": valid_source,
             },
             default=str,
         )
@@ -220,6 +245,7 @@ def _train_into(
         "augment": asdict(augment),
         "valid_fraction": valid_fraction,
         "valid_protocol": valid_protocol,
+        "valid_source": valid_source,
         "n_train": n_train,
         "n_valid": len(valid),
         "refit": refitting,

@@ -11,6 +11,7 @@ split's filter file, as the Extreme Classification Repository does.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -25,6 +26,7 @@ from .debian_archive import DebianPackage
 
 TEST_SHARE = 0.3
 SPLIT_SEED = 0
+NEW_ITEMS_VALID_SHARE = 0.3  # of a new-items set's new items (whole families): validation, not test
 
 
 @dataclass(frozen=True)
@@ -116,14 +118,18 @@ def write_new_items(
     card: DatasetCard,
     force: bool = False,
     max_label_points: int | None = None,
+    family_by_group: bool = False,
 ) -> dict:
     """A *new items* dataset: train on every item of the older release ``old`` that points at
     something, in its label space (the old items pointed at, with their old texts; labels with more
-    than ``max_label_points`` training points dropped, as trivial head labels); test on the items
-    of the newer release ``new`` that the old one does not have, with their new texts and those of
-    their targets that are old labels. The test filter file is written empty: a new item is no label
-    of the old space, and a label that only shares its text (an older build, a sibling) is a wrong
-    answer, as it is in a deployment. Returns the figures of ``stats.json``."""
+    than ``max_label_points`` training points dropped, as trivial head labels); the items of the
+    newer release ``new`` that the old one does not have, with their new texts and those of their
+    targets that are old labels, are the ``val`` and ``tst`` splits: a share
+    :data:`NEW_ITEMS_VALID_SHARE` of their families (an item's group with ``family_by_group``, else
+    the item alone), drawn by a hash of the family's name, validates (what a deployment can label
+    of the new items it meets), the rest tests. Their filter files are written empty: a new item is
+    no label of the old space, and a label that only shares its text (an older build, a sibling) is
+    a wrong answer, as it is in a deployment. Returns the figures of ``stats.json``."""
     old_by_uid, new_by_uid = _texts(old), _texts(new)
     has_text = {u for u, it in old_by_uid.items() if it.text}
     targets = {u: sorted({t for t in it.targets if t in has_text and t != u}) for u, it in old_by_uid.items() if it.text}
@@ -139,24 +145,34 @@ def write_new_items(
     new_targets = {
         u: sorted({t for t in it.targets if t in labels}) for u, it in new_by_uid.items() if u not in old_by_uid and it.text
     }
-    test = sorted(u for u, ts in new_targets.items() if ts)
+    new_items = sorted(u for u, ts in new_targets.items() if ts)
+    in_valid = {u: _drawn(new_by_uid[u].group if family_by_group else u, NEW_ITEMS_VALID_SHARE) for u in new_items}
     points = {u: (old_by_uid[u].text, targets[u], old_by_uid[u].group) for u in train}
-    points.update({u: (new_by_uid[u].text, new_targets[u], new_by_uid[u].group) for u in test})
+    points.update({u: (new_by_uid[u].text, new_targets[u], new_by_uid[u].group) for u in new_items})
+    family = "group (family)" if family_by_group else "item"
     split = (
-        "new items: trains on every item of the older release, tests on the items that are new in the newer "
-        "one (none of them is a label, so the test filter file is empty)"
+        "new items: trains on every item of the older release; the items that are new in the newer one "
+        f"validate (val, {int(100 * NEW_ITEMS_VALID_SHARE)}% of them by {family}, drawn by a SHA-256 of its name) "
+        "or test (tst, the rest); none of them is a label, so their filter files are empty"
     )
     return _write(
         out_dir,
         card,
         force,
-        {"tst": test, "trn": train},
+        {"tst": [u for u in new_items if not in_valid[u]], "val": [u for u in new_items if in_valid[u]], "trn": train},
         {u: old_by_uid[u].text for u in label_uids},
         points,
         split,
         "new-items",
         filter_test=False,
     )
+
+
+def _drawn(family: str, share: float) -> bool:
+    """Whether ``family`` falls in a share ``share`` of names: a hash, so the draw does not depend
+    on which other families exist (a later rebuild with more items keeps every earlier draw)."""
+    digest = hashlib.sha256(family.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") < share * 2**64
 
 
 def _write(
@@ -170,10 +186,11 @@ def _write(
     test_split: str,
     filter_test: bool = True,
 ) -> dict:
-    """The dataset directory: ``splits`` (point uids of ``trn`` and ``tst``), ``labels`` (uid ->
-    text, in label-id order), ``points`` (uid -> text, target uids, group)."""
+    """The dataset directory: ``splits`` (point uids of ``trn``, ``tst`` and perhaps ``val``),
+    ``labels`` (uid -> text, in label-id order), ``points`` (uid -> text, target uids, group).
+    ``filter_test`` False: the filter files of every split but ``trn`` are empty (new items)."""
     label_id = {u: i for i, u in enumerate(labels)}
-    filter_names = {"trn": "filter_labels_train.txt", "tst": "filter_labels_test.txt"}
+    filter_names = {"trn": "filter_labels_train.txt", "tst": "filter_labels_test.txt", "val": "filter_labels_val.txt"}
     with atomic_directory(out_dir, force) as staging:
         write_lines(staging / "lbl.json.gz", _lines({"uid": u, "title": t} for u, t in labels.items()))
         for name, uids in splits.items():
@@ -184,7 +201,7 @@ def _write(
                     for u in uids
                 ),
             )
-            keep = filter_test or name != "tst"
+            keep = filter_test or name == "trn"
             pairs = "".join(f"{r} {label_id[u]}\n" for r, u in enumerate(uids) if u in label_id) if keep else ""
             (staging / filter_names[name]).write_text(pairs)
         meta = {
@@ -207,7 +224,9 @@ def _write(
 
         stats = dataset_stats(load_dataset(staging, name=card.name))
         stats = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in stats.items()}
-        stats["points_that_are_labels"] = sum(1 for u in splits["trn"] + splits["tst"] if u in label_id)
+        if "val" in splits:
+            stats["N_valid"] = len(splits["val"])
+        stats["points_that_are_labels"] = sum(1 for uids in splits.values() for u in uids if u in label_id)
         (staging / "stats.json").write_text(json.dumps(stats, indent=1) + "\n")
         (staging / "README.md").write_text(_readme(card, meta, stats))
     return stats
@@ -215,7 +234,11 @@ def _write(
 
 def _readme(card: DatasetCard, meta: dict, stats: dict) -> str:
     rows = [
-        ("train / test points", f"{stats['N']:,} / {stats.get('N_test', 0):,}"),
+        (
+            ("train / validation / test points", f"{stats['N']:,} / {stats['N_valid']:,} / {stats.get('N_test', 0):,}")
+            if "N_valid" in stats
+            else ("train / test points", f"{stats['N']:,} / {stats.get('N_test', 0):,}")
+        ),
         ("labels", f"{stats['L']:,}"),
         ("avg labels per train point", f"{stats['ALpP']:.2f}"),
         ("avg train points per label", f"{stats['APpL']:.2f}"),
@@ -232,7 +255,7 @@ Domain: {card.domain}. License: {card.license}.
 
 - point text: {card.text}
 - labels: {card.labels}; label feature: the label item's own text (`lbl.json.gz`, line i = label i)
-- split: {meta["split"]}; `group` in `trn/tst.json.gz` is the item's {card.group} (for group splits)
+- split: {meta["split"]}; `group` in the split files is the item's {card.group} (for group splits)
 - filter files: `row label` pairs where the point is itself that label; removed before scoring
 - propensity: {card.propensity_why}
 

@@ -5,7 +5,9 @@ and the like), as ``debian-bookworm`` is built; test on the packages that Debian
 adds, each labelled with those of its relations that are bullseye labels. The label space is
 bullseye's: a new package's relations to other new packages are not in it, as they are not for a
 deployed model meeting a new item. Group: the package's source package (its family: the binaries
-built from one source arrive in a release together), for validation that holds families out.
+built from one source arrive in a release together), for validation that holds families out; the
+new packages' validation split (``val``) takes whole source families, so that no family is both
+validated on and tested.
 """
 
 from __future__ import annotations
@@ -81,4 +83,4 @@ def read_index(path: Path) -> list[Item]:
 def build(out_dir: str | Path, mirror: str = DEFAULT_MIRROR, log=None, force: bool = False) -> dict:
     old = read_index(fetch(OLD_INDEX, mirror, log))
     new = read_index(fetch(NEW_INDEX, mirror, log))
-    return write_new_items(old, new, out_dir, CARD, force, max_label_points=MAX_LABEL_POINTS)
+    return write_new_items(old, new, out_dir, CARD, force, max_label_points=MAX_LABEL_POINTS, family_by_group=True)
