@@ -106,7 +106,7 @@ def run_one(
             )
         fitted, chosen = trained.model, trained.search["chosen"] if trained.search else None
         if hasattr(fitted, "knn_weight"):
-            chosen = f"knn weight {fitted.knn_weight:g}"
+            chosen = ", ".join(filter(None, (chosen, f"knn weight {fitted.knn_weight:g}")))
     elif model == "knn":
         from gandalf_xmc.models.knn import TfidfKNN
 

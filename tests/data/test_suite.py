@@ -341,3 +341,47 @@ def test_an_older_build_without_its_validation_split_is_not_available():
         assert is_available("gene-ontology-new-terms")
     finally:
         shutil.rmtree(path)
+
+
+def test_cmake_help_parse_by_hand():
+    """Titles are the line above the first underline; the first sentence skips directives and
+    reduces roles to what they show; references name items of the same kinds that have a page
+    (a manual, an undocumented variable and the page itself are no label); a module's page is its
+    .cmake file's comment."""
+    from gandalf_xmc.data.builders import cmake_help
+
+    help_, modules = cmake_help.HELP, cmake_help.MODULES
+    files = {
+        help_ + "variable/CMAKE_BUILD_TYPE.rst": b"CMAKE_BUILD_TYPE\n----------------\n\n.. versionadded:: 3.1\n  Older.\n\n"
+        b"Specifies the build type (e.g. :generator:`Ninja`) for :command:`the project <project>`.  More text.\n\n"
+        b"See :variable:`CMAKE_CONFIGURATION_TYPES`, :variable:`CMAKE_NOPE`, :manual:`cmake(1)` and "
+        b":variable:`CMAKE_BUILD_TYPE`.\n",
+        help_ + "variable/CMAKE_CONFIGURATION_TYPES.rst": b"CMAKE_CONFIGURATION_TYPES\n=========================\n\n"
+        b"Specifies the available build types.\n\nUses ``;`` lists and :variable:`CMAKE_BUILD_TYPE`.\n",
+        help_ + "command/project.rst": b"project\n-------\n\nSet the name of the project.\n\n:module:`FindZLIB` and "
+        b":prop_tgt:`~IMPORTED`\n",
+        help_ + "generator/Ninja.rst": b"Ninja\n-----\n\nGenerates ``build.ninja`` files.\n",
+        help_ + "module/FindZLIB.rst": b".. cmake-module:: ../../Modules/FindZLIB.cmake\n",
+        modules
+        + "FindZLIB.cmake": b"# licence\n#[=======================================================================[.rst:\n"
+        b"FindZLIB\n--------\n\nFind the native ZLIB includes and library.\n\nSee :command:`project`.\n"
+        b"#]=======================================================================]\nfind_path(ZLIB)\n",
+        help_ + "manual/cmake.1.rst": b"cmake(1)\n********\n\nThe manual. :command:`project`\n",
+    }
+    items = {i.uid: i for i in cmake_help.parse(files)}
+    assert sorted(items) == [
+        "command:project",
+        "generator:Ninja",
+        "module:FindZLIB",
+        "variable:CMAKE_BUILD_TYPE",
+        "variable:CMAKE_CONFIGURATION_TYPES",
+    ]
+    build_type = items["variable:CMAKE_BUILD_TYPE"]
+    assert build_type.text == "CMAKE_BUILD_TYPE: Specifies the build type (e.g. Ninja) for the project."
+    assert build_type.targets == ("generator:Ninja", "command:project", "variable:CMAKE_CONFIGURATION_TYPES")
+    assert build_type.group == "variable"
+    assert items["variable:CMAKE_CONFIGURATION_TYPES"].targets == ("variable:CMAKE_BUILD_TYPE",)
+    assert items["command:project"].targets == ("module:FindZLIB",)  # IMPORTED has no page
+    assert items["module:FindZLIB"].text == "FindZLIB: Find the native ZLIB includes and library."
+    assert items["module:FindZLIB"].targets == ("command:project",)
+    assert items["generator:Ninja"].text == "Ninja: Generates build.ninja files." and items["generator:Ninja"].targets == ()
