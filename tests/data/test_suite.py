@@ -385,3 +385,76 @@ def test_cmake_help_parse_by_hand():
     assert items["module:FindZLIB"].text == "FindZLIB: Find the native ZLIB includes and library."
     assert items["module:FindZLIB"].targets == ("command:project",)
     assert items["generator:Ninja"].text == "Ninja: Generates build.ninja files." and items["generator:Ninja"].targets == ()
+
+
+def test_python_api_parse_by_hand():
+    """Items: public functions, classes and methods with a docstring; See Also names resolve in the
+    item's class first, then its module, then by full or public name, then as a unique suffix of
+    the same library; unknown, ambiguous and other libraries' names are dropped."""
+    from gandalf_xmc.data.builders import python_api
+
+    site = python_api.SITE
+    files = {
+        site + "lib/linalg/_basic.py": b'''
+def solve(a, b):
+    """Solve a linear system.
+
+    More words.
+
+    See Also
+    --------
+    solve_banded : banded systems,
+        continued here: not_a_name
+    lib.linalg.inv, :func:`~lib.stats.mean`
+    other.thing : another library
+    Solver.run
+
+    Notes
+    -----
+    not_listed : after the section
+    """
+
+def solve_banded(a, b):
+    """Solve a banded system."""
+
+def _private():
+    """Hidden."""
+
+class Solver:
+    """A solver.
+
+    See Also
+    ========
+    run, solve
+    """
+    def run(self):
+        """Run it.
+
+        See Also
+        --------
+        mean : the class has none, the module has none: the library's unique one
+        """
+''',
+        site + "lib/linalg/__init__.py": b'def inv(a):\n    """Invert a matrix."""\n',
+        site + "lib/stats.py": b'def mean(x):\n    """The mean."""\n\ndef run():\n    """Another run."""\n',
+        site + "lib/tests/test_x.py": b'def test_solve():\n    """A test."""\n',
+        site + "other/thing.py": b'def thing():\n    """Elsewhere.\n\n    See Also\n    --------\n    mean\n    """\n',
+    }
+    items = {i.uid: i for i in python_api.parse(files)}
+    assert sorted(items) == [
+        "lib.linalg._basic.Solver",
+        "lib.linalg._basic.Solver.run",
+        "lib.linalg._basic.solve",
+        "lib.linalg._basic.solve_banded",
+        "lib.linalg.inv",
+        "lib.stats.mean",
+        "lib.stats.run",
+        "other.thing.thing",
+    ]
+    solve = items["lib.linalg._basic.solve"]
+    assert solve.text == "lib.linalg.solve: Solve a linear system." and solve.group == "lib"
+    assert solve.targets == ("lib.linalg._basic.solve_banded", "lib.linalg.inv", "lib.stats.mean", "lib.linalg._basic.Solver.run")
+    # "run" in the class is its own method, though lib.stats.run exists; "solve" is the module's
+    assert items["lib.linalg._basic.Solver"].targets == ("lib.linalg._basic.Solver.run", "lib.linalg._basic.solve")
+    assert items["lib.linalg._basic.Solver.run"].targets == ("lib.stats.mean",)
+    assert items["other.thing.thing"].targets == ()  # only its own library's items

@@ -39,6 +39,7 @@ SUITE: tuple[SuiteDataset, ...] = (
     SuiteDataset("wordnet", "lexical semantics", shipped=False, builder="wordnet"),
     SuiteDataset("gcide", "dictionary (English)", shipped=False, builder="gcide"),
     SuiteDataset("cmake-help", "software reference documentation", shipped=False, builder="cmake_help"),
+    SuiteDataset("python-api", "software API reference", shipped=False, builder="python_api"),
     SuiteDataset("debian-new-packages", "software packages", shipped=False, builder="debian_new", test_split="new-items"),
     SuiteDataset(
         "gene-ontology-new-terms", "biology (ontology terms)", shipped=False, builder="gene_ontology_new", test_split="new-items"
