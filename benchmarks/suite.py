@@ -31,6 +31,7 @@ import numpy as np
 
 from gandalf_xmc.augment import AugmentConfig, training_set
 from gandalf_xmc.data import load_dataset
+from gandalf_xmc.data.dataset import find_split_file
 from gandalf_xmc.data.suite import SUITE, build, is_available, suite_path
 from gandalf_xmc.metrics import evaluate, inverse_propensity
 from gandalf_xmc.models.registry import build_model, model_config
@@ -70,8 +71,9 @@ def run_one(
 ) -> dict:
     """One trained model scored on ``split``; ``recipe`` (its seed replaced by ``seed``) stands for
     the augmentation named ``augment`` where a script compares variants the suite has no name for."""
-    given = valid_split if valid_split and (suite_path(dataset) / f"{valid_split}.json.gz").is_file() else None
-    ds = load_dataset(dataset, splits=("trn", "tst") if split == "test" else ("trn",))
+    given = valid_split if valid_split and find_split_file(suite_path(dataset), valid_split) else None
+    splits = ("trn", "tst") if split == "test" else ("trn",)
+    ds = load_dataset(dataset, splits=splits + ((given,) if given else ()))
     frac = valid_fraction(ds.n_original_train or len(ds.train))
     if split == "valid":
         rest, target = carve_validation(ds, frac, seed, protocol)
@@ -102,7 +104,7 @@ def run_one(
                 recipe_for(augment, seed, recipe),
                 valid_fraction=valid_fraction(rest.n_original_train or len(rest.train)),
                 progress=False,
-                valid_split=None if given is None else (given, load_dataset(dataset, splits=(given,)).split(given)),
+                valid_split=None if given is None else (given, ds.split(given)),
             )
         fitted, chosen = trained.model, trained.search["chosen"] if trained.search else None
         if hasattr(fitted, "knn_weight"):

@@ -164,7 +164,7 @@ def write_new_items(
         points,
         split,
         "new-items",
-        filter_test=False,
+        filter_held_out=False,
     )
 
 
@@ -184,11 +184,11 @@ def _write(
     points: dict[str, tuple[str, list[str], str]],
     split: str,
     test_split: str,
-    filter_test: bool = True,
+    filter_held_out: bool = True,
 ) -> dict:
     """The dataset directory: ``splits`` (point uids of ``trn``, ``tst`` and perhaps ``val``),
     ``labels`` (uid -> text, in label-id order), ``points`` (uid -> text, target uids, group).
-    ``filter_test`` False: the filter files of every split but ``trn`` are empty (new items)."""
+    ``filter_held_out`` False: the filter files of every split but ``trn`` are empty (new items)."""
     label_id = {u: i for i, u in enumerate(labels)}
     filter_names = {"trn": "filter_labels_train.txt", "tst": "filter_labels_test.txt", "val": "filter_labels_val.txt"}
     with atomic_directory(out_dir, force) as staging:
@@ -201,7 +201,7 @@ def _write(
                     for u in uids
                 ),
             )
-            keep = filter_test or name == "trn"
+            keep = filter_held_out or name == "trn"
             pairs = "".join(f"{r} {label_id[u]}\n" for r, u in enumerate(uids) if u in label_id) if keep else ""
             (staging / filter_names[name]).write_text(pairs)
         meta = {

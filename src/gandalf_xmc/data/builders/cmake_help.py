@@ -62,26 +62,25 @@ ROLE = re.compile(r":([a-z_]+):`([^`]+)`")
 MODULE_DOC = re.compile(r"#\[(=*)\[\.rst:\n(.*?)#?\]\1\]", re.S)
 
 
-def _target(content: str) -> str:
-    """What a role's content names: ``shown <target>`` names target; a leading ``~`` or ``!`` is markup."""
+def _role(content: str) -> tuple[str, str]:
+    """(the text a role shows, the item it names): ``shown <target>`` shows ``shown`` and names
+    ``target``, otherwise both are the content; a leading ``~`` or ``!`` is markup."""
     explicit = re.fullmatch(r"(.*?)\s+<(.+)>", content, re.S)
-    return (explicit.group(2) if explicit else content).lstrip("~!").strip()
-
-
-def _shown(content: str) -> str:
-    """The text a role shows: ``shown <target>`` shows ``shown``."""
-    explicit = re.fullmatch(r"(.*?)\s+<(.+)>", content, re.S)
-    return (explicit.group(1) if explicit else content).lstrip("~!").strip()
+    shown, target = (explicit.group(1), explicit.group(2)) if explicit else (content, content)
+    return shown.lstrip("~!").strip(), target.lstrip("~!").strip()
 
 
 def _plain(text: str) -> str:
-    text = ROLE.sub(lambda m: _shown(m.group(2)), text)
+    text = ROLE.sub(lambda m: _role(m.group(2))[0], text)
     text = re.sub(r"``([^`]*)``", r"\1", text)
     text = re.sub(r"`([^`<]*?)\s*(<[^`]*>)?`_*", r"\1", text)  # links
     return " ".join(text.replace("\\", "").split())
 
 
 def _first_sentence(paragraph: str) -> str:
+    """Up to the first word ending in ``.`` that is not an abbreviation (``e.g.``), at most
+    :data:`MAX_WORDS` words. Not :func:`.dictd.first_sentence`, whose four-word minimum suits
+    dictionary senses but would cut these pages' "(e.g. ...)" phrases."""
     words = paragraph.split()
     for i, word in enumerate(words):
         if word.endswith(".") and not re.fullmatch(r"\W*(e\.g|i\.e|etc|vs|\w)\.", word):  # not an abbreviation
@@ -120,7 +119,7 @@ def page_item(kind: str, page: str) -> Item | None:
             continue  # a literal block or a quote before the first paragraph
         paragraph.append(line.strip())
     text = _plain(" ".join(paragraph))
-    targets = tuple(dict.fromkeys(f"{r}:{_target(c)}" for r, c in ROLE.findall(page) if r in KINDS))
+    targets = tuple(dict.fromkeys(f"{r}:{_role(c)[1]}" for r, c in ROLE.findall(page) if r in KINDS))
     return Item(f"{kind}:{title}", f"{title}: {_first_sentence(text)}" if text else title, targets, kind)
 
 

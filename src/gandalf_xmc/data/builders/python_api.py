@@ -150,10 +150,10 @@ def see_also(doc: str) -> list[str]:
     return []
 
 
-def resolve(name: str, uid: str, module: str, items: dict[str, Item], by_suffix: dict[str, set[str]]) -> str | None:
+def resolve(name: str, uid: str, module: str, items, by_suffix: dict[str, set[str]]) -> str | None:
     """The item ``name`` (listed in ``uid``'s See Also, ``uid`` defined in ``module``) means, nearest
     first: in the item itself (a class's methods), in its class, in its module, by full or public
-    name, as a unique suffix."""
+    name, as a unique suffix. ``items``: every item's uid (a set or a dict's keys)."""
     library = uid.split(".")[0]
     for scope in (uid, uid.rsplit(".", 1)[0], module):
         if f"{scope}.{name}" in items and f"{scope}.{name}" != uid:
@@ -183,11 +183,11 @@ def parse(files: dict[str, bytes]) -> list[Item]:
             parts = full.split(".")
             for i in range(1, len(parts)):
                 by_suffix.setdefault(".".join(parts[i:]), set()).add(uid)
-    items = {uid: Item(uid, f"{public_name(uid)}: {summary(doc)}", (), uid.split(".")[0]) for uid, (_, doc) in found.items()}
     out = []
     for uid, (module, doc) in sorted(found.items()):
-        targets = (resolve(name, uid, module, items, by_suffix) for name in see_also(doc))
-        out.append(Item(uid, items[uid].text, tuple(dict.fromkeys(t for t in targets if t is not None)), items[uid].group))
+        targets = (resolve(name, uid, module, found, by_suffix) for name in see_also(doc))
+        kept = tuple(dict.fromkeys(t for t in targets if t is not None))
+        out.append(Item(uid, f"{public_name(uid)}: {summary(doc)}", kept, uid.split(".")[0]))
     return out
 
 
