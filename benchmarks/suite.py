@@ -15,8 +15,9 @@ trained again on all of it with what was chosen); with ``--valid-split NAME`` th
 split of each dataset that has one instead (the new-items sets' ``val``: new items of the later
 release, whole families apart from the test's) and train once on every training point.
 ``--hold-out F`` trains on the training part less a random share F, as a final model that is not
-trained again after its validation run. Writes ``benchmarks/results/suite-<split>.json`` (or
-``--out``).
+trained again after its validation run. ``--device`` says where the neural models train (each
+row records the device, its GPU's peak memory and the median epoch time). Writes
+``benchmarks/results/suite-<split>.json`` (or ``--out``).
 """
 
 from __future__ import annotations
@@ -68,9 +69,11 @@ def run_one(
     hold_out: float = 0.0,
     recipe: AugmentConfig | None = None,
     valid_split: str | None = None,
+    device: str | None = None,
 ) -> dict:
     """One trained model scored on ``split``; ``recipe`` (its seed replaced by ``seed``) stands for
-    the augmentation named ``augment`` where a script compares variants the suite has no name for."""
+    the augmentation named ``augment`` where a script compares variants the suite has no name for;
+    ``device`` is where a model that can use a GPU trains and predicts (the others run on the CPU)."""
     given = valid_split if valid_split and find_split_file(suite_path(dataset), valid_split) else None
     splits = ("trn", "tst") if split == "test" else ("trn",)
     ds = load_dataset(dataset, splits=splits + ((given,) if given else ()))
@@ -82,10 +85,12 @@ def run_one(
     inv = inverse_propensity(rest.original_train_Y(), *ds.propensity_constants())
     if hold_out:
         rest, _ = carve_validation(rest, hold_out, seed + 1000)  # another seed than the validation split's
-    t0 = time.perf_counter()
-    chosen = None
     from gandalf_xmc.models.registry import entry
 
+    device = device if entry(model).on_gpu else None
+    gpu = _reset_gpu_peak(device)
+    t0 = time.perf_counter()
+    chosen = None
     if augment == "auto" or hasattr(entry(model).load_module(), "refit_config"):  # validation chooses for it
         import tempfile
 
@@ -94,7 +99,7 @@ def run_one(
         config = (
             model_config(model, seed=seed, threads=threads)
             if model == "knn"
-            else apply_settings(model_config(model, seed=seed, threads=threads), settings)
+            else apply_settings(model_config(model, seed=seed, threads=threads, device=device), settings)
         )
         with tempfile.TemporaryDirectory(prefix="gandalf-suite-") as tmp:
             trained = train_model(
@@ -115,7 +120,7 @@ def run_one(
         train = training_set(rest, recipe_for(augment, seed, recipe))
         fitted = TfidfKNN().fit(train.texts, train.Y)
     else:
-        config = apply_settings(model_config(model, seed=seed, threads=threads), settings)
+        config = apply_settings(model_config(model, seed=seed, threads=threads, device=device), settings)
         train = training_set(rest, recipe_for(augment, seed, recipe))
         fitted = build_model(config).fit(train, label_texts=rest.label_texts, progress=False)
     seconds = time.perf_counter() - t0
@@ -123,6 +128,8 @@ def run_one(
     pred = fitted.predict(target.texts, k=10)
     predict_seconds = time.perf_counter() - t0
     res = evaluate(pred, target.Y, inv, (1, 3, 5), target.filter_pairs)
+    result = getattr(fitted, "result", None)
+    epochs = [h["seconds"] for h in (result.history if result else []) if "seconds" in h]
     return {
         "dataset": dataset,
         "model": model,
@@ -137,9 +144,31 @@ def run_one(
         "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()},
         "n_eval": int(target.Y.shape[0]),
         "train_seconds": seconds,
+        "device": result.device if result is not None else "cpu",
+        "epochs_run": len(epochs),
+        "median_epoch_seconds": float(np.median(epochs)) if epochs else None,
+        "peak_gpu_mib": _gpu_peak_mib() if gpu else None,
         "queries_per_second": len(target.texts) / max(predict_seconds, 1e-9),
         **{m: res[m] for m in METRICS},
     }
+
+
+def _reset_gpu_peak(device: str | None) -> bool:
+    """Whether the run may use a GPU (then its peak memory counter starts afresh)."""
+    if device is None or device == "cpu":
+        return False
+    import torch
+
+    if not torch.cuda.is_available():
+        return False
+    torch.cuda.reset_peak_memory_stats()
+    return True
+
+
+def _gpu_peak_mib() -> float:
+    import torch
+
+    return torch.cuda.max_memory_allocated() / 2**20
 
 
 def run_grid(datasets: list[str], combinations: list[tuple], measure) -> list[dict]:
@@ -229,6 +258,11 @@ def main() -> None:
         metavar="NAME",
         help="models that choose on validation (auto, linear-knn) validate on this split where a dataset has it (val)",
     )
+    ap.add_argument(
+        "--device",
+        default=None,
+        help="where the models that can use a GPU train: auto, cpu, cuda (default: the model's own, auto)",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     settings = parse_settings(args.settings)
@@ -246,6 +280,7 @@ def main() -> None:
             args.protocol,
             args.hold_out,
             valid_split=args.valid_split,
+            device=args.device,
         ),
     )
     print(table(rows))

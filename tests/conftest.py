@@ -32,15 +32,29 @@ EXTRAS = {"neural": "torch", "serve": "starlette", "dask": "distributed", "plots
 def pytest_configure(config):
     for name, module in EXTRAS.items():
         config.addinivalue_line("markers", f"{name}: needs the [{name}] extra ({module})")
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU that torch sees (skipped elsewhere; `pytest -m gpu` runs them)")
+
+
+def _cuda_available() -> bool:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def pytest_collection_modifyitems(config, items):
     import importlib.util
 
     missing = {name for name, module in EXTRAS.items() if importlib.util.find_spec(module) is None}
+    if any(item.get_closest_marker("gpu") for item in items) and not _cuda_available():
+        missing.add("gpu")
     for item in items:
         for name in missing & {m.name for m in item.iter_markers()}:
-            item.add_marker(pytest.mark.skip(reason=f"needs the [{name}] extra"))
+            why = "needs a CUDA GPU" if name == "gpu" else f"needs the [{name}] extra"
+            item.add_marker(pytest.mark.skip(reason=why))
 
 
 # a dataset to work on, and one model trained on the tiny dataset for a whole test module

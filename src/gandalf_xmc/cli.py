@@ -61,6 +61,13 @@ PROGRESS_OPTION = typer.Option(
 )
 FORCE_OPTION = typer.Option(False, "--force", help="Replace --out if it exists and is not empty.")
 SEED_OPTION = typer.Option(0, min=0, help="Random seed.")
+DEVICE_OPTION = typer.Option(
+    "auto",
+    "--device",
+    metavar="auto|cpu|cuda",
+    help="Where the neural models train: auto (a CUDA GPU when torch sees one, in bfloat16 mixed precision), cpu, "
+    "cuda or cuda:N; the other models run on the CPU.",
+)
 # the label graph, shared by augment, train and analyze (see graph.GraphConfig); None: the training set's own
 GRAPH_OPTION = typer.Option(None, "--graph", help="Label graph (default: cooccurrence, or the --augment preset's).")
 DELTA_OPTION = typer.Option(None, min=0.0, max=0.999999, help="Keep soft targets strictly greater than this (0.1).")
@@ -550,8 +557,10 @@ def train(
     ),
     encoder_precision: Precision = typer.Option(
         "auto",
-        help="dual-encoder's MiniLM: auto (bfloat16 where the CPU has it natively, else float32) | float32 | bfloat16 | int8.",
+        help="dual-encoder's MiniLM: auto (bfloat16 on a GPU or where the CPU has it natively, else float32) | float32 "
+        "| bfloat16 | int8 (CPU only).",
     ),
+    device: str = DEVICE_OPTION,
     derive_filters: bool = DERIVE_OPTION,
     force: bool = FORCE_OPTION,
     progress: Optional[bool] = PROGRESS_OPTION,
@@ -573,14 +582,19 @@ def train(
     if valid_split is not None and valid_protocol.value != "random":
         raise ConfigError("--valid-split and --valid-protocol exclude each other: the split given is the validation")
     ds = _load(data, splits=("trn",) if valid_split is None else ("trn", valid_split), derive_filters=derive_filters)
-    config = model_config(model.value, seed=seed, epochs=epochs)
+    config = model_config(model.value, seed=seed, epochs=epochs, device=device)
     config = apply_settings(config, parse_settings(settings or []))
     if encoder_precision.value != "auto":
         if model.value != "dual-encoder":
             raise ConfigError("--encoder-precision applies to the dual-encoder only")
+        from .engine.devices import resolve_device
         from .sentence import resolve_precision
 
-        config = replace(config, encoder_precision=resolve_precision(encoder_precision.value))
+        try:
+            precision = resolve_precision(encoder_precision.value, resolve_device(config.train.device).type)
+        except ValueError as exc:
+            raise ConfigError(f"--encoder-precision: {exc}") from None
+        config = replace(config, encoder_precision=precision)
     base = preset(training_set.value, seed)
     changes = {
         "graph": _graph_config(base.graph, graph, delta, top_k, shrinkage, point_weights, co_label_scale, self_scale),
@@ -992,6 +1006,7 @@ def demo(
     ),
     model: ModelName = typer.Option("linear", "--model", help=" | ".join(MODELS)),
     epochs: Optional[int] = typer.Option(None, min=1, help="Epochs (models trained in epochs)."),
+    device: str = DEVICE_OPTION,
     seed: int = SEED_OPTION,
     force: bool = FORCE_OPTION,
     progress: Optional[bool] = PROGRESS_OPTION,
@@ -1014,6 +1029,7 @@ def demo(
         model=model.value,
         seed=seed,
         epochs=epochs,
+        device=device,
         force=force,
         progress=_show_progress(progress),
         say=_say,
@@ -1036,6 +1052,7 @@ def reproduce(
     seeds: int = typer.Option(3, min=1, help="Seeds 0..N-1 for every run."),
     epochs: int = typer.Option(3, min=0, help="Epoch budget of the models trained in epochs (0: each model's own default)."),
     parallel: int = typer.Option(2, min=1, help="Runs at a time, each in its own process."),
+    device: str = DEVICE_OPTION,
     quick: bool = typer.Option(
         False, "--quick", help="Everything on a small sample: a smoke test of every table and plot (minutes)."
     ),
@@ -1064,6 +1081,7 @@ def reproduce(
         epochs=epochs or None,
         quick=quick,
         parallel=parallel,
+        device=device,
     )
     run_reproduce(data, out, config, log=_say, force=force)
 

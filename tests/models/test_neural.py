@@ -18,7 +18,8 @@ Y = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 
 
 
 def small_config(**train):
-    base = dict(epochs=3, batch_size=2, lr=0.05, dense_lr=0.01, train_clusters=2, predict_clusters=4, seed=0)
+    # on the CPU, whose results these tests pin to the bit, also where a GPU is seen
+    base = dict(epochs=3, batch_size=2, lr=0.05, dense_lr=0.01, train_clusters=2, predict_clusters=4, seed=0, device="cpu")
     base.update(train)
     return ModelConfig(dim=16, dropout=0.0, max_cluster_size=1, cluster_dim=3, train=TrainConfig(**base))
 
@@ -124,7 +125,7 @@ def test_inceptionxml_fits_saves_and_loads(tmp_path):
         dropout=0.0,
         max_cluster_size=1,
         cluster_dim=3,
-        train=TrainConfig(epochs=2, batch_size=2, train_clusters=2, predict_clusters=4, seed=0),
+        train=TrainConfig(epochs=2, batch_size=2, train_clusters=2, predict_clusters=4, seed=0, device="cpu"),
     )
     model = NeuralXMC(config).fit(TEXTS, Y, LABELS, progress=False)
     model.save(tmp_path / "m")
@@ -170,7 +171,7 @@ def test_labelmix_on_dense_inputs_re_encodes_only_mixed_rows():
         dropout=0.0,
         max_cluster_size=1,
         cluster_dim=3,
-        train=TrainConfig(epochs=1, batch_size=5, train_clusters=2, predict_clusters=4, seed=0),
+        train=TrainConfig(epochs=1, batch_size=5, train_clusters=2, predict_clusters=4, seed=0, device="cpu"),
     )
     model = NeuralXMC(config)
     featurize = model.features
@@ -200,7 +201,7 @@ def test_feature_mix_adds_its_points_once_and_needs_vector_inputs():
         dropout=0.0,
         max_cluster_size=1,
         cluster_dim=3,
-        train=TrainConfig(epochs=1, batch_size=2, seed=0),
+        train=TrainConfig(epochs=1, batch_size=2, seed=0, device="cpu"),
     )
     with pytest.raises(ConfigError, match="word ids"):
         NeuralXMC(words).fit(TEXTS, Y, LABELS, progress=False, mixer=FeatureMix("mixup", seed=0))

@@ -35,7 +35,7 @@ def _load_checkpoint(path: Path) -> dict:
     directory may come from someone else, and ``weights_only`` refuses anything but tensors and
     plain containers. A damaged or foreign file is a :class:`CheckpointError`."""
     try:
-        state = torch.load(path, weights_only=True)
+        state = torch.load(path, weights_only=True, map_location="cpu")  # load_state_dict moves it to the model's device
     except FileNotFoundError:
         raise CheckpointError(path, None, "checkpoint not found") from None
     except Exception as exc:  # noqa: BLE001 - torch raises many kinds (pickle refusals, zip errors, EOF)

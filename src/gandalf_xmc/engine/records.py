@@ -13,6 +13,7 @@ import scipy.sparse as sp
 from ..errors import ConfigError
 from ..metrics import evaluate
 from ..settings import check_ranges
+from .devices import GPU_PRECISIONS, check_device_name
 
 # what validation scores, so what training may select its best epoch by
 VALIDATION_METRICS = ("P@1", "P@5", "PSP@1", "PSP@5")
@@ -34,6 +35,8 @@ class TrainConfig:
     patience: int = 3
     select_metric: str = "P@1"
     seed: int = 0
+    device: str = "auto"  # auto (a CUDA GPU when torch sees one), cpu, cuda or cuda:N (engine/devices.py)
+    gpu_precision: str = "bfloat16"  # on a GPU: bfloat16 autocast or float32 (the CPU runs float32)
 
     def __post_init__(self) -> None:
         check_ranges(
@@ -43,6 +46,9 @@ class TrainConfig:
         )
         if self.select_metric not in VALIDATION_METRICS:
             raise ConfigError(f"select_metric must be one of {', '.join(VALIDATION_METRICS)}, got {self.select_metric!r}")
+        check_device_name(self.device)
+        if self.gpu_precision not in GPU_PRECISIONS:
+            raise ConfigError(f"gpu_precision must be one of {', '.join(GPU_PRECISIONS)}, got {self.gpu_precision!r}")
 
 
 @dataclass
@@ -95,6 +101,7 @@ class TrainResult:
     history: list[dict] = field(default_factory=list)
     seconds: float = 0.0
     examples_per_second: float = 0.0
+    device: str = "cpu"  # where it trained (engine.devices.describe)
 
 
 @dataclass(frozen=True)

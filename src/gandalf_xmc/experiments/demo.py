@@ -37,6 +37,7 @@ def run_demo(
     model: str = "linear",
     seed: int = 0,
     epochs: int | None = None,
+    device: str | None = None,
     force: bool = False,
     progress: bool = False,
     say=print,
@@ -96,7 +97,7 @@ def run_demo(
             trained = train_model(
                 source,
                 out_dir / f"model_{name}",
-                model_config(model, seed=seed, epochs=epochs),
+                model_config(model, seed=seed, epochs=epochs, device=device),
                 augment,
                 valid_fraction=0.0,
                 progress=progress,

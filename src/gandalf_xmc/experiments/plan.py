@@ -83,7 +83,8 @@ class ReproduceConfig:
     variant); ``epochs`` is every model's epoch budget (``REPRODUCE_EPOCHS``; None: each model's
     own default with early stopping); ``quick`` runs everything on a small sample
     (``QUICK_SIZES``) with ``QUICK_EPOCHS``; ``parallel`` runs go at a time, each in its own
-    process with ``cpu count / parallel`` threads.
+    process with ``cpu count / parallel`` threads; ``device`` is where the neural models train
+    (``auto``: a CUDA GPU when torch sees one).
     """
 
     models: tuple[str, ...] = ("linear",)
@@ -92,10 +93,11 @@ class ReproduceConfig:
     epochs: int | None = REPRODUCE_EPOCHS
     quick: bool = False
     parallel: int = 2
+    device: str = "auto"
     settings: dict = field(default_factory=lambda: dict(ABLATION_SETTINGS))
 
     def validate(self) -> None:
-        from ..models.registry import MODEL_NAMES, entry
+        from ..models.registry import MODEL_NAMES, entry, model_config
 
         for m in (*self.models, self.ablation_model):
             if m not in MODEL_NAMES:
@@ -105,6 +107,8 @@ class ReproduceConfig:
             raise ConfigError("give at least one seed")
         if self.parallel < 1:
             raise ConfigError("--parallel must be >= 1")
+        for m in (*self.models, self.ablation_model):
+            model_config(m, device=self.device)  # refuses a device a model cannot use, and a missing GPU
 
 
 @dataclass(frozen=True)

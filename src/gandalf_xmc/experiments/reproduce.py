@@ -38,7 +38,7 @@ def _init_worker(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def execute(run: Run, data_dir: str | None, runs_dir: str, epochs: int | None) -> dict:
+def execute(run: Run, data_dir: str | None, runs_dir: str, epochs: int | None, device: str = "auto") -> dict:
     """Train, predict and score one run; write ``runs_dir/<key>.json`` and ``<key>.top5.npy``."""
     from ..data.stats import frequency_bins
     from ..metrics import bin_contributions, evaluate, inverse_propensity
@@ -50,7 +50,7 @@ def execute(run: Run, data_dir: str | None, runs_dir: str, epochs: int | None) -
     ds = load_dataset(data_dir)
     aug = augment_config(run.setting, run.seed)
     in_epochs = MODELS[run.model].in_epochs
-    cfg = model_config(run.model, seed=run.seed, epochs=epochs if in_epochs else None)
+    cfg = model_config(run.model, seed=run.seed, epochs=epochs if in_epochs else None, device=device)
     with tempfile.TemporaryDirectory(prefix="gandalf-run-") as tmp:
         # validation picks a neural model's epoch count; a linear model's would only be reported
         trained = train_model(ds, Path(tmp) / "model", cfg, aug, progress=False, valid_fraction=0.05 if in_epochs else 0.0)
@@ -158,11 +158,11 @@ def _reproduce(data_dir: str | Path | None, out: Path, config: ReproduceConfig, 
 
     if config.parallel == 1 or len(todo) <= 1:
         for r in todo:
-            report_run(execute(r, data, str(runs_dir), config.epochs))
+            report_run(execute(r, data, str(runs_dir), config.epochs, config.device))
     else:
         ctx = multiprocessing.get_context("spawn")  # fresh interpreters: no forked torch/numba thread pools
         with ProcessPoolExecutor(config.parallel, mp_context=ctx, initializer=_init_worker, initargs=(threads,)) as pool:
-            futures = [pool.submit(execute, r, data, str(runs_dir), config.epochs) for r in todo]
+            futures = [pool.submit(execute, r, data, str(runs_dir), config.epochs, config.device) for r in todo]
             for future in as_completed(futures):
                 report_run(future.result())
     dataset = load_dataset(data) if config.quick else source  # the full dataset is already loaded

@@ -14,6 +14,7 @@ import torch
 from .. import sentence
 from ..augment.conventional import append_mixed
 from ..engine.clusters import balanced_clusters, cluster_members, label_representations
+from ..engine.devices import describe, resolve_device
 from ..engine.records import ExtraPoints, TrainConfig, TrainResult, Validation
 from ..errors import ConfigError
 from ..features import TextFeaturizer
@@ -92,10 +93,14 @@ class ModelConfig:
             )
 
 
-def config_for(name: str, seed: int | None = None, threads: int | None = None, epochs: int | None = None) -> ModelConfig:
+def config_for(
+    name: str, seed: int | None = None, threads: int | None = None, epochs: int | None = None, device: str | None = None
+) -> ModelConfig:
     """The default settings of neural family ``name`` (the registry's hook; torch's thread count is
     the process's, set by the entry point)."""
-    overrides = {k: v for k, v in (("seed", seed), ("epochs", epochs)) if v is not None}
+    overrides = {k: v for k, v in (("seed", seed), ("epochs", epochs), ("device", device)) if v is not None}
+    if device is not None:
+        resolve_device(device)  # a GPU asked for and missing: said now, before any work
     return ModelConfig(family=name, train=FAMILIES[name].train_config(**overrides))
 
 
@@ -113,8 +118,10 @@ class NeuralXMC(LabelledModel):
         self.family = FAMILIES[config.family]
         if self.family.fixed_dim is not None:
             config = replace(config, dim=self.family.fixed_dim)
+        self.device = resolve_device(config.train.device)  # checked now: a missing GPU is said before any work
         if self.family.inputs == "minilm":
-            config = replace(config, encoder_precision=sentence.resolve_precision(config.encoder_precision))
+            precision = sentence.resolve_precision(config.encoder_precision, self.device.type)
+            config = replace(config, encoder_precision=precision)
         self.config = config  # a copy where the family fixes a setting: the caller's object is not changed
         self.featurizer: TextFeaturizer | None = None
         self.tokens: WordVocabulary | None = None
@@ -130,7 +137,8 @@ class NeuralXMC(LabelledModel):
     def features(self, texts: list[str], progress: bool = False) -> sp.csr_matrix | np.ndarray:
         """The model's input for texts: TF-IDF rows, sentence embeddings or word ids."""
         if self.family.inputs == "minilm":
-            return sentence.embed(texts, progress=progress, precision=self.config.encoder_precision)
+            device = str(self.device)
+            return sentence.embed(texts, progress=progress, precision=self.config.encoder_precision, device=device)
         if self.family.inputs == "words":
             if self.tokens is None:
                 raise RuntimeError("fit or load the model first")
@@ -169,6 +177,7 @@ class NeuralXMC(LabelledModel):
         """
         texts, Y, label_texts, mixer, extra = unpack_training_set(texts, Y, label_texts, mixer, extra)
         cfg = self.config
+        self.device = resolve_device(cfg.train.device)
         self.set_labels(label_texts)
         torch.manual_seed(cfg.train.seed)
         if self.family.inputs == "tfidf":
@@ -194,6 +203,7 @@ class NeuralXMC(LabelledModel):
             encoder.fit_token_weights(np.concatenate([X, Z]))
         if self.family.init_from_label_text:
             self.network.init_from_label_vectors(Z, self.assign, cfg.init_scale)
+        self.network.to(self.device)
         if mixer is not None and mixer.acts_on == "features":  # drawn once, after clustering on the original points
             if self.tokens is not None:
                 raise ConfigError(f"{mixer.kind} mixes input vectors; {cfg.family} reads word ids")
@@ -216,12 +226,30 @@ class NeuralXMC(LabelledModel):
             mixer=mix,
             extra=extra,
         )
+        self.result.device = describe(self.device)
+        return self
+
+    def to(self, device: str) -> NeuralXMC:
+        """Predict on ``device`` from now on (``auto``, ``cpu``, ``cuda``, ``cuda:N``); a loaded model
+        starts on the CPU, where a single query is quickest. Returns the model itself."""
+        if self.network is None:
+            raise RuntimeError("fit or load the model first")
+        self.device = resolve_device(device)
+        self.network.to(self.device)
         return self
 
     def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> sp.csr_matrix:
         if self.network is None or self.members is None:
             raise RuntimeError("fit or load the model first")
-        return predict(self.network, self.features(texts), self.members, k, self.config.train.predict_clusters, progress=progress)
+        return predict(
+            self.network,
+            self.features(texts),
+            self.members,
+            k,
+            self.config.train.predict_clusters,
+            progress=progress,
+            precision=self.config.train.gpu_precision,
+        )
 
     def save(self, directory: str | Path) -> None:
         """Write config, features, clusters and weights into ``directory``."""
@@ -235,13 +263,15 @@ class NeuralXMC(LabelledModel):
             self.tokens.save(d)
         np.save(d / "clusters.npy", self.assign)
         self.save_labels(d)
-        torch.save(self.network.state_dict(), d / "weights.pt")
+        torch.save({name: t.cpu() for name, t in self.network.state_dict().items()}, d / "weights.pt")
 
     @classmethod
     def load(cls, directory: str | Path) -> NeuralXMC:
         d = Path(directory)
         config, spec = read_spec(d, ModelConfig)
-        model = cls(config)
+        # loaded on the CPU, where a single query is quickest (.to() moves it), also where it trained on a GPU
+        model = cls(replace(config, train=replace(config.train, device="cpu")))
+        model.config = replace(model.config, train=config.train)  # the settings as saved
         model.result = read_result(spec)
         if model.family.inputs == "tfidf":
             model.featurizer = TextFeaturizer.load(d)
@@ -250,7 +280,7 @@ class NeuralXMC(LabelledModel):
         model.assign = np.load(d / "clusters.npy")
         model.members, _ = cluster_members(model.assign)
         model.network = model._build(int(spec["n_features"]), int(spec["n_labels"]), model.members.shape[0])
-        model.network.load_state_dict(torch.load(d / "weights.pt", weights_only=True))
+        model.network.load_state_dict(torch.load(d / "weights.pt", weights_only=True, map_location="cpu"))
         model.network.eval()
         model.load_labels(d, int(spec["n_labels"]))
         return model

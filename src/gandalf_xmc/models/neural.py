@@ -20,13 +20,22 @@ class FeatureBatch:
     weights: torch.Tensor
 
     @staticmethod
-    def of_rows(X: sp.csr_matrix | np.ndarray, rows: np.ndarray | slice) -> FeatureBatch | torch.Tensor:
-        """The model input for some rows: EmbeddingBag form for sparse features, a tensor for dense ones."""
+    def of_rows(
+        X: sp.csr_matrix | np.ndarray, rows: np.ndarray | slice, device: torch.device | None = None
+    ) -> FeatureBatch | torch.Tensor:
+        """The model input for some rows, on ``device`` (the CPU when None): EmbeddingBag form for
+        sparse features, a tensor for dense ones."""
         if sp.issparse(X):
-            return FeatureBatch.from_csr(X[rows])
+            batch = FeatureBatch.from_csr(X[rows])
+            return batch if device is None else batch.to(device)
         if np.issubdtype(X.dtype, np.integer):  # token ids
-            return torch.from_numpy(np.ascontiguousarray(X[rows], dtype=np.int64))
-        return torch.from_numpy(np.ascontiguousarray(X[rows], dtype=np.float32))
+            out = torch.from_numpy(np.ascontiguousarray(X[rows], dtype=np.int64))
+        else:
+            out = torch.from_numpy(np.ascontiguousarray(X[rows], dtype=np.float32))
+        return out if device is None else out.to(device)
+
+    def to(self, device) -> FeatureBatch:
+        return FeatureBatch(self.indices.to(device), self.offsets.to(device), self.weights.to(device))
 
     @classmethod
     def from_csr(cls, X: sp.csr_matrix) -> FeatureBatch:
@@ -65,6 +74,11 @@ class XMCNetwork(nn.Module):
         self.register_buffer("label_prior", torch.zeros(0))
         self.register_buffer("meta_prior", torch.zeros(0))
 
+    @property
+    def device(self) -> torch.device:
+        """Where the network's weights are (the device it trains and predicts on)."""
+        return self.labels.weight.device
+
     def encode(self, batch: FeatureBatch | torch.Tensor) -> torch.Tensor:
         return self.encoder(batch)
 
@@ -75,9 +89,9 @@ class XMCNetwork(nn.Module):
         ``v_l`` is label l's text vector (the self-proximity postulate, w_l ~ Phi(z_l)); training
         moves only the corrections ``eta``, which :meth:`correction_penalty` keeps small.
         """
-        V = torch.from_numpy(np.ascontiguousarray(label_vectors, dtype=np.float32))
-        centroids = torch.zeros(self.meta.num_embeddings, V.shape[1])
-        centroids.index_add_(0, torch.from_numpy(assign), V)
+        V = torch.from_numpy(np.ascontiguousarray(label_vectors, dtype=np.float32)).to(self.device)
+        centroids = torch.zeros(self.meta.num_embeddings, V.shape[1], device=self.device)
+        centroids.index_add_(0, torch.from_numpy(assign).to(self.device), V)
         self.label_prior = scale * V
         self.meta_prior = scale * torch.nn.functional.normalize(centroids, dim=1)
         self.labels.weight.zero_()
@@ -87,7 +101,7 @@ class XMCNetwork(nn.Module):
         """As nn.Module's, but the label-text priors take the saved shapes (they start empty)."""
         for name in ("label_prior", "meta_prior"):
             if name in state_dict:
-                setattr(self, name, torch.empty_like(state_dict[name]))
+                setattr(self, name, torch.empty_like(state_dict[name], device=self.device))
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def _merged_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -114,7 +128,7 @@ class XMCNetwork(nn.Module):
     def correction_penalty(self, label_ids: torch.Tensor) -> torch.Tensor:
         """Mean squared norm of the corrections of the given labels and of all clusters (0 without priors)."""
         if not self.label_prior.numel():
-            return torch.zeros(())
+            return torch.zeros((), device=self.device)
         uniq = torch.unique(label_ids.clamp(min=0))
         return self.labels(uniq).pow(2).sum(1).mean() + self.meta(self.all_clusters).pow(2).sum(1).mean()
 

@@ -22,17 +22,18 @@ from torch.nn import functional as F
 from tqdm.auto import tqdm
 
 from ..engine.clusters import shortlist_recall
+from ..engine.devices import autocast
 from ..engine.loop import run
 from ..engine.records import ExtraPoints, TrainConfig, TrainResult, Validation, validation_metrics
 from .neural import FeatureBatch, XMCNetwork
 
 
-def _cluster_targets(Yb: sp.csr_matrix, assign: np.ndarray, n_clusters: int) -> torch.Tensor:
+def _cluster_targets(Yb: sp.csr_matrix, assign: np.ndarray, n_clusters: int, device: torch.device) -> torch.Tensor:
     """Meta targets: a cluster's target is the largest target among its labels."""
     T = np.zeros((Yb.shape[0], n_clusters), dtype=np.float32)
     rows = np.repeat(np.arange(Yb.shape[0]), np.diff(Yb.indptr))
     np.maximum.at(T, (rows, assign[Yb.indices]), Yb.data)
-    return torch.from_numpy(T)
+    return torch.from_numpy(T).to(device)
 
 
 def _candidate_pairs(
@@ -66,21 +67,26 @@ def predict(
     n_clusters: int = 128,
     batch_size: int = 128,
     progress: bool = False,
+    precision: str = "float32",
 ) -> sp.csr_matrix:
-    """Top-``k`` label scores (sigmoid probabilities) for each row of features ``X``."""
+    """Top-``k`` label scores (sigmoid probabilities) for each row of features ``X``, computed on
+    the network's device (float32 scores; ``precision`` ``bfloat16`` autocasts on a GPU)."""
     network.eval()
+    device = network.device
     n_clusters = min(n_clusters, members.shape[0])
     rows, cols, vals = [], [], []
     for start in tqdm(range(0, X.shape[0], batch_size), desc="predict", disable=not progress, unit="batch"):
-        z = network.encode(FeatureBatch.of_rows(X, slice(start, start + batch_size)))
-        top = torch.topk(network.meta_scores(z), n_clusters, dim=1).indices.numpy()
-        cand = torch.from_numpy(members[top].reshape(top.shape[0], -1))
-        scores = network.candidate_scores(z, cand).masked_fill(cand < 0, float("-inf"))
+        with autocast(device, precision):
+            z = network.encode(FeatureBatch.of_rows(X, slice(start, start + batch_size), device))
+            top = torch.topk(network.meta_scores(z), n_clusters, dim=1).indices.cpu().numpy()
+            cand = torch.from_numpy(members[top].reshape(top.shape[0], -1)).to(device)
+            scores = network.candidate_scores(z, cand).float().masked_fill(cand < 0, float("-inf"))
         kk = min(k, cand.shape[1])
         best = torch.topk(scores, kk, dim=1)
-        ids = torch.gather(cand, 1, best.indices).numpy()
-        val = torch.sigmoid(best.values).numpy()
-        ok = np.isfinite(best.values.numpy()) & (ids >= 0)
+        ids = torch.gather(cand, 1, best.indices).cpu().numpy()
+        values = best.values.cpu()
+        val = torch.sigmoid(values).numpy()
+        ok = np.isfinite(values.numpy()) & (ids >= 0)
         r = np.repeat(np.arange(start, start + z.shape[0]), kk).reshape(-1, kk)
         rows.append(r[ok])
         cols.append(ids[ok])
@@ -95,15 +101,21 @@ def predict(
 
 @torch.no_grad()
 def candidate_sets(
-    network: XMCNetwork, X: sp.csr_matrix | np.ndarray, members: np.ndarray, n_clusters: int = 32, batch_size: int = 512
+    network: XMCNetwork,
+    X: sp.csr_matrix | np.ndarray,
+    members: np.ndarray,
+    n_clusters: int = 32,
+    batch_size: int = 512,
+    precision: str = "float32",
 ) -> sp.csr_matrix:
     """The labels each point's top meta clusters offer (binary ``n x L``), for shortlist recall."""
     network.eval()
     n_clusters = min(n_clusters, members.shape[0])
     blocks = []
     for start in range(0, X.shape[0], batch_size):
-        z = network.encode(FeatureBatch.of_rows(X, slice(start, start + batch_size)))
-        top = torch.topk(network.meta_scores(z), n_clusters, dim=1).indices.numpy()
+        with autocast(network.device, precision):
+            z = network.encode(FeatureBatch.of_rows(X, slice(start, start + batch_size), network.device))
+            top = torch.topk(network.meta_scores(z), n_clusters, dim=1).indices.cpu().numpy()
         cand = members[top].reshape(top.shape[0], -1)
         rows = np.repeat(np.arange(cand.shape[0]), cand.shape[1]).reshape(cand.shape)
         ok = cand >= 0
@@ -151,7 +163,10 @@ class NetworkObjective:
         self.Y = sp.csr_matrix(Y, dtype=np.float32)
         self.assign, self.members, self.valid, self.config = assign, members, valid, config
         self.n_examples = self.X.shape[0]
-        self.weights = None if example_weights is None else torch.as_tensor(example_weights, dtype=torch.float32)
+        self.device = network.device
+        self.weights = (
+            None if example_weights is None else torch.as_tensor(example_weights, dtype=torch.float32, device=self.device)
+        )
         self.mixer = mixer
         self.targets_only = None if targets_only is None else np.asarray(targets_only, dtype=bool)
         dense_params = network.dense_parameters()
@@ -164,7 +179,11 @@ class NetworkObjective:
         }
 
     def loss(self, idx: np.ndarray) -> torch.Tensor:
-        network, config, n_clusters = self.network, self.config, self.members.shape[0]
+        with autocast(self.device, self.config.gpu_precision):
+            return self._loss(idx)
+
+    def _loss(self, idx: np.ndarray) -> torch.Tensor:
+        network, config, n_clusters, device = self.network, self.config, self.members.shape[0], self.device
         Yb = self.Y[idx]
         if self.mixer is not None:
             transform, texts, featurize = self.mixer.transform, self.mixer.texts, self.mixer.featurize
@@ -177,25 +196,25 @@ class NetworkObjective:
                 changed = [j for j, (a, b) in enumerate(zip(mixed, originals)) if a != b]
                 if changed:
                     Xb[changed] = featurize([mixed[j] for j in changed])
-            z = network.encode(FeatureBatch.of_rows(Xb, slice(None)))
+            z = network.encode(FeatureBatch.of_rows(Xb, slice(None), device))
         else:
-            z = network.encode(FeatureBatch.of_rows(self.X, idx))
-        meta = network.meta_scores(z)
-        top = torch.topk(meta.detach(), min(config.train_clusters, n_clusters), dim=1).indices.numpy()
+            z = network.encode(FeatureBatch.of_rows(self.X, idx, device))
+        meta = network.meta_scores(z).float()
+        top = torch.topk(meta.detach(), min(config.train_clusters, n_clusters), dim=1).indices.cpu().numpy()
         rows, labels, targets = _candidate_pairs(Yb, top, self.members)
         if self.targets_only is not None:
             # these rows' shortlist labels outside their targets are not known negatives: a label
             # point says which labels its text goes with, not which it does not
             keep = (targets > 0) | ~self.targets_only[idx][rows]
             rows, labels, targets = rows[keep], labels[keep], targets[keep]
-        rows_t, ids_t = torch.from_numpy(rows), torch.from_numpy(labels)
-        logits = network.pair_scores(z, rows_t, ids_t)
-        weights = None if self.weights is None else self.weights[idx]
+        rows_t, ids_t = torch.from_numpy(rows).to(device), torch.from_numpy(labels).to(device)
+        logits = network.pair_scores(z, rows_t, ids_t).float()
+        weights = None if self.weights is None else self.weights[torch.from_numpy(idx).to(device)]
         loss = F.binary_cross_entropy_with_logits(
-            logits, torch.from_numpy(targets), weight=None if weights is None else weights[rows_t]
+            logits, torch.from_numpy(targets).to(device), weight=None if weights is None else weights[rows_t]
         )
         meta_loss = F.binary_cross_entropy_with_logits(
-            meta, _cluster_targets(Yb, self.assign, n_clusters), weight=None if weights is None else weights[:, None]
+            meta, _cluster_targets(Yb, self.assign, n_clusters, device), weight=None if weights is None else weights[:, None]
         )
         loss = loss + config.meta_loss_weight * meta_loss
         if config.correction_l2 > 0:
@@ -210,10 +229,11 @@ class NetworkObjective:
         if self.valid is None:
             return None
         Xv, Yv = self.valid.inputs, self.valid.Y
-        pred = predict(self.network, Xv, self.members, k=10, n_clusters=self.config.predict_clusters)
+        precision = self.config.gpu_precision
+        pred = predict(self.network, Xv, self.members, k=10, n_clusters=self.config.predict_clusters, precision=precision)
         metrics = validation_metrics(pred, self.valid)
         metrics["shortlist_recall"] = shortlist_recall(
-            candidate_sets(self.network, Xv, self.members, self.config.predict_clusters), Yv
+            candidate_sets(self.network, Xv, self.members, self.config.predict_clusters, precision=precision), Yv
         )
         return metrics
 

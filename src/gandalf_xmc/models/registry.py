@@ -113,7 +113,8 @@ class XMCModel(Protocol):
 @dataclass(frozen=True)
 class ModelEntry:
     """A row of the table: ``module`` holds class ``cls`` and ``config_for(name, seed=, threads=,
-    epochs=)``, which returns the model's default settings with those applied."""
+    epochs=)`` (and ``device=`` where ``on_gpu``), which returns the model's default settings with
+    those applied."""
 
     name: str
     summary: str
@@ -121,6 +122,7 @@ class ModelEntry:
     cls: str
     in_epochs: bool  # trained in epochs (``--epochs`` applies)
     extra: str | None = None  # the package extra its libraries come with
+    on_gpu: bool = False  # trains (and may predict) on a CUDA GPU (``--device`` applies)
 
     def load_module(self):
         try:
@@ -154,6 +156,7 @@ MODELS: dict[str, ModelEntry] = {
             "NeuralXMC",
             True,
             "neural",
+            on_gpu=True,
         ),
         ModelEntry(
             "inceptionxml",
@@ -162,6 +165,7 @@ MODELS: dict[str, ModelEntry] = {
             "NeuralXMC",
             True,
             "neural",
+            on_gpu=True,
         ),
         ModelEntry(
             "dual-encoder",
@@ -170,6 +174,7 @@ MODELS: dict[str, ModelEntry] = {
             "NeuralXMC",
             True,
             "neural",
+            on_gpu=True,
         ),
         ModelEntry(
             "knn", "TF-IDF k nearest training points, training-free (a reference)", "gandalf_xmc.models.knn", "TfidfKNN", False
@@ -192,12 +197,22 @@ def entry(name: str) -> ModelEntry:
     return MODELS[name]
 
 
-def model_config(name: str, seed: int | None = None, threads: int | None = None, epochs: int | None = None):
-    """The default settings of model ``name`` with the given seed, thread count and epochs."""
+def model_config(
+    name: str, seed: int | None = None, threads: int | None = None, epochs: int | None = None, device: str | None = None
+):
+    """The default settings of model ``name`` with the given seed, thread count, epochs and device
+    (``auto``, ``cpu``, ``cuda`` or ``cuda:N``; the models without ``on_gpu`` run on the CPU, so
+    for them only ``auto`` and ``cpu`` are accepted)."""
     e = entry(name)
     if epochs is not None and not e.in_epochs:
         raise ConfigError(f"--epochs applies to the models trained in epochs, not to {name}")
-    return e.load_module().config_for(name, seed=seed, threads=threads, epochs=epochs)
+    if device is not None and not e.on_gpu:
+        if device not in ("auto", "cpu"):
+            gpu_models = ", ".join(n for n, row in MODELS.items() if row.on_gpu)
+            raise ConfigError(f"--device {device}: {name} runs on the CPU; the models that use a GPU are {gpu_models}")
+        device = None
+    hook = e.load_module().config_for
+    return hook(name, seed=seed, threads=threads, epochs=epochs, **({} if device is None else {"device": device}))
 
 
 def config_seed(config) -> int:
