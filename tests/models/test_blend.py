@@ -93,3 +93,111 @@ def test_without_validation_the_weight_is_the_left_out_choice(fruit):
     recipe = training_set(fruit, preset("gandalf-tempered", 0))
     with_points = LinearKnnBlend(model_config("linear-knn", seed=0)).fit(recipe, label_texts=fruit.label_texts, progress=False)
     assert with_points.knn_weight == UNVALIDATED_WEIGHT[True] == 0.35
+
+
+# ---- the label texts' similarity (a sentence encoder; here a stand-in that needs no torch) ----
+
+
+def fake_embed(texts, precision="float32", **_):
+    """Unit-length hashed bags of words: texts sharing words have a positive cosine."""
+    out = np.zeros((len(texts), 64), dtype=np.float32)
+    for i, text in enumerate(texts):
+        for word in text.split():
+            out[i, sum(map(ord, word)) % 64] += 1.0
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return out / np.where(norms > 0, norms, 1.0)
+
+
+@pytest.fixture
+def encoder(monkeypatch):
+    from gandalf_xmc import sentence
+    from gandalf_xmc.models import blend
+
+    monkeypatch.setattr(sentence, "embed", fake_embed)
+    monkeypatch.setattr(blend, "text_similarity_available", lambda: None)
+    return blend
+
+
+def test_text_scores_are_each_rows_top_cosines_clipped_at_zero():
+    from gandalf_xmc.models.blend import text_scores
+
+    Q = np.array([[1, 0, 0], [0, 0.6, 0.8]], dtype=np.float32)
+    Z = np.array([[1, 0, 0], [0, 1, 0], [0.6, 0.8, 0], [0, 0, -1]], dtype=np.float32)
+    got = text_scores(Q, Z, 2).toarray()
+    want = np.array([[1.0, 0, 0.6, 0], [0, 0.6, 0.48, 0]], dtype=np.float32)  # row 2: -0.8 clipped, not kept
+    np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_validation_chooses_both_weights_jointly_and_the_model_keeps_them(fruit, tmp_path, encoder):
+    valid = fruit.test  # stands for a validation split here; nothing else is scored on it
+    inv = inverse_propensity(fruit.train.Y)
+    v = Validation(valid.texts, valid.Y, inv, valid.filter_pairs)
+    blend = LinearKnnBlend(model_config("linear-knn", seed=0)).fit(
+        fruit.train.texts, fruit.train.Y, fruit.label_texts, valid=v, progress=False
+    )
+    record = blend.result.history[0]
+    # the whole grid by hand, from the parts and the stand-in encoder
+    tree, vote = blend.parts(list(valid.texts))
+    vectors = fake_embed(fruit.label_texts)
+    text = encoder.text_scores(fake_embed(list(valid.texts)), vectors, blend.config.candidates)
+    grid = {
+        (t, w): evaluate(blend.combine(tree, vote, w, 10, text, t), valid.Y, inv, (1,), valid.filter_pairs)["P@1"]
+        for t in blend.config.text_weights
+        for w in blend.config.weights
+    }
+    best = max(grid.values())
+    chosen = min((t, w) for (t, w), p in grid.items() if p == best)  # ties: the smaller text weight, then vote weight
+    assert (blend.text_weight, blend.knn_weight) == chosen
+    assert record["P@1"] == pytest.approx(best) and best >= grid[0.0, 0.0]
+    assert record["text_weights_tried"] == {str(t): grid[t, blend.knn_weight] for t in blend.config.text_weights}
+    p1 = evaluate(blend.predict(valid.texts, k=10), valid.Y, inv, (1,), valid.filter_pairs)["P@1"]
+    assert p1 == pytest.approx(best)
+    refit = refit_config(blend.config, blend.result)
+    assert (refit.text_weight, refit.knn_weight, refit.text_precision) == (blend.text_weight, blend.knn_weight, "float32")
+
+
+def test_a_fixed_text_weight_is_saved_with_the_label_vectors(fruit, tmp_path, encoder):
+    config = BlendConfig(**{**model_config("linear-knn", seed=0).__dict__, "knn_weight": 0.2, "text_weight": 0.5})
+    blend = LinearKnnBlend(config).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, progress=False)
+    assert blend.text_weight == 0.5
+    texts = fruit.test.texts
+    tree, vote = blend.parts(texts, 3)
+    text = encoder.text_scores(fake_embed(texts), fake_embed(fruit.label_texts), 100)
+    by_hand = tree.toarray() + 0.2 * vote.toarray() + 0.5 * text.toarray()
+    got = blend.predict(texts, k=3).toarray()
+    for row in range(len(texts)):
+        top = np.flatnonzero(got[row])
+        np.testing.assert_allclose(got[row, top], by_hand[row, top], rtol=1e-5)
+        assert got[row, top].min() >= np.sort(by_hand[row])[-3] - 1e-6
+    blend.save(tmp_path / "m")
+    assert (tmp_path / "m" / "label_vectors.npy").exists()
+    again = LinearKnnBlend.load(tmp_path / "m")
+    assert again.text_weight == 0.5
+    assert (again.predict(texts, k=3) != blend.predict(texts, k=3)).nnz == 0
+    # where the sentence encoder is not installed, such a model says what it needs
+    encoder.text_similarity_available = lambda: "the neural extra is not installed (torch)"
+    from gandalf_xmc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"blends the label texts' similarity \(weight 0.5\).*\[neural\]"):
+        LinearKnnBlend.load(tmp_path / "m")
+
+
+def test_without_the_encoder_or_with_too_many_labels_the_text_part_is_not_tried(fruit, tmp_path, monkeypatch):
+    from gandalf_xmc.models import blend as blend_module
+
+    valid = fruit.test
+    v = Validation(valid.texts, valid.Y, inverse_propensity(fruit.train.Y), valid.filter_pairs)
+    monkeypatch.setattr(blend_module, "text_similarity_available", lambda: "the neural extra is not installed (torch)")
+    blend = LinearKnnBlend(model_config("linear-knn", seed=0)).fit(
+        fruit.train.texts, fruit.train.Y, fruit.label_texts, valid=v, progress=False
+    )
+    record = blend.result.history[0]
+    assert record["text_similarity"] == "not tried: the neural extra is not installed (torch)"
+    assert blend.text_weight == 0.0 and "text_weight" not in record
+    blend.save(tmp_path / "m")
+    assert not (tmp_path / "m" / "label_vectors.npy").exists()
+    assert LinearKnnBlend.load(tmp_path / "m").text_weight == 0.0  # loads and predicts without the encoder
+    monkeypatch.setattr(blend_module, "text_similarity_available", lambda: None)
+    few = BlendConfig(**{**model_config("linear-knn", seed=0).__dict__, "text_max_labels": 5})
+    small = LinearKnnBlend(few).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, valid=v, progress=False)
+    assert small.result.history[0]["text_similarity"] == "not tried: 10 labels, more than text_max_labels (5)"

