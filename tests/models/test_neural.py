@@ -234,3 +234,32 @@ def test_extra_points_without_negatives_score_their_targets_only(monkeypatch):
     assert seen["pairs"] == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 2), (1, 3)]
     NetworkObjective(net, X, Y, assign, members, None, config).loss(np.array([0, 1]))
     assert seen["pairs"] == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (1, 2), (1, 3)]
+
+
+def test_pair_scores_backward_is_the_same_twice_with_several_threads():
+    # thousands of pairs share rows and labels: advanced indexing's backward summed them in a
+    # thread-dependent order (two trainings with one seed differed); index_select's does not
+    from gandalf_xmc.models.neural import XMCNetwork
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        torch.manual_seed(0)
+        net = XMCNetwork(torch.nn.Identity(), 64, 3000, 10)
+        z0 = torch.randn(256, 64)
+        rows, labels = torch.randint(0, 256, (40_000,)), torch.randint(0, 3000, (40_000,))
+        weights = torch.randn(40_000)
+        grads = []
+        for _ in range(3):
+            net.zero_grad()
+            z = z0.clone().requires_grad_()
+            (net.pair_scores(z, rows, labels) * weights).sum().backward()
+            grads.append((z.grad.clone(), net.labels.weight.grad.coalesce().values().clone()))
+        for zg, wg in grads[1:]:
+            assert torch.equal(zg, grads[0][0]) and torch.equal(wg, grads[0][1])
+        # and the same numbers as the lookups written out
+        z = z0.clone()
+        want = (z[rows] * net.labels.weight[labels]).sum(1) + net.label_bias.weight[labels, 0]
+        torch.testing.assert_close(net.pair_scores(z, rows, labels), want)
+    finally:
+        torch.set_num_threads(threads)

@@ -157,7 +157,10 @@ class XMCNetwork(nn.Module):
         uniq, inverse = torch.unique(label_ids, return_inverse=True)
         W = self._label_weights(uniq)
         b = self.label_bias(uniq).squeeze(-1)
-        return (z[rows] * W[inverse]).sum(1) + b[inverse]
+        # index_select, not z[rows]: the backward of advanced indexing adds repeated rows in a
+        # thread-dependent order on the CPU (two runs with one seed differed), index_select's does not
+        pick = torch.index_select
+        return (pick(z, 0, rows) * pick(W, 0, inverse)).sum(1) + pick(b, 0, inverse)
 
     def sparse_parameters(self) -> list[nn.Parameter]:
         return [
