@@ -113,7 +113,8 @@ def run_one(
             )
         fitted, chosen = trained.model, trained.search["chosen"] if trained.search else None
         if hasattr(fitted, "knn_weight"):
-            chosen = ", ".join(filter(None, (chosen, f"knn weight {fitted.knn_weight:g}")))
+            blend = f"knn weight {fitted.knn_weight:g}, text weight {fitted.text_weight:g}"
+            chosen = ", ".join(filter(None, (chosen, blend)))
     elif model == "knn":
         from gandalf_xmc.models.knn import TfidfKNN
 
