@@ -872,7 +872,11 @@ def info(
                 else ""
             ),
         ],
-        ["training time", f"{t['seconds']:.1f} s" if isinstance(t["seconds"], (int, float)) else "-"],
+        [
+            "training time",
+            (f"{t['seconds']:.1f} s" if isinstance(t["seconds"], (int, float)) else "-")
+            + (f" on {t['device']}" if isinstance(t.get("device"), str) else ""),
+        ],
         [
             "on disk",
             f"{described['bytes'] / 2**20:,.1f} MiB in {described['files']} files"

@@ -262,6 +262,7 @@ def model_info(model_dir: str | Path) -> dict:
             "valid_source": training.get("valid_source"),
             "refit": training.get("refit", False),
             "seconds": result.get("seconds"),
+            "device": result.get("device"),
         },
         "validation": {k: v for k, v in chosen.items() if isinstance(v, (int, float)) and "@" in k},
         "files": len(files),
