@@ -170,8 +170,10 @@ class LinearKnnBlend(LabelledModel):
         extra: ExtraPoints | None = None,
     ) -> LinearKnnBlend:
         """Train the tree and index the neighbours on the same points (arguments as
-        :meth:`.linear.XRLinear.fit`); with ``valid`` and no fixed ``knn_weight``, choose the weight
-        of highest validation P@1 (the earlier, smaller weight on a tie)."""
+        :meth:`.linear.XRLinear.fit`); with ``valid``, choose the vote's and the label texts'
+        weights (those not fixed) of highest validation P@1: on a tie the smaller text weight, then
+        the smaller vote weight. The label texts are embedded only where a text weight above 0 is
+        tried or fixed (:func:`text_similarity_available`, ``text_max_labels``)."""
         texts, Y, label_texts, mixer, extra = unpack_training_set(texts, Y, label_texts, mixer, extra)
         started = time.perf_counter()
         self.set_labels(label_texts, self.label_uids if self.label_uids and len(self.label_uids) == len(label_texts) else None)
