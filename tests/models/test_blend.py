@@ -114,6 +114,8 @@ def encoder(monkeypatch):
     from gandalf_xmc.models import blend
 
     monkeypatch.setattr(sentence, "embed", fake_embed)
+    # "auto" asks torch whether the CPU has bfloat16; the stand-in needs no torch (the core package's tests)
+    monkeypatch.setattr(sentence, "resolve_precision", lambda p, device="cpu": "float32" if p == "auto" else p)
     monkeypatch.setattr(blend, "text_similarity_available", lambda: None)
     return blend
 
