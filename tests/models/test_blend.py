@@ -158,7 +158,7 @@ def test_validation_chooses_both_weights_jointly_and_the_model_keeps_them(fruit,
     assert (refit.text_weight, refit.knn_weight, refit.text_precision) == (blend.text_weight, blend.knn_weight, "float32")
 
 
-def test_a_fixed_text_weight_is_saved_with_the_label_vectors(fruit, tmp_path, encoder):
+def test_a_fixed_text_weight_is_saved_with_the_label_vectors(fruit, tmp_path, encoder, monkeypatch):
     config = BlendConfig(**{**model_config("linear-knn", seed=0).__dict__, "knn_weight": 0.2, "text_weight": 0.5})
     blend = LinearKnnBlend(config).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, progress=False)
     assert blend.text_weight == 0.5
@@ -175,6 +175,13 @@ def test_a_fixed_text_weight_is_saved_with_the_label_vectors(fruit, tmp_path, en
     assert (tmp_path / "m" / "label_vectors.npy").exists()
     again = LinearKnnBlend.load(tmp_path / "m")
     assert again.text_weight == 0.5
+    from gandalf_xmc import sentence
+
+    calls = []
+    monkeypatch.setattr(sentence, "embed", lambda texts, **kw: calls.append(list(texts)) or fake_embed(texts))
+    again.page_in()  # a server loads the encoder before its first request
+    again.hold_in_memory()
+    assert calls == [["warm-up"], ["warm-up"]]
     assert (again.predict(texts, k=3) != blend.predict(texts, k=3)).nnz == 0
     # where the sentence encoder is not installed, such a model says what it needs
     encoder.text_similarity_available = lambda: "the neural extra is not installed (torch)"

@@ -345,10 +345,19 @@ class LinearKnnBlend(LabelledModel):
         return model
 
     def page_in(self) -> int:
+        """The tree's mapped weights read in, and the sentence encoder loaded where the text part
+        counts (a server's first request would otherwise wait for it)."""
+        self._load_encoder()
         return self.tree.page_in()
 
     def hold_in_memory(self) -> int:
+        """As :meth:`page_in`, with the tree's weights copied into memory."""
+        self._load_encoder()
         return self.tree.hold_in_memory()
+
+    def _load_encoder(self) -> None:
+        if self.text_weight:
+            self._embed(["warm-up"])
 
     def mapped_files(self) -> list[str]:
         return self.tree.mapped_files()
