@@ -29,7 +29,7 @@ from gandalf_xmc.data import load_dataset
 from gandalf_xmc.data.suite import SUITE
 from gandalf_xmc.engine.records import Validation, validation_metrics
 from gandalf_xmc.metrics import inverse_propensity
-from gandalf_xmc.models.blend import BlendConfig, LinearKnnBlend
+from gandalf_xmc.models.blend import BlendConfig, LinearKnnBlend, text_scores
 from gandalf_xmc.models.registry import model_config
 from gandalf_xmc.sparse_ops import top_k_per_row
 from gandalf_xmc.workflow.validation import carve_validation
@@ -41,22 +41,14 @@ NEAR = (0.0, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0)
 K = 100
 
 
-def top_dense(S: np.ndarray, k: int) -> sp.csr_matrix:
-    """The top ``k`` entries of each row of a dense score matrix, as CSR."""
-    k = min(k, S.shape[1])
-    idx = np.argpartition(-S, k - 1, axis=1)[:, :k]
-    rows = np.repeat(np.arange(S.shape[0]), k)
-    return sp.csr_matrix((S[np.arange(S.shape[0])[:, None], idx].ravel(), (rows, idx.ravel())), shape=S.shape, dtype=np.float32)
-
-
 def embedding_signals(train_texts, train_Y, label_texts, queries, n_neighbours: int, power: float):
     """``label``: top-K cosines of each query to the label texts; ``near``: the embedding neighbours' vote."""
     Q = sentence.embed(queries, precision="float32")
     Z = sentence.embed(label_texts, precision="float32")
     E = sentence.embed(train_texts, precision="float32")
-    label = top_dense(Q @ Z.T, K)
-    sims = top_dense(Q @ E.T, n_neighbours)
-    sims.data = np.power(np.maximum(sims.data, 0.0), power)
+    label = text_scores(Q, Z, K)
+    sims = text_scores(Q, E, n_neighbours)  # negative cosines count 0, as the TF-IDF neighbours' do
+    sims.data = np.power(sims.data, power)
     votes = top_k_per_row(sp.csr_matrix(sims @ train_Y), K, distinct=True)
     total = np.asarray(sims.sum(axis=1)).ravel()
     near = sp.csr_matrix(sp.diags(1.0 / np.where(total > 0, total, 1.0)) @ votes, dtype=np.float32)

@@ -12,7 +12,6 @@ import re
 
 from ..errors import ConfigError
 
-DEVICES = ("auto", "cpu", "cuda")
 # what the matrix products of a GPU run in: bfloat16 autocast (float32 weights, optimizer states and
 # losses), or float32 throughout; the CPU always runs float32
 GPU_PRECISIONS = ("bfloat16", "float32")

@@ -157,8 +157,7 @@ class XMCNetwork(nn.Module):
         uniq, inverse = torch.unique(label_ids, return_inverse=True)
         W = self._label_weights(uniq)
         b = self.label_bias(uniq).squeeze(-1)
-        # index_select, not z[rows]: the backward of advanced indexing adds repeated rows in a
-        # thread-dependent order on the CPU (two runs with one seed differed), index_select's does not
+        # index_select, not z[rows]: advanced indexing's backward adds repeated rows in a thread-dependent order
         pick = torch.index_select
         return (pick(z, 0, rows) * pick(W, 0, inverse)).sum(1) + pick(b, 0, inverse)
 
