@@ -32,6 +32,7 @@ from gandalf_xmc.metrics import inverse_propensity
 from gandalf_xmc.models.blend import BlendConfig, LinearKnnBlend, text_scores
 from gandalf_xmc.models.registry import model_config
 from gandalf_xmc.sparse_ops import top_k_per_row
+from gandalf_xmc.workflow.fitting import fit_model
 from gandalf_xmc.workflow.validation import carve_validation
 
 HERE = Path(__file__).resolve().parent
@@ -60,7 +61,7 @@ def measure(dataset: str, augment: str, seed: int) -> dict:
     rest, valid = carve_validation(ds, valid_fraction(ds.n_original_train or len(ds.train)), seed)
     config: BlendConfig = model_config("linear-knn", seed=seed)
     train = training_set(rest, augment_config(augment, seed))
-    blend = LinearKnnBlend(config).fit(train, label_texts=rest.label_texts, progress=False)
+    blend = fit_model(LinearKnnBlend(config), train, rest.label_texts, progress=False)
     v = Validation(
         valid.texts, valid.Y, inverse_propensity(rest.original_train_Y(), *ds.propensity_constants()), valid.filter_pairs
     )

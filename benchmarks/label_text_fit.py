@@ -31,6 +31,7 @@ from gandalf_xmc.augment import preset, training_set
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.metrics import evaluate, inverse_propensity
 from gandalf_xmc.models.registry import build_model, model_config
+from gandalf_xmc.workflow.fitting import fit_model
 from gandalf_xmc.workflow.validation import carve_validation
 
 RANDOM_SPLIT_SETS = ("debian-bookworm", "gene-ontology", "manpages", "jargon")
@@ -69,14 +70,14 @@ def run_variant(dataset: str, variant: str, seed: int, split: str) -> dict:
         original = rest.original_train()
         centroid, share, carried = label_text_fit(original.texts, sp.csr_matrix(original.Y), rest.label_texts)
         fit = np.where(carried, centroid if variant == "centroid" else share, 1.0)
-        label_rows = np.flatnonzero(train.extra)  # one label point a label, in label order
-        weights = np.where(train.extra, train.extra_weight, 1.0)
+        label_rows = np.flatnonzero(train.is_label_point)  # one label point a label, in label order
+        weights = np.where(train.is_label_point, train.label_point_weight, 1.0)
         weights[label_rows] *= fit
     model = build_model(replace(model_config("linear", seed=seed), char_ngrams=None))  # as measured: words alone
     if weights is None:
-        model.fit(train, label_texts=rest.label_texts, progress=False)
+        fit_model(model, train, rest.label_texts, progress=False)
     else:
-        model.fit(train.texts, train.Y, label_texts=rest.label_texts, example_weights=weights, progress=False)
+        model.fit(train.texts, train.Y, label_texts=rest.label_texts, sample_weight=weights, progress=False)
     seconds = time.perf_counter() - t0
     res = evaluate(model.predict(target.texts, k=10), target.Y, inv, (1, 3, 5), target.filter_pairs)
     return {

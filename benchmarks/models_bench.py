@@ -52,7 +52,7 @@ from pathlib import Path
 family, augment, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
 aug = replace(AUTO_CANDIDATES[augment], seed=seed) if augment in AUTO_CANDIDATES else AugmentConfig(augment, seed=seed)
 if sys.argv[5] == "0":  # --no-extra-negatives; otherwise the candidate keeps its own setting
-    aug = replace(aug, extra_negatives=False)
+    aug = replace(aug, label_point_negatives=False)
 ds = load_dataset()
 t0 = time.perf_counter()
 with tempfile.TemporaryDirectory() as out:
@@ -88,7 +88,7 @@ print(json.dumps(out))
 
 
 def run(
-    family: str, augment: str, seed: int, threads: int = 0, extra_negatives: bool = True, encoder_precision: str = "auto"
+    family: str, augment: str, seed: int, threads: int = 0, label_point_negatives: bool = True, encoder_precision: str = "auto"
 ) -> dict:
     t0 = time.perf_counter()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
@@ -101,7 +101,7 @@ def run(
             augment,
             str(seed),
             str(threads),
-            "1" if extra_negatives else "0",
+            "1" if label_point_negatives else "0",
             encoder_precision,
         ],
         stdout=subprocess.PIPE,
@@ -132,13 +132,14 @@ def auto_rows(rows: list[dict]) -> list[dict]:
     same seed) without training every candidate twice. When only the first n candidates (in auto's
     order, n >= 2) were run, the row is auto under a time budget that covers those n
     (``auto_candidates``; ``auto_train_seconds`` is their training time)."""
+    from gandalf_xmc.models.registry import entry
     from gandalf_xmc.workflow.auto import AutoConfig, candidates_for, choose
 
     out = []
     for model in dict.fromkeys(r["model"] for r in rows):
         for seed in dict.fromkeys(r["seed"] for r in rows):
             runs = {r["augment"]: r for r in rows if r["model"] == model and r["seed"] == seed and r.get("valid")}
-            names = candidates_for("linear" if model == "linear" else "neural")
+            names = candidates_for(entry(model))
             # auto runs its candidates in order until its time budget is spent: a prefix of the list
             ran = next((i for i, name in enumerate(names) if name not in runs), len(names))
             if ran < 2:

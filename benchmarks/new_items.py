@@ -30,6 +30,7 @@ from gandalf_xmc.data.stats import frequency_bins
 from gandalf_xmc.metrics import evaluate, inverse_propensity
 from gandalf_xmc.metrics.ranking import top_k_indices
 from gandalf_xmc.models.registry import build_model, model_config
+from gandalf_xmc.workflow.fitting import fit_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -42,7 +43,7 @@ def measure(dataset: str, augment: str, seed: int) -> dict:
     ds = load_dataset(dataset)
     train = training_set(ds, augment_config(augment, seed))
     t0 = time.perf_counter()
-    model = build_model(model_config("linear", seed=seed)).fit(train, label_texts=ds.label_texts, progress=False)
+    model = fit_model(build_model(model_config("linear", seed=seed)), train, ds.label_texts, progress=False)
     seconds = time.perf_counter() - t0
     test = ds.test
     pred = model.predict(test.texts, k=10)

@@ -38,6 +38,7 @@ from gandalf_xmc.metrics import evaluate, inverse_propensity
 from gandalf_xmc.models.registry import build_model, model_config
 from gandalf_xmc.settings import apply_settings, parse_settings
 from gandalf_xmc.workflow.auto import AUTO_CANDIDATES
+from gandalf_xmc.workflow.fitting import fit_model
 from gandalf_xmc.workflow.validation import BENCHMARK_PROTOCOLS, PROTOCOLS, carve_validation
 
 HERE = Path(__file__).resolve().parent
@@ -123,7 +124,7 @@ def run_one(
     else:
         config = apply_settings(model_config(model, seed=seed, threads=threads, device=device), settings)
         train = training_set(rest, recipe_for(augment, seed, recipe))
-        fitted = build_model(config).fit(train, label_texts=rest.label_texts, progress=False)
+        fitted = fit_model(build_model(config), train, rest.label_texts, progress=False)
     seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     pred = fitted.predict(target.texts, k=10)

@@ -29,7 +29,7 @@ def test_linear_path_does_not_import_torch():
 
 
 def test_the_python_quick_start_trains_what_gandalf_train_trains(tmp_path, capsys):
-    """The README's recipe in Python (a training set handed to fit whole) and `gandalf train` with
+    """The README's recipe in Python (a training set handed over by fit_model) and `gandalf train` with
     the same recipe and seed give the same model; handing over texts and Y alone drops the label
     points' half weight, and the model differs."""
     from helpers import run_cli, write_tiny_dataset
@@ -50,7 +50,7 @@ def test_the_python_quick_start_trains_what_gandalf_train_trains(tmp_path, capsy
     ds = gandalf_xmc.load_dataset(data)
     train = gandalf_xmc.training_set(ds, gandalf_xmc.preset("gandalf-tempered", seed=0))
     assert train.sample_weight.tolist() == [1.0] * 24 + [0.5] * 8
-    model = gandalf_xmc.XRLinear(gandalf_xmc.LinearConfig()).fit(train, label_texts=ds.label_texts, progress=False)
+    model = gandalf_xmc.fit_model(gandalf_xmc.XRLinear(gandalf_xmc.LinearConfig()), train, ds.label_texts, progress=False)
     code, _, err = run_cli(
         [
             "train",

@@ -160,7 +160,7 @@ def test_infinite_extra_weight(work, capsys):
         capsys,
         tmp,
         ["train", "--data", str(data), "--augment", "identity", "--extra-weight", "inf", "--out", str(tmp / "m")],
-        "--extra-weight must be a finite number, got inf",
+        "--label-point-weight must be a finite number, got inf",
     )
 
 
@@ -428,7 +428,7 @@ def test_a_diverging_loss_stops_training(work, capsys, monkeypatch):
         capsys,
         tmp,
         ["train", "--model", "astec", "--data", str(data), "--out", str(tmp / "m"), "--epochs", "1"],
-        "the loss became nan at epoch 1, step 1: training diverged (lower --extra-weight or the learning rate); "
+        "the loss became nan at epoch 1, step 1: training diverged (lower --label-point-weight or the learning rate); "
         "nothing was saved",
     )
 

@@ -8,10 +8,11 @@ The names most programs need, importable from here (each is imported on first us
 * data: :func:`load_dataset`, :func:`dataset_stats`;
 * the label graph: :class:`GraphConfig`, :func:`label_graph`;
 * augmentation: :class:`AugmentConfig`, :func:`preset`, :func:`training_set` (a :class:`TrainingSet`,
-  which every model's ``fit`` takes whole);
+  which :func:`fit_model` hands to any model as ``gandalf train`` does);
 * models: :class:`XRLinear` / :class:`LinearConfig`, :class:`TfidfKNN`, :class:`NeuralXMC` /
   :class:`ModelConfig`, :func:`model_config`, :func:`load_trained`;
-* the whole pipeline (validation split, augmentation, checkpoints): :func:`train_model`;
+* training one model on a training set: :func:`fit_model`; the whole pipeline (validation
+  split, augmentation, checkpoints): :func:`train_model`;
 * metrics: :func:`evaluate`, :func:`inverse_propensity`.
 """
 
@@ -38,6 +39,7 @@ _WHERE = {
     "model_config": "models",
     "load_trained": "models",
     "train_model": "workflow.pipeline",
+    "fit_model": "workflow.fitting",
     "evaluate": "metrics",
     "inverse_propensity": "metrics",
 }

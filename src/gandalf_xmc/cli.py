@@ -71,12 +71,12 @@ DEVICE_OPTION = typer.Option(
 # the label graph, shared by augment, train and analyze (see graph.GraphConfig); None: the training set's own
 GRAPH_OPTION = typer.Option(None, "--graph", help="Label graph (default: cooccurrence, or the --augment preset's).")
 DELTA_OPTION = typer.Option(None, min=0.0, max=0.999999, help="Keep soft targets strictly greater than this (0.1).")
-TOP_K_OPTION = typer.Option(None, "--top-k", min=0, help="Cap of co-label targets an extra point (largest first).")
+TOP_K_OPTION = typer.Option(None, "--top-k", min=0, help="Cap of co-label targets a label point (largest first).")
 SHRINKAGE_OPTION = typer.Option(None, min=0.0, help="alpha in G_ji / (G_jj + alpha): shrinks P[i | j] of rare labels j.")
 POINT_WEIGHTS_OPTION = typer.Option(None, help="inverse-size: a point with n labels counts 1/n in co-occurrence.")
-CO_LABEL_SCALE_OPTION = typer.Option(None, min=0.0, max=1.0, help="Factor on an extra point's co-label targets.")
+CO_LABEL_SCALE_OPTION = typer.Option(None, min=0.0, max=1.0, help="Factor on a label point's co-label targets.")
 SELF_SCALE_OPTION = typer.Option(
-    None, min=0.0, max=1.0, help="Factor on an extra point's own label's target (0: it teaches only its co-labels)."
+    None, min=0.0, max=1.0, help="Factor on a label point's own label's target (0: it teaches only its co-labels)."
 )
 
 
@@ -500,16 +500,26 @@ def train(
     point_weights: Optional[PointWeights] = POINT_WEIGHTS_OPTION,
     co_label_scale: Optional[float] = CO_LABEL_SCALE_OPTION,
     self_scale: Optional[float] = SELF_SCALE_OPTION,
-    extra_weight: Optional[float] = typer.Option(
-        None, min=0.0, help="Loss weight of an extra (label) point; originals weigh 1 (default 1, gandalf-tempered 0.5)."
+    label_point_weight: Optional[float] = typer.Option(
+        None,
+        "--label-point-weight",
+        "--extra-weight",
+        min=0.0,
+        help="Loss weight of a label point; originals weigh 1 (default 1, gandalf-tempered 0.5).",
     ),
-    extra_share: float = typer.Option(
-        1.0, min=0.0, max=1.0, help="Share of the extra points drawn (afresh) into each epoch (models trained in epochs)."
+    label_point_share: float = typer.Option(
+        1.0,
+        "--label-point-share",
+        "--extra-share",
+        min=0.0,
+        max=1.0,
+        help="Share of the label points drawn (afresh) into each epoch (models trained in epochs).",
     ),
-    extra_negatives: bool = typer.Option(
+    label_point_negatives: bool = typer.Option(
         True,
+        "--label-point-negatives/--no-label-point-negatives",
         "--extra-negatives/--no-extra-negatives",
-        help="Whether an extra point's shortlist labels outside its targets count as negatives (neural models).",
+        help="Whether a label point's shortlist labels outside its targets count as negatives (models trained in epochs).",
     ),
     auto_budget: float = typer.Option(60.0, min=0.0, help="Minutes --augment auto may spend on its trials."),
     out: Path = typer.Option(..., "--out", help="Model directory to write."),
@@ -575,8 +585,8 @@ def train(
     from .workflow.auto import AutoConfig
     from .workflow.pipeline import train_model
 
-    if extra_weight is not None and extra_weight != extra_weight or extra_weight == float("inf"):
-        raise ConfigError(f"--extra-weight must be a finite number, got {extra_weight}")
+    if label_point_weight is not None and label_point_weight != label_point_weight or label_point_weight == float("inf"):
+        raise ConfigError(f"--label-point-weight must be a finite number, got {label_point_weight}")
     if valid_split is not None and valid_split in ("trn", "train"):
         raise ConfigError("--valid-split names a split other than the training split (e.g. val)")
     if valid_split is not None and valid_protocol.value != "random":
@@ -598,11 +608,11 @@ def train(
     base = preset(training_set.value, seed)
     changes = {
         "graph": _graph_config(base.graph, graph, delta, top_k, shrinkage, point_weights, co_label_scale, self_scale),
-        "extra_share": extra_share,
-        "extra_negatives": extra_negatives,
+        "label_point_share": label_point_share,
+        "label_point_negatives": label_point_negatives,
     }
-    if extra_weight is not None:
-        changes["extra_weight"] = extra_weight
+    if label_point_weight is not None:
+        changes["label_point_weight"] = label_point_weight
     aug = replace(base, **changes)
     started = time.perf_counter()
     trained = train_model(
@@ -920,7 +930,7 @@ def analyze(
     derive_filters: bool = DERIVE_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Per label-frequency bin: the extra points' soft targets and, given two prediction files, what
+    """Per label-frequency bin: the label points' soft targets and, given two prediction files, what
     the augmentation did to P@k and PSP@k."""
     from dataclasses import asdict
 

@@ -228,13 +228,13 @@ def test_built_training_set_marks_its_label_points(tiny_dir, name):
     built = build_training_set(ds, AugmentConfig(name, seed=1))
     # the mask the builder knows equals the label points named by their uids ("label:" + label uid)
     label_uids = {"label:" + u for u in ds.label_uids}
-    assert built.extra.tolist() == [u in label_uids for u in built.split.uids]
+    assert built.is_label_point.tolist() == [u in label_uids for u in built.split.uids]
     if name != "uniform":  # a uniform draw keeps some of the 4 label points
-        assert built.extra.sum() == (4 if name in ("gandalf", "identity", "z-only", "glas", "random-walk") else 0)
+        assert built.is_label_point.sum() == (4 if name in ("gandalf", "identity", "z-only", "glas", "random-walk") else 0)
     assert built.split.uids == training_set(ds, AugmentConfig(name, seed=1)).uids
-    assert (built.transform is not None) == (name in ("labelmix", "synonym", "mixup"))
-    if built.transform is not None:
-        assert built.transform.acts_on == ("features" if name == "mixup" else "texts")
+    assert (built.batch_transform is not None) == (name in ("labelmix", "synonym", "mixup"))
+    if built.batch_transform is not None:
+        assert built.batch_transform.acts_on == ("features" if name == "mixup" else "texts")
 
 
 def test_built_training_set_of_a_written_directory(tiny_dir, tmp_path, capsys):
@@ -246,7 +246,7 @@ def test_built_training_set_of_a_written_directory(tiny_dir, tmp_path, capsys):
     ds = load_dataset(tmp_path / "aug")
     built = build_training_set(ds, AugmentConfig("none"))
     n = len(ds.train) - ds.n_labels
-    assert built.extra.tolist() == [False] * n + [True] * ds.n_labels
+    assert built.is_label_point.tolist() == [False] * n + [True] * ds.n_labels
     assert all(u.startswith("label:") for u in built.split.uids[n:])
 
 

@@ -140,7 +140,7 @@ def test_transforms_of_the_training_sets(tiny_dir):
     ds = load_dataset(tiny_dir)
 
     def transform(name):
-        return build_training_set(ds, AugmentConfig(name)).transform
+        return build_training_set(ds, AugmentConfig(name)).batch_transform
 
     assert isinstance(transform("mixup"), FeatureMix)
     assert transform("gandalf") is None

@@ -14,6 +14,7 @@ from gandalf_xmc.models.blend import BlendConfig, LinearKnnBlend, refit_config
 from gandalf_xmc.models.knn import TfidfKNN
 from gandalf_xmc.models.linear import XRLinear
 from gandalf_xmc.models.registry import model_config
+from gandalf_xmc.workflow.fitting import fit_model
 
 from helpers import write_tiny_dataset
 
@@ -91,7 +92,7 @@ def test_without_validation_the_weight_is_the_left_out_choice(fruit):
     )
     assert plain.knn_weight == UNVALIDATED_WEIGHT[False] == 0.1
     recipe = training_set(fruit, preset("gandalf-tempered", 0))
-    with_points = LinearKnnBlend(model_config("linear-knn", seed=0)).fit(recipe, label_texts=fruit.label_texts, progress=False)
+    with_points = fit_model(LinearKnnBlend(model_config("linear-knn", seed=0)), recipe, fruit.label_texts, progress=False)
     assert with_points.knn_weight == UNVALIDATED_WEIGHT[True] == 0.35
 
 

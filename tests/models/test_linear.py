@@ -11,14 +11,16 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from gandalf_xmc.augment import TrainingSet
+from gandalf_xmc.data.dataset import Split
 from gandalf_xmc.engine.level_chunks import has_chunks
 from gandalf_xmc.engine.linear_solver import SolverConfig
 from gandalf_xmc.engine.node_targets import SHORT_ROW, node_targets
-from gandalf_xmc.engine.records import ExtraPoints
 from gandalf_xmc.errors import ConfigError
 from gandalf_xmc.models.linear import LinearConfig, XRLinear
-from gandalf_xmc.models.registry import load_trained
+from gandalf_xmc.models.registry import MODELS, load_trained
 from gandalf_xmc.sparse_ops import top_k_per_row
+from gandalf_xmc.workflow.fitting import fit_arguments, fit_model
 
 TEXTS = ["alpha beta", "gamma delta", "alpha gamma", "epsilon zeta", "beta zeta", "delta omega", "alpha alpha"]
 LABELS = ["alpha", "gamma", "zeta", "omega"]
@@ -138,7 +140,7 @@ def test_soft_targets_rank_as_their_values():
     assert p[0] > p[1] > p[2]
 
 
-def test_extra_weight_reaches_the_solver_as_instance_weights(monkeypatch):
+def test_label_point_weight_reaches_the_solver_as_instance_weights(monkeypatch):
     from gandalf_xmc.models import linear
 
     seen = []
@@ -149,25 +151,28 @@ def test_extra_weight_reaches_the_solver_as_instance_weights(monkeypatch):
         return real(X, T, active, parent_of, weights, config, **options)
 
     monkeypatch.setattr(linear, "train_level", spy)
-    mask = np.array([False] * 5 + [True] * 2)
-    XRLinear(small()).fit(TEXTS, Y, LABELS, progress=False, extra=ExtraPoints(mask, weight=0.25))
+    split = Split([str(i) for i in range(7)], TEXTS, sp.csr_matrix(Y))
+    train = TrainingSet(split, np.array([False] * 5 + [True] * 2), label_point_weight=0.25)
+    fit_model(XRLinear(small()), train, LABELS, progress=False)
     assert seen and all(w.tolist() == [1.0] * 5 + [0.25] * 2 for w in seen)
 
 
-def test_extra_points_of_weight_zero_train_and_bad_weights_are_refused():
-    mask = np.array([False] * 5 + [True] * 2)
-    model = XRLinear(small()).fit(TEXTS, Y, LABELS, progress=False, extra=ExtraPoints(mask, weight=0.0))
+def test_points_of_weight_zero_train_and_bad_weights_are_refused():
+    model = XRLinear(small()).fit(TEXTS, Y, LABELS, progress=False, sample_weight=np.array([1.0] * 5 + [0.0] * 2))
     assert np.all(np.isfinite(model.predict(["alpha beta"], k=2).data))
     for bad in (np.array([1.0] * 6 + [-1.0]), np.array([1.0] * 6 + [np.nan]), np.ones(6)):
-        with pytest.raises(ConfigError, match="example_weights"):
-            XRLinear(small()).fit(TEXTS, Y, LABELS, progress=False, example_weights=bad)
+        with pytest.raises(ConfigError, match="sample_weight"):
+            XRLinear(small()).fit(TEXTS, Y, LABELS, progress=False, sample_weight=bad)
 
 
-def test_extra_points_without_negatives_or_shares_are_refused():
-    with pytest.raises(ConfigError, match="neural"):
-        XRLinear(small()).fit(TEXTS, Y, LABELS, progress=False, extra=ExtraPoints(np.zeros(7, bool), negatives=False))
-    with pytest.raises(ConfigError, match="epochs"):
-        XRLinear(small()).fit(TEXTS, Y, LABELS, progress=False, extra=ExtraPoints(np.zeros(7, bool), share=0.5))
+def test_label_points_without_negatives_or_shares_are_refused_for_models_without_epochs():
+    split = Split([str(i) for i in range(7)], TEXTS, sp.csr_matrix(Y))
+    mask = np.array([False] * 5 + [True] * 2)
+    for name in ("linear", "knn", "linear-knn"):
+        with pytest.raises(ConfigError, match="--no-label-point-negatives applies to the models trained in epochs"):
+            fit_arguments(TrainingSet(split, mask, label_point_negatives=False), MODELS[name])
+        with pytest.raises(ConfigError, match="--label-point-share applies to the models trained in epochs"):
+            fit_arguments(TrainingSet(split, mask, label_point_share=0.5), MODELS[name])
 
 
 def test_same_seed_same_weights_on_one_or_two_threads(tmp_path):

@@ -106,10 +106,12 @@ def test_labelmix_batches_are_seeded_per_epoch_so_resume_replays_them(tmp_path):
     def mixer():
         return LabelMix(graph, LABELS, np.ones(4), prob=0.5, seed=0)
 
-    a = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, progress=False, mixer=mixer())
-    NeuralXMC(small_config(epochs=2)).fit(TEXTS, Y, LABELS, checkpoint_dir=tmp_path / "c", progress=False, mixer=mixer())
+    a = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, progress=False, batch_transform=mixer())
+    NeuralXMC(small_config(epochs=2)).fit(
+        TEXTS, Y, LABELS, checkpoint_dir=tmp_path / "c", progress=False, batch_transform=mixer()
+    )
     c = NeuralXMC(small_config(epochs=4)).fit(
-        TEXTS, Y, LABELS, checkpoint_dir=tmp_path / "c", resume=True, progress=False, mixer=mixer()
+        TEXTS, Y, LABELS, checkpoint_dir=tmp_path / "c", resume=True, progress=False, batch_transform=mixer()
     )
     plain = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, progress=False)
     for (name, x), (_, y) in zip(a.network.state_dict().items(), c.network.state_dict().items()):
@@ -182,7 +184,7 @@ def test_labelmix_on_dense_inputs_re_encodes_only_mixed_rows():
 
     model.features = counting
     mixer = LabelMix(sp.csr_matrix(np.eye(4, dtype=np.float32)), LABELS, np.ones(4), prob=0.5, seed=0)
-    model.fit(TEXTS, Y, LABELS, progress=False, mixer=mixer)
+    model.fit(TEXTS, Y, LABELS, progress=False, batch_transform=mixer)
     batch_calls = calls[2:]  # after the training and label texts
     assert batch_calls and all(0 < len(c) < len(TEXTS) for c in batch_calls)
     assert all(any(label in t for label in LABELS) and t not in TEXTS for c in batch_calls for t in c)
@@ -192,7 +194,9 @@ def test_feature_mix_adds_its_points_once_and_needs_vector_inputs():
     from gandalf_xmc.augment import FeatureMix
     from gandalf_xmc.errors import ConfigError
 
-    model = NeuralXMC(small_config(epochs=2)).fit(TEXTS, Y, LABELS, progress=False, mixer=FeatureMix("mixup", share=0.6, seed=0))
+    model = NeuralXMC(small_config(epochs=2)).fit(
+        TEXTS, Y, LABELS, progress=False, feature_mix=FeatureMix("mixup", share=0.6, seed=0)
+    )
     # 5 points + round(0.6 * 5) = 3 mixed points in every epoch
     assert [h["examples"] for h in model.result.history] == [8, 8]
     words = ModelConfig(
@@ -204,14 +208,14 @@ def test_feature_mix_adds_its_points_once_and_needs_vector_inputs():
         train=TrainConfig(epochs=1, batch_size=2, seed=0, device="cpu"),
     )
     with pytest.raises(ConfigError, match="word ids"):
-        NeuralXMC(words).fit(TEXTS, Y, LABELS, progress=False, mixer=FeatureMix("mixup", seed=0))
+        NeuralXMC(words).fit(TEXTS, Y, LABELS, progress=False, feature_mix=FeatureMix("mixup", seed=0))
 
 
 def test_extra_points_without_negatives_score_their_targets_only(monkeypatch):
     # two clusters {0, 1} and {2, 3}; train_clusters 2 puts all four labels on every shortlist.
     # Row 0 (original, label 0) gets its positive and three negatives; row 1 (an extra point with
     # soft targets 1.0 on label 2 and 0.4 on label 3) gets its two targets and nothing else.
-    from gandalf_xmc.engine.records import ExtraPoints
+    from gandalf_xmc.engine.records import LabelPoints
     from gandalf_xmc.models.neural import XMCNetwork
     from gandalf_xmc.models.neural_training import NetworkObjective
 
@@ -228,9 +232,9 @@ def test_extra_points_without_negatives_score_their_targets_only(monkeypatch):
 
     monkeypatch.setattr(net, "pair_scores", pair_scores)
     config = TrainConfig(train_clusters=2)
-    extra = ExtraPoints(np.array([False, True]), negatives=False)
-    assert not extra.is_neutral and not extra.extended(1).negatives
-    NetworkObjective(net, X, Y, assign, members, None, config, targets_only=extra.mask).loss(np.array([0, 1]))
+    points = LabelPoints(np.array([False, True]), negatives=False)
+    assert not points.extended(1).negatives and points.extended(1).mask.tolist() == [False, True, False]
+    NetworkObjective(net, X, Y, assign, members, None, config, targets_only=points.mask).loss(np.array([0, 1]))
     assert seen["pairs"] == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 2), (1, 3)]
     NetworkObjective(net, X, Y, assign, members, None, config).loss(np.array([0, 1]))
     assert seen["pairs"] == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (1, 2), (1, 3)]

@@ -12,12 +12,13 @@ import pytest
 torch = pytest.importorskip("torch")  # the [neural] extra
 import scipy.sparse as sp
 
-from gandalf_xmc.augment import AugmentConfig, build_training_set
+from gandalf_xmc.augment import AugmentConfig, TrainingSet, build_training_set
 from gandalf_xmc.data import load_dataset
-from gandalf_xmc.engine.records import ExtraPoints, TrainConfig, TrainResult
+from gandalf_xmc.engine.records import LabelPoints, TrainConfig, TrainResult
 from gandalf_xmc.errors import ConfigError
 from gandalf_xmc.graph import GraphConfig, label_graph
 from gandalf_xmc.models.classifier import ModelConfig, NeuralXMC
+from gandalf_xmc.models.registry import MODELS
 from gandalf_xmc.workflow import auto
 from gandalf_xmc.workflow.pipeline import carve_validation, train_model
 
@@ -35,9 +36,9 @@ def test_co_label_scale_multiplies_only_co_labels():
         GraphConfig(co_label_scale=1.5).validate()
 
 
-def test_extra_points_epoch_order_and_weights():
+def test_label_points_epoch_order_and_weights(tiny_dir):
     mask = np.array([False, False, False, True, True, True, True])
-    ep = ExtraPoints(mask, weight=0.25, share=0.5)
+    ep = LabelPoints(mask, share=0.5)
     orders = [ep.epoch_order(np.random.default_rng([3, e])) for e in range(4)]
     for order in orders:
         assert order.size == 3 + 2 and len(set(order.tolist())) == 5
@@ -45,12 +46,15 @@ def test_extra_points_epoch_order_and_weights():
     assert len({tuple(sorted(o.tolist())) for o in orders}) > 1  # a fresh draw of extra points
     again = ep.epoch_order(np.random.default_rng([3, 0]))
     assert np.array_equal(again, orders[0])  # seeded
-    np.testing.assert_allclose(ep.example_weights(), [1, 1, 1, 0.25, 0.25, 0.25, 0.25])
-    np.testing.assert_allclose(ep.example_weights(np.full(7, 2.0)), [2, 2, 2, 0.5, 0.5, 0.5, 0.5])
-    assert ExtraPoints(mask).is_neutral and ExtraPoints(mask).example_weights() is None
-    assert ExtraPoints(mask).epoch_order(np.random.default_rng(0)).size == 7
+    split = load_dataset(tiny_dir).original_train()
+    four = np.array([False, False, True, True])
+    weighted = TrainingSet(split, four, label_point_weight=0.25)
+    np.testing.assert_allclose(weighted.sample_weight, [1, 1, 0.25, 0.25])
+    assert TrainingSet(split, four).sample_weight is None  # every point weighs 1
+    assert TrainingSet(split, np.zeros(4, bool), label_point_weight=0.25).sample_weight is None
+    assert LabelPoints(mask).epoch_order(np.random.default_rng(0)).size == 7
     with pytest.raises(ValueError):
-        ExtraPoints(mask, share=0.0)
+        LabelPoints(mask, share=0.0)
 
 
 @pytest.mark.parametrize("weight", [1.0, 0.5])
@@ -59,7 +63,7 @@ def test_extra_point_weight_sets_the_optimum(weight):
     # not (0). Minimising BCE(s, 1) + w BCE(s, 0) over the shared score gives sigmoid(s) = 1 / (1 + w).
     texts = ["alpha beta", "alpha beta", "gamma delta"]
     Y = sp.csr_matrix(np.array([[1, 0, 0], [0, 0, 1], [0, 1, 0]], dtype=np.float32))
-    extra = ExtraPoints(np.array([False, True, False]), weight=weight)
+    weights = np.array([1.0, weight, 1.0])
     config = ModelConfig(
         dim=16,
         dropout=0.0,
@@ -67,32 +71,32 @@ def test_extra_point_weight_sets_the_optimum(weight):
         cluster_dim=2,
         train=TrainConfig(epochs=300, batch_size=3, lr=0.05, dense_lr=0.01, train_clusters=3, predict_clusters=3, seed=0),
     )
-    model = NeuralXMC(config).fit(texts, Y, ["alpha", "gamma", "omega"], progress=False, extra=extra)
+    model = NeuralXMC(config).fit(texts, Y, ["alpha", "gamma", "omega"], progress=False, sample_weight=weights)
     p = model.predict(["alpha beta"], k=3).toarray()[0]
     assert p[0] == pytest.approx(1 / (1 + weight), abs=0.03)
 
 
 def test_extra_share_limits_each_epoch(tiny_dir):
     ds = load_dataset(tiny_dir)
-    assert build_training_set(ds, AugmentConfig("identity")).extra.tolist() == [False] * 4 + [True] * 4
+    assert build_training_set(ds, AugmentConfig("identity")).is_label_point.tolist() == [False] * 4 + [True] * 4
     from gandalf_xmc.models.registry import model_config
     from gandalf_xmc.workflow.pipeline import fit_augmented
 
     rest, valid = carve_validation(ds, 0.0, 0)
     config = model_config("astec", epochs=2, seed=0)
     config = replace(config, train=replace(config.train, batch_size=2))
-    model, n = fit_augmented(rest, valid, None, config, AugmentConfig("identity", extra_share=0.5), None, progress=False)
+    model, n = fit_augmented(rest, valid, None, config, AugmentConfig("identity", label_point_share=0.5), None, progress=False)
     assert n == 8
     assert [h["examples"] for h in model.result.history] == [4 + 2, 4 + 2]
 
 
-def test_extra_negatives_off_reaches_the_neural_loop_and_is_refused_by_linear(tiny_dir, tmp_path, capsys, monkeypatch):
+def test_label_point_negatives_off_reach_the_neural_loop_and_are_refused_by_linear(tiny_dir, tmp_path, capsys, monkeypatch):
     from gandalf_xmc.models.registry import model_config
     from gandalf_xmc.workflow.pipeline import fit_augmented
 
     ds = load_dataset(tiny_dir)
     rest, valid = carve_validation(ds, 0.0, 0)
-    aug = AugmentConfig("identity", extra_negatives=False)
+    aug = AugmentConfig("identity", label_point_negatives=False)
     seen = {}
     import gandalf_xmc.models.neural_training as loop
 
@@ -120,7 +124,7 @@ def test_extra_negatives_off_reaches_the_neural_loop_and_is_refused_by_linear(ti
         ],
         capsys,
     )
-    assert code == 2 and "neural models" in out + err
+    assert code == 2 and "models trained in epochs" in out + err
 
 
 def _trial(p1, psp5, name="x"):
@@ -235,7 +239,7 @@ def test_cli_train_auto_and_extra_options(tiny_dir, tmp_path, capsys):
     )
     assert code == 0, err
     record = json.loads((tmp_path / "m" / "auto.json").read_text())
-    assert [t["name"] for t in record["trials"]] == list(auto.candidates_for("linear"))
+    assert [t["name"] for t in record["trials"]] == list(auto.candidates_for(MODELS["linear"]))
     assert record["chosen"] == auto.choose(record["trials"], auto.AutoConfig().p1_tolerance)
     assert f"auto chose {record['chosen']}" in out
     code, out, err = run_cli(
@@ -270,7 +274,7 @@ def test_cli_train_auto_and_extra_options(tiny_dir, tmp_path, capsys):
     )
     assert code == 0, err
     aug = json.loads((tmp_path / "g" / "training.json").read_text())["augment"]
-    assert aug["extra_weight"] == 0.5 and aug["extra_share"] == 0.5
+    assert aug["label_point_weight"] == 0.5 and aug["label_point_share"] == 0.5
     assert aug["graph"] == {
         **aug["graph"],
         "shrinkage": 1.0,
@@ -341,8 +345,9 @@ def test_cli_analyze(tiny_dir, tmp_path, capsys):
 
 
 def test_auto_candidates_for_each_model_kind():
-    linear, neural = auto.candidates_for("linear"), auto.candidates_for("neural")
-    targets_only = [n for n, c in auto.AUTO_CANDIDATES.items() if not c.extra_negatives]
+    linear, neural = auto.candidates_for(MODELS["linear"]), auto.candidates_for(MODELS["astec"])
+    assert auto.candidates_for(MODELS["knn"]) == auto.candidates_for(MODELS["linear-knn"]) == linear
+    targets_only = [n for n, c in auto.AUTO_CANDIDATES.items() if not c.label_point_negatives]
     assert targets_only == ["identity-targets-only", "gandalf-tempered-targets-only"]
     assert neural == tuple(auto.AUTO_CANDIDATES) and "none" in linear
     assert set(neural) - set(linear) == set(targets_only)

@@ -43,7 +43,7 @@ def test_validation_labels_never_reach_the_label_graph(tmp_path, monkeypatch):
     else:
         pytest.fail("no seed carves the label-3 point out")
     built = build_training_set(rest, AugmentConfig("gandalf", GraphConfig(delta=0.0)))
-    extra = built.split.Y[built.extra].toarray()
+    extra = built.split.Y[built.is_label_point].toarray()
     assert extra[3].tolist() == [0, 0, 0, 1]
     np.testing.assert_allclose(extra, label_graph(rest.train.Y, GraphConfig(delta=0.0)).toarray(), rtol=1e-6)
     full = label_graph(ds.train.Y, GraphConfig(delta=0.0)).toarray()

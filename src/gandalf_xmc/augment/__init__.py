@@ -1,4 +1,4 @@
-"""Augmentations: Gandalf's extra points (with subsampling), LabelMix and the conventional ones,
+"""Augmentations: Gandalf's label points (with subsampling), LabelMix and the conventional ones,
 and the training sets built from them. Names are imported on first use, so that the command line
 can list the training sets (:mod:`.catalog`) without building anything."""
 
@@ -17,7 +17,7 @@ _NAMES = (  # training_sets.__all__ (tests/test_contract.py holds the two togeth
     "LabelMix",
     "SynonymReplacement",
     "combine",
-    "extra_points",
+    "label_points",
     "gandalf_points",
     "graph_for",
     "select_labels",

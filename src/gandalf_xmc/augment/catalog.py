@@ -27,17 +27,18 @@ TRANSFORM_PROBABILITY = 0.4
 @dataclass(frozen=True)
 class TrainingSet:
     """A built training set, all that a model trains on: its points (original points first), which
-    of them are label points (``extra``, a boolean mask) and how they count (their loss weight, the
-    share drawn into each epoch, whether shortlist labels outside their targets are negatives),
-    and the transform applied while training (or None). Every model's ``fit`` takes it whole:
-    ``model.fit(training_set(ds, recipe), label_texts=ds.label_texts)``."""
+    of them are label points (``is_label_point``) and how they count (their loss weight, the share
+    drawn into each epoch, whether shortlist labels outside their targets are negatives), and the
+    batch transform applied while training (or None). The workflow hands it to a model as inputs,
+    targets and sample weights, plus what the model's row of the model table declares it takes
+    (``workflow.fitting.fit_model``)."""
 
     split: Split
-    extra: np.ndarray
-    transform: BatchTransform | None = None
-    extra_weight: float = 1.0
-    extra_share: float = 1.0
-    extra_negatives: bool = True
+    is_label_point: np.ndarray
+    batch_transform: BatchTransform | None = None
+    label_point_weight: float = 1.0
+    label_point_share: float = 1.0
+    label_point_negatives: bool = True
 
     @property
     def texts(self) -> list[str]:
@@ -55,18 +56,22 @@ class TrainingSet:
         return len(self.split)
 
     @property
-    def sample_weight(self) -> np.ndarray:
-        """Each point's loss weight: ``extra_weight`` for a label point, 1 for the others."""
-        return np.where(self.extra, self.extra_weight, 1.0)
+    def sample_weight(self) -> np.ndarray | None:
+        """Each point's loss weight: ``label_point_weight`` for a label point, 1 for the others;
+        None where every point weighs 1."""
+        if self.label_point_weight == 1.0 or not self.is_label_point.any():
+            return None
+        return np.where(self.is_label_point, self.label_point_weight, 1.0)
 
     @property
-    def extra_points(self):
-        """The label points as the models take them (an ``ExtraPoints``), or None without any."""
-        from ..engine.records import ExtraPoints
+    def label_points(self):
+        """The label points as a model trained in epochs takes them (a ``LabelPoints``), or None
+        without any."""
+        from ..engine.records import LabelPoints
 
-        if not self.extra.any():
+        if not self.is_label_point.any():
             return None
-        return ExtraPoints(self.extra, self.extra_weight, self.extra_share, self.extra_negatives)
+        return LabelPoints(self.is_label_point, self.label_point_share, self.label_point_negatives)
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,8 @@ class Augmentation:
         writes_files: whether ``gandalf augment`` writes it as a dataset (original + label points);
             the others act while training.
         has_label_points: whether it holds label points (whose graph ``gandalf analyze`` describes).
+        preset_of: for a preset, the training set it builds (its ``AugmentConfig.training_set``);
+            ``preset_settings()`` gives the settings that differ from that set's defaults.
     """
 
     name: str
@@ -89,6 +96,8 @@ class Augmentation:
     graph_kind: str | None = None
     writes_files: bool = False
     has_label_points: bool = False
+    preset_of: str | None = None
+    preset_settings: Callable[[], dict] | None = None
 
 
 def graph_for(config) -> GraphConfig:
@@ -99,8 +108,8 @@ def graph_for(config) -> GraphConfig:
     return replace(config.graph, kind=kind, walk=replace(config.graph.walk, seed=config.seed))
 
 
-def extra_points(dataset: XMCDataset, config, client=None) -> tuple[Split, np.ndarray]:
-    """Gandalf's extra points for ``config`` and the label ids they come from (the label graph on
+def label_points(dataset: XMCDataset, config, client=None) -> tuple[Split, np.ndarray]:
+    """Gandalf's label points for ``config`` and the label ids they come from (the label graph on
     ``client``'s Dask cluster when one is given)."""
     from ..graph import label_graph
     from .gandalf import gandalf_points, select_labels
@@ -112,6 +121,15 @@ def extra_points(dataset: XMCDataset, config, client=None) -> tuple[Split, np.nd
     points = gandalf_points(dataset, graph, labels)
     ids = np.arange(dataset.n_labels) if labels is None else labels
     return points, ids
+
+
+def tempered_graph() -> GraphConfig:
+    """Label-point targets that do not hand a rare label's co-labels hard 1.0 targets: shrinkage
+    alpha = 1, a point with n labels counts 1/n, at most 10 co-labels, co-labels at half the label's
+    own target (the ``gandalf-tempered`` preset's graph)."""
+    from ..graph import GraphConfig
+
+    return GraphConfig(delta=0.1, shrinkage=1.0, point_weights="inverse-size", top_k=10, co_label_scale=0.5)
 
 
 # --- builders: one per kind of training set ---------------------------------------------------
@@ -126,13 +144,13 @@ def _original_plus_label_points(dataset: XMCDataset, config) -> TrainingSet:
     from .gandalf import combine
 
     original = dataset.original_train()
-    combined = combine(original, extra_points(dataset, config)[0])
+    combined = combine(original, label_points(dataset, config)[0])
     return TrainingSet(combined, np.arange(len(combined)) >= len(original))
 
 
 def _label_points_only(dataset: XMCDataset, config) -> TrainingSet:
-    extra = extra_points(dataset, config)[0]
-    return TrainingSet(extra, np.ones(len(extra), dtype=bool))
+    points = label_points(dataset, config)[0]
+    return TrainingSet(points, np.ones(len(points), dtype=bool))
 
 
 def _uniform(dataset: XMCDataset, config) -> TrainingSet:
@@ -141,7 +159,7 @@ def _uniform(dataset: XMCDataset, config) -> TrainingSet:
     full = _original_plus_label_points(dataset, config)
     n = dataset.n_original
     idx = uniform_indices(len(full.split), n, config.seed)
-    return TrainingSet(uniform_sample(full.split, n, config.seed), full.extra[idx])
+    return TrainingSet(uniform_sample(full.split, n, config.seed), full.is_label_point[idx])
 
 
 def _with_transform(transform: Callable[[XMCDataset, object], BatchTransform]):
@@ -206,9 +224,11 @@ _ROWS = (
         "gandalf-tempered",
         "D u Z with tempered soft targets (shrunk, size-weighted, at most 10 co-labels "
         "at half weight) and label points at half loss weight",
-        _refuse("'gandalf-tempered' is a preset of 'gandalf': build its config with augment.preset"),
+        _original_plus_label_points,
         writes_files=True,
         has_label_points=True,
+        preset_of="gandalf",
+        preset_settings=lambda: {"graph": tempered_graph(), "label_point_weight": 0.5},
     ),
     Augmentation(
         "identity",

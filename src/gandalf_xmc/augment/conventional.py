@@ -157,14 +157,14 @@ def _mix(A, B, lam: np.ndarray):
     return (lam[:, None] * np.asarray(A) + (1.0 - lam[:, None]) * np.asarray(B)).astype(np.float32)
 
 
-def append_mixed(mix: FeatureMix, X, Y: sp.csr_matrix, Z, example_weights: np.ndarray | None, extra):
-    """Inputs, targets, weights and extra-point marks (an ``ExtraPoints`` or None) with ``mix``'s
+def append_mixed(mix: FeatureMix, X, Y: sp.csr_matrix, Z, sample_weight: np.ndarray | None, label_points):
+    """Inputs, targets, weights and label-point marks (a ``LabelPoints`` or None) with ``mix``'s
     points appended, as original points: like LabelMix's, they stand for training points, not
     label points."""
     Xm, Ym = mix(X, Y, Z)
     X_all = sp.vstack([X, Xm], format="csr") if sp.issparse(X) else np.concatenate([X, Xm])
-    if example_weights is not None:
-        example_weights = np.concatenate([example_weights, np.ones(Ym.shape[0], dtype=np.float32)])
-    if extra is not None:
-        extra = extra.extended(Ym.shape[0])
-    return X_all, sp.vstack([Y, Ym], format="csr", dtype=np.float32), example_weights, extra
+    if sample_weight is not None:
+        sample_weight = np.concatenate([sample_weight, np.ones(Ym.shape[0], dtype=np.float32)])
+    if label_points is not None:
+        label_points = label_points.extended(Ym.shape[0])
+    return X_all, sp.vstack([Y, Ym], format="csr", dtype=np.float32), sample_weight, label_points

@@ -14,7 +14,7 @@ from ..data.atomic import atomic_directory
 from ..data.dataset import AUGMENT_METADATA, SPLIT_FILTER_FILES, XMCDataset
 from ..data.formats import lf_json_chunks, write_lf_json, write_lines, write_sparse_text
 from ..errors import ConfigError
-from . import AugmentConfig, extra_points, graph_for
+from . import AugmentConfig, graph_for, label_points
 
 _COPIED_TEST = ("tst.json.gz", "tst.json")  # copied as they are when the test split was not loaded
 
@@ -65,7 +65,7 @@ def write_augmented_dataset(
     if export not in EXPORT_FORMATS:
         raise ConfigError(f"unknown format {export!r}; choose one of {', '.join(EXPORT_FORMATS)}")
     say(f"label graph ({graph_for(config).kind}, delta={config.graph.delta}) ...")
-    extra, label_ids = extra_points(dataset, config, client)
+    extra, label_ids = label_points(dataset, config, client)
     if not len(extra):
         raise ConfigError(
             f"no label becomes a point (labels fraction {config.labels_fraction} of "

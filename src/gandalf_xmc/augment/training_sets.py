@@ -8,47 +8,49 @@ from dataclasses import dataclass, field, replace
 from ..data.dataset import XMCDataset
 from ..errors import ConfigError
 from ..graph import GraphConfig, RandomWalkConfig
-from .catalog import AUGMENTATIONS, TRAINING_SETS, TrainingSet, extra_points, graph_for
+from .catalog import AUGMENTATIONS, TRAINING_SETS, TrainingSet, graph_for, label_points, tempered_graph
 from .conventional import FeatureMix, SynonymReplacement
 from .gandalf import LABEL_UID_PREFIX, combine, gandalf_points, select_labels, uniform_sample
 from .labelmix import LabelMix, tail_weights
 
-# Label-point targets that do not hand a rare label's co-labels hard 1.0 targets: shrinkage alpha = 1,
-# a point with n labels counts 1/n, at most 10 co-labels, co-labels at half the label's own target
-TEMPERED_GRAPH = GraphConfig(delta=0.1, shrinkage=1.0, point_weights="inverse-size", top_k=10, co_label_scale=0.5)
+TEMPERED_GRAPH = tempered_graph()  # the gandalf-tempered preset's graph
 
 
 @dataclass
 class AugmentConfig:
     """Which training set to build and how (see ``TRAINING_SETS``).
 
-    ``extra_weight``, ``extra_share`` and ``extra_negatives`` act while training: the loss weight
-    of an extra (label) point, the original points weighing 1; the share of the extra points drawn
-    into each epoch; and whether an extra point's shortlist labels outside its targets count as
-    negatives (neural models; off, it contributes its soft targets only).
+    ``label_point_weight``, ``label_point_share`` and ``label_point_negatives`` act while training:
+    the loss weight of a label point, the original points weighing 1; the share of the label points
+    drawn into each epoch; and whether a label point's shortlist labels outside its targets count
+    as negatives (models trained in epochs; off, it contributes its soft targets only).
     """
 
     training_set: str = "gandalf"
     graph: GraphConfig = field(default_factory=GraphConfig)
     labels_fraction: float = 1.0
     labels_sampling: str = "random"
-    extra_weight: float = 1.0
-    extra_share: float = 1.0
-    extra_negatives: bool = True
+    label_point_weight: float = 1.0
+    label_point_share: float = 1.0
+    label_point_negatives: bool = True
     seed: int = 0
 
     def validate(self) -> None:
-        if self.training_set not in AUGMENTATIONS or self.training_set == "gandalf-tempered":
+        row = AUGMENTATIONS.get(self.training_set)
+        if row is None:
             raise ConfigError(f"unknown training set {self.training_set!r}; choose one of {', '.join(TRAINING_SETS)}")
-        if not 0 <= self.extra_weight < float("inf"):
-            raise ConfigError(f"extra-point weight must be a finite number >= 0, got {self.extra_weight}")
-        if not 0.0 < self.extra_share <= 1.0:
-            raise ConfigError(f"extra-point share must be in (0, 1], got {self.extra_share}")
+        if row.preset_of is not None:
+            raise ConfigError(f"{row.name!r} is a preset of {row.preset_of!r}: build its settings with augment.preset")
+        if not 0 <= self.label_point_weight < float("inf"):
+            raise ConfigError(f"label-point weight must be a finite number >= 0, got {self.label_point_weight}")
+        if not 0.0 < self.label_point_share <= 1.0:
+            raise ConfigError(f"label-point share must be in (0, 1], got {self.label_point_share}")
         graph_for(self).validate()
 
     @classmethod
     def from_dict(cls, d: dict) -> AugmentConfig:
         """Inverse of ``dataclasses.asdict`` (e.g. a ``training.json``'s ``augment``)."""
+        d = {_RENAMED.get(k, k): v for k, v in d.items()}  # files written before label points had their name
         graph = dict(d.get("graph", {}))
         walk = dict(graph.pop("walk", {}))
         for old, new in _FLAT_WALK_KEYS.items():  # files written before the walk had its own section
@@ -57,6 +59,11 @@ class AugmentConfig:
         return cls(**{**d, "graph": GraphConfig(**graph, walk=RandomWalkConfig(**walk))})
 
 
+_RENAMED = {  # names before label points had their own
+    "extra_weight": "label_point_weight",
+    "extra_share": "label_point_share",
+    "extra_negatives": "label_point_negatives",
+}
 _FLAT_WALK_KEYS = {
     "seed": "seed",
     "walk_length": "walk_length",
@@ -67,11 +74,12 @@ _FLAT_WALK_KEYS = {
 
 
 def preset(name: str, seed: int = 0, **changes) -> AugmentConfig:
-    """The AugmentConfig that ``--augment name`` means: ``gandalf-tempered`` is Gandalf with
-    :data:`TEMPERED_GRAPH` at half loss weight; any other name is that training set with the
-    paper's graph. ``changes`` override fields (``graph`` a GraphConfig)."""
-    if name == "gandalf-tempered":
-        base = AugmentConfig("gandalf", TEMPERED_GRAPH, extra_weight=0.5, seed=seed)
+    """The AugmentConfig that ``--augment name`` means: a preset row of :data:`AUGMENTATIONS` (such
+    as ``gandalf-tempered``) is the training set it builds with the row's settings; any other name
+    is that training set with the paper's graph. ``changes`` override fields (``graph`` a GraphConfig)."""
+    row = AUGMENTATIONS.get(name)
+    if row is not None and row.preset_of is not None and row.preset_settings is not None:
+        base = AugmentConfig(row.preset_of, seed=seed, **row.preset_settings())
     else:
         base = AugmentConfig(name, seed=seed)
     return replace(base, **changes)
@@ -83,7 +91,10 @@ def build_training_set(dataset: XMCDataset, config: AugmentConfig) -> TrainingSe
     config.validate()
     built = AUGMENTATIONS[config.training_set].build(dataset, config)
     return replace(
-        built, extra_weight=config.extra_weight, extra_share=config.extra_share, extra_negatives=config.extra_negatives
+        built,
+        label_point_weight=config.label_point_weight,
+        label_point_share=config.label_point_share,
+        label_point_negatives=config.label_point_negatives,
     )
 
 
@@ -104,7 +115,7 @@ __all__ = [
     "LabelMix",
     "SynonymReplacement",
     "combine",
-    "extra_points",
+    "label_points",
     "gandalf_points",
     "graph_for",
     "select_labels",

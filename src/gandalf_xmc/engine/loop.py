@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from ..data.atomic import atomic_path
 from ..errors import CheckpointError, TrainingDiverged
-from .records import ExtraPoints, TrainConfig, TrainResult
+from .records import LabelPoints, TrainConfig, TrainResult
 
 
 def _save(path: Path, state: dict) -> None:
@@ -77,13 +77,13 @@ def run(
     resume: bool = False,
     progress: bool = True,
     on_epoch: Callable[[dict], None] | None = None,
-    extra: ExtraPoints | None = None,
+    label_points: LabelPoints | None = None,
 ) -> TrainResult:
     """The epoch loop shared by every model: shuffled batches, a progress bar with loss and
     examples/s, validation and model selection, checkpoints, early stopping and resume.
 
-    ``extra`` (optional) limits each epoch to a share of the augmentation points; their loss
-    weight is the objective's business (see :meth:`ExtraPoints.example_weights`).
+    ``label_points`` (optional) limits each epoch to a share of the label points; their loss
+    weight is the objective's business (its sample weights).
 
     At the end ``objective.module`` holds the best epoch's weights (the last ones without validation).
     """
@@ -125,7 +125,7 @@ def run(
         module.train()
         rng = np.random.default_rng([config.seed, epoch])  # epoch-keyed: resuming replays the same order
         torch.manual_seed(config.seed * 1000 + epoch)
-        order = rng.permutation(n) if extra is None else extra.epoch_order(rng)
+        order = rng.permutation(n) if label_points is None else label_points.epoch_order(rng)
         n_epoch = order.size
         objective.start_epoch(epoch)
         total_loss, t0 = 0.0, time.perf_counter()
@@ -142,7 +142,7 @@ def run(
             if not torch.isfinite(loss):
                 raise TrainingDiverged(
                     f"the loss became {float(loss.detach())} at epoch {epoch + 1}, step {step + 1}: training "
-                    "diverged (lower --extra-weight or the learning rate); nothing was saved"
+                    "diverged (lower --label-point-weight or the learning rate); nothing was saved"
                 )
             for opt in optimizers.values():
                 opt.zero_grad()

@@ -52,46 +52,32 @@ class TrainConfig:
 
 
 @dataclass
-class ExtraPoints:
-    """Which training examples are augmentation points (e.g. Gandalf's label points) and how much
-    they count: a loss ``weight`` (the original points weigh 1) and the ``share`` of them drawn,
-    afresh and seeded, into each epoch (the original points are all in every epoch)."""
+class LabelPoints:
+    """Which training examples are label points (Gandalf's, or another augmentation's added points),
+    for a model trained in epochs: the ``share`` of them drawn, afresh and seeded, into each epoch
+    (the original points are all in every epoch), and whether shortlist labels outside their targets
+    count as ``negatives``. Their loss weight comes with the sample weights."""
 
     mask: np.ndarray
-    weight: float = 1.0
     share: float = 1.0
-    negatives: bool = True  # False: an extra point's loss covers its (soft) targets only
+    negatives: bool = True  # False: a label point's loss covers its (soft) targets only
 
     def __post_init__(self) -> None:
         self.mask = np.asarray(self.mask, dtype=bool)
-        if not (0 <= self.weight < float("inf")):
-            raise ValueError(f"extra-point weight must be a finite number >= 0, got {self.weight}")
         if not 0.0 < self.share <= 1.0:
-            raise ValueError(f"extra-point share must be in (0, 1], got {self.share}")
-
-    @property
-    def is_neutral(self) -> bool:
-        return self.weight == 1.0 and self.share == 1.0 and self.negatives
-
-    def example_weights(self, base: np.ndarray | None = None) -> np.ndarray | None:
-        """Per-example loss weights: ``base`` (default 1) times ``weight`` on the extra points."""
-        if self.weight == 1.0:
-            return base
-        w = np.ones(self.mask.size, dtype=np.float32) if base is None else np.asarray(base, dtype=np.float32).copy()
-        w[self.mask] *= self.weight
-        return w
+            raise ValueError(f"label-point share must be in (0, 1], got {self.share}")
 
     def epoch_order(self, rng: np.random.Generator) -> np.ndarray:
-        """This epoch's examples in shuffled order: every original point and ``share`` of the extra ones."""
+        """This epoch's examples in shuffled order: every original point and ``share`` of the label points."""
         if self.share >= 1.0:
             return rng.permutation(self.mask.size)
-        extra = np.flatnonzero(self.mask)
-        drawn = rng.choice(extra, size=int(round(self.share * extra.size)), replace=False)
+        points = np.flatnonzero(self.mask)
+        drawn = rng.choice(points, size=int(round(self.share * points.size)), replace=False)
         return rng.permutation(np.concatenate([np.flatnonzero(~self.mask), drawn]))
 
-    def extended(self, n_more: int) -> ExtraPoints:
-        """The same settings after ``n_more`` original points were appended (e.g. LabelMix's)."""
-        return ExtraPoints(np.concatenate([self.mask, np.zeros(n_more, dtype=bool)]), self.weight, self.share, self.negatives)
+    def extended(self, n_more: int) -> LabelPoints:
+        """The same settings after ``n_more`` original points were appended (e.g. MixUp's)."""
+        return LabelPoints(np.concatenate([self.mask, np.zeros(n_more, dtype=bool)]), self.share, self.negatives)
 
 
 @dataclass

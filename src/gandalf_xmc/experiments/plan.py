@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..augment import AugmentConfig, preset
+from ..augment import AUGMENTATIONS, AugmentConfig, preset
 from ..errors import ConfigError
 from ..graph import GraphConfig
 
@@ -50,8 +50,9 @@ def describe(setting: str) -> str:
 def augment_config(setting: str, seed: int) -> AugmentConfig:
     """The :class:`AugmentConfig` of a named training set (see ``setting_names()``) for ``seed``."""
     graph = GraphConfig(delta=DELTA)
-    if setting == "gandalf-tempered":
-        return preset("gandalf-tempered", seed)
+    row = AUGMENTATIONS.get(setting)
+    if row is not None and row.preset_of is not None:  # a preset keeps its own graph
+        return preset(setting, seed)
     if setting.startswith("delta-"):
         return AugmentConfig("gandalf", replace(graph, delta=float(setting.split("-", 1)[1])), seed=seed)
     if setting.startswith("sub-"):

@@ -41,30 +41,6 @@ def read_labels(path: str | Path) -> tuple[list[str], list[str]]:
     return uids, texts
 
 
-def unpack_training_set(texts, Y, label_texts, mixer, extra, needs_label_texts: bool = True):
-    """``(texts, Y, label_texts, mixer, extra)`` for a model's ``fit``: from a
-    :class:`~gandalf_xmc.augment.TrainingSet` given as ``texts`` (its points, targets, transform
-    and label points with their weight), else as given. ``label_texts`` is required either way
-    unless ``needs_label_texts`` is false."""
-    from ..augment.catalog import TrainingSet
-    from ..errors import ConfigError
-
-    if isinstance(texts, TrainingSet):
-        if Y is not None:
-            raise ConfigError("fit takes a TrainingSet alone (its targets are in it), or texts and Y")
-        texts, Y, mixer, extra = (
-            texts.texts,
-            texts.Y,
-            texts.transform if mixer is None else mixer,
-            texts.extra_points if extra is None else extra,
-        )
-    elif Y is None:
-        raise ConfigError("fit needs the targets Y (or a TrainingSet, which holds them)")
-    if label_texts is None and needs_label_texts:
-        raise ConfigError("fit needs the labels' texts (label_texts=dataset.label_texts)")
-    return texts, Y, label_texts, mixer, extra
-
-
 def _is_matrix(inputs) -> bool:
     """Feature rows (a scipy sparse matrix or a 2-D numpy array) rather than texts; tested without
     importing either (this module is on the numpy-only reader's cold-start path)."""

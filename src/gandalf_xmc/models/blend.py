@@ -32,12 +32,12 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from ..engine.records import ExtraPoints, TrainResult, Validation, validation_metrics
+from ..engine.records import LabelPoints, TrainResult, Validation, validation_metrics
 from ..errors import ConfigError, DataFormatError
 from ..jsonio import read_json_file
 from ..settings import check_ranges
 from ..sparse_ops import top_k_per_row
-from .base import LabelledModel, unpack_training_set
+from .base import LabelledModel
 from .knn import KNNConfig, TfidfKNN
 from .linear import LinearConfig, XRLinear
 from .spec import write_spec
@@ -158,38 +158,32 @@ class LinearKnnBlend(LabelledModel):
 
     def fit(
         self,
-        texts,
-        Y: sp.spmatrix | None = None,
+        inputs,
+        Y: sp.spmatrix,
         label_texts: list[str] | None = None,
         valid: Validation | None = None,
-        example_weights: np.ndarray | None = None,
+        sample_weight: np.ndarray | None = None,
         checkpoint_dir=None,
         resume: bool = False,
         progress: bool = True,
-        mixer=None,
-        extra: ExtraPoints | None = None,
+        label_points: LabelPoints | None = None,
     ) -> LinearKnnBlend:
         """Train the tree and index the neighbours on the same points (arguments as
         :meth:`.linear.XRLinear.fit`); with ``valid``, choose the vote's and the label texts'
         weights (those not fixed) of highest validation P@1: on a tie the smaller text weight, then
         the smaller vote weight. The label texts are embedded only where a text weight above 0 is
-        tried or fixed (:func:`text_similarity_available`, ``text_max_labels``)."""
-        texts, Y, label_texts, mixer, extra = unpack_training_set(texts, Y, label_texts, mixer, extra)
+        tried or fixed (:func:`text_similarity_available`, ``text_max_labels``). ``label_points``
+        says which points are label points: without validation, the vote's weight is the one chosen
+        across the suite for a training set with or without them."""
+        texts = inputs
+        if label_texts is None:
+            raise ConfigError("fit needs the labels' texts (label_texts=dataset.label_texts)")
         started = time.perf_counter()
         self.set_labels(label_texts, self.label_uids if self.label_uids and len(self.label_uids) == len(label_texts) else None)
-        self.tree.fit(
-            texts,
-            Y,
-            label_texts,
-            example_weights=example_weights,
-            checkpoint_dir=checkpoint_dir,
-            progress=progress,
-            mixer=mixer,
-            extra=extra,
-        )
-        self.knn.fit(texts, Y, label_texts, mixer=mixer)
+        self.tree.fit(texts, Y, label_texts, sample_weight=sample_weight, checkpoint_dir=checkpoint_dir, progress=progress)
+        self.knn.fit(texts, Y, label_texts)
         if self.config.knn_weight is None:  # the neighbours' vote is worth more where label points carry label texts
-            self.knn_weight = UNVALIDATED_WEIGHT[extra is not None and bool(np.any(extra.mask))]
+            self.knn_weight = UNVALIDATED_WEIGHT[label_points is not None and bool(np.any(label_points.mask))]
         record: dict = {"epoch": 0}
         text_weights = self.config.text_weights if self.config.text_weight is None else (self.config.text_weight,)
         why_not = self._text_unavailable(len(label_texts)) if any(t > 0 for t in text_weights) else None

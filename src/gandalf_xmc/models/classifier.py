@@ -15,16 +15,16 @@ from .. import sentence
 from ..augment.conventional import append_mixed
 from ..engine.clusters import balanced_clusters, cluster_members, label_representations
 from ..engine.devices import describe, resolve_device
-from ..engine.records import ExtraPoints, TrainConfig, TrainResult, Validation
+from ..engine.records import LabelPoints, TrainConfig, TrainResult, Validation
 from ..errors import ConfigError
 from ..features import TextFeaturizer
 from ..settings import check_ranges
 from .astec import BagOfEmbeddings
-from .base import LabelledModel, unpack_training_set
+from .base import LabelledModel
 from .dual_encoder import FrozenEmbeddings
 from .inception import InceptionEncoder, WordVocabulary, token_bags
 from .neural import XMCNetwork
-from .neural_training import BatchMixing, fit, predict
+from .neural_training import TransformedBatches, fit, predict
 from .spec import read_result, read_spec, write_spec
 
 
@@ -156,26 +156,31 @@ class NeuralXMC(LabelledModel):
 
     def fit(
         self,
-        texts,
-        Y: sp.csr_matrix | None = None,
+        inputs,
+        Y: sp.spmatrix,
         label_texts: list[str] | None = None,
         valid: Validation | None = None,
-        example_weights: np.ndarray | None = None,
+        sample_weight: np.ndarray | None = None,
         checkpoint_dir: str | Path | None = None,
         resume: bool = False,
         progress: bool = True,
-        mixer=None,
-        extra: ExtraPoints | None = None,
+        label_points: LabelPoints | None = None,
+        batch_transform=None,
+        feature_mix=None,
     ) -> NeuralXMC:
-        """Train on ``texts`` with (soft) targets ``Y``.
+        """Train on texts ``inputs`` with (soft) targets ``Y`` and per-point loss weights
+        ``sample_weight`` (1 when None).
 
         ``valid`` (a :class:`~gandalf_xmc.engine.records.Validation` of texts) selects the best epoch;
-        ``mixer`` (:class:`~gandalf_xmc.augment.LabelMix` or :class:`~gandalf_xmc.augment.SynonymReplacement`)
-        transforms every training batch; a :class:`~gandalf_xmc.augment.FeatureMix` adds its mixed
-        points once (families that read TF-IDF rows or sentence embeddings only);
-        ``extra`` marks the augmentation points and sets their loss weight and share of each epoch.
+        ``label_points`` says which points are label points, the share of them drawn into each epoch
+        and whether they get shortlist negatives; ``batch_transform``
+        (:class:`~gandalf_xmc.augment.LabelMix` or :class:`~gandalf_xmc.augment.SynonymReplacement`)
+        transforms every training batch; ``feature_mix`` (:class:`~gandalf_xmc.augment.FeatureMix`)
+        adds its mixed points once (families that read TF-IDF rows or sentence embeddings only).
         """
-        texts, Y, label_texts, mixer, extra = unpack_training_set(texts, Y, label_texts, mixer, extra)
+        texts = inputs
+        if label_texts is None:
+            raise ConfigError("fit needs the labels' texts (label_texts=dataset.label_texts)")
         cfg = self.config
         self.device = resolve_device(cfg.train.device)
         self.set_labels(label_texts)
@@ -204,13 +209,12 @@ class NeuralXMC(LabelledModel):
         if self.family.init_from_label_text:
             self.network.init_from_label_vectors(Z, self.assign, cfg.init_scale)
         self.network.to(self.device)
-        if mixer is not None and mixer.acts_on == "features":  # drawn once, after clustering on the original points
+        if feature_mix is not None:  # drawn once, after clustering on the original points
             if self.tokens is not None:
-                raise ConfigError(f"{mixer.kind} mixes input vectors; {cfg.family} reads word ids")
-            X, Y, example_weights, extra = append_mixed(mixer, X, Y, Z, example_weights, extra)
-            mixer = None
+                raise ConfigError(f"{feature_mix.kind} mixes input vectors; {cfg.family} reads word ids")
+            X, Y, sample_weight, label_points = append_mixed(feature_mix, X, Y, Z, sample_weight, label_points)
         v = None if valid is None else valid.with_inputs(self.features(valid.inputs))
-        mix = None if mixer is None else BatchMixing(mixer, list(texts), self.features)
+        batches = None if batch_transform is None else TransformedBatches(batch_transform, list(texts), self.features)
         self.result = fit(
             self.network,
             X,
@@ -221,10 +225,10 @@ class NeuralXMC(LabelledModel):
             cfg.train,
             checkpoint_dir,
             resume,
-            example_weights,
+            sample_weight,
             progress,
-            mixer=mix,
-            extra=extra,
+            batch_transform=batches,
+            label_points=label_points,
         )
         self.result.device = describe(self.device)
         return self

@@ -1,7 +1,7 @@
 """TF-IDF k-nearest-neighbour predictor: a strong, training-free baseline that uses soft targets.
 
 A query's score for label l is ``sum over its K most similar training points n of
-cos(x, x_n)^power * y_n[l]``, so extra points with soft targets (Gandalf) or self-annotation
+cos(x, x_n)^power * y_n[l]``, so label points with soft targets (Gandalf) or self-annotation
 contribute like any other training point, weighted by their target values.
 """
 
@@ -21,7 +21,7 @@ from ..features import PrecomputedFeatures, TextFeaturizer, is_feature_matrix, l
 from ..jsonio import read_json_file
 from ..settings import check_ranges
 from ..sparse_ops import row_normalised, top_k_per_row
-from .base import Inputs, LabelledModel, unpack_training_set
+from .base import Inputs, LabelledModel
 from .spec import write_spec
 
 
@@ -59,32 +59,25 @@ class TfidfKNN(LabelledModel):
 
     def fit(
         self,
-        texts,
-        Y: sp.spmatrix | None = None,
+        inputs,
+        Y: sp.spmatrix,
         label_texts: list[str] | None = None,
         valid: Validation | None = None,
-        example_weights=None,
+        sample_weight=None,
         checkpoint_dir=None,
         resume: bool = False,
         progress: bool = False,
-        mixer=None,
-        extra=None,
     ) -> TfidfKNN:
-        """Index the training texts; ``Y`` may hold soft targets in [0, 1]. A text transform
-        (``mixer``: LabelMix, synonym replacement) is drawn once and its changed points indexed
-        too; extra points are indexed like the others (their loss weight means nothing here).
+        """Index the training texts ``inputs``; ``Y`` may hold soft targets in [0, 1]. Every point is
+        indexed alike: ``sample_weight`` means nothing to an index without a loss.
 
-        ``texts`` may instead be feature rows computed by the caller (a scipy sparse matrix or a 2-D
-        numpy array, such as sentence embeddings): neighbours are then by the cosine of those rows,
-        and the model predicts feature rows of the same width."""
-        from ..augment.transforms import append_text_draw
-
+        ``inputs`` may instead be feature rows computed by the caller (a scipy sparse matrix or a
+        2-D numpy array, such as sentence embeddings): neighbours are then by the cosine of those
+        rows, and the model predicts feature rows of the same width."""
+        texts = inputs
         started = time.perf_counter()
-        texts, Y, label_texts, mixer, extra = unpack_training_set(texts, Y, label_texts, mixer, extra, needs_label_texts=False)
         Y = sp.csr_matrix(Y, dtype=np.float32)
         self.set_labels(list(label_texts) if label_texts is not None else [""] * Y.shape[1])
-        if mixer is not None and (mixer.acts_on == "features" or is_feature_matrix(texts)):
-            raise ConfigError(f"knn indexes texts or the caller's feature rows; {mixer.kind} cannot act on them here")
         if is_feature_matrix(texts):
             self.featurizer = PrecomputedFeatures(texts.shape[1])
             X = row_normalised(self.featurizer.transform(texts))  # cosine, as TF-IDF rows of unit norm give
@@ -92,8 +85,6 @@ class TfidfKNN(LabelledModel):
                 raise ConfigError(f"{X.shape[0]:,} feature rows for {Y.shape[0]:,} rows of targets")
         else:
             texts = list(texts)
-            if mixer is not None:
-                texts, Y, _ = append_text_draw(mixer, texts, Y)
             self.featurizer = TextFeaturizer(self.config.ngram_max).fit(texts)
             X = self.featurizer.transform(texts)
         # transposed once here: doing it per call made a single query cost a pass over the index

@@ -7,7 +7,7 @@ by beam (the model of PECOS's ``xmc.xlinear``, written here to learn soft target
   active at its parent: those with a target of at least ``solver.min_parent_target`` below the
   parent (teacher-forced negatives, PECOS's ``tfn``), and the node's own positives. A soft target
   ``t`` is a positive of weight ``t`` (positives at twice the cost) and a negative of weight
-  ``1 - t``; an instance's loss weight (an extra point's ``--extra-weight``) multiplies both.
+  ``1 - t``; an instance's loss weight (a label point's ``--label-point-weight``) multiplies both.
 * Prediction: beam search, a path scored by the product of its levels' ``l3-hinge`` scores.
 
 Training and prediction use numpy, scipy and numba (the word TF-IDF is written out); no torch.
@@ -34,11 +34,11 @@ from ..engine.level_chunks import map_chunks, write_chunks
 from ..engine.level_store import is_spilled, page_in, read_level, write_level
 from ..engine.linear_solver import SolverConfig, kernels_cached, train_level
 from ..engine.node_targets import node_targets
-from ..engine.records import ExtraPoints, TrainResult, Validation, validation_metrics
+from ..engine.records import TrainResult, Validation, validation_metrics
 from ..errors import ConfigError
 from ..features import PrecomputedFeatures, TextFeaturizer, is_feature_matrix, load_featurizer
 from ..settings import check_ranges
-from .base import Inputs, LabelledModel, unpack_training_set
+from .base import Inputs, LabelledModel
 from .linear_check import check_level_rows, level_rows, read_saved
 from .spec import write_spec
 
@@ -172,57 +172,44 @@ class XRLinear(LabelledModel):
 
     def fit(
         self,
-        texts,
-        Y: sp.csr_matrix | None = None,
+        inputs,
+        Y: sp.spmatrix,
         label_texts: list[str] | None = None,
         valid: Validation | None = None,
-        example_weights: np.ndarray | None = None,
+        sample_weight: np.ndarray | None = None,
         checkpoint_dir: str | Path | None = None,
         resume: bool = False,
         progress: bool = True,
-        mixer=None,
-        extra: ExtraPoints | None = None,
+        feature_mix=None,
         label_features=None,
     ) -> XRLinear:
-        """Train on ``texts`` with (soft) targets ``Y`` (``N x L``) and the labels' texts, or on a
-        :class:`~gandalf_xmc.augment.TrainingSet` given as ``texts`` (``Y`` left out), which brings
-        its label points' weight and its transform: ``fit(training_set(ds, recipe), label_texts=...)``.
+        """Train on texts ``inputs`` with (soft) targets ``Y`` (``N x L``), the labels' texts and
+        per-point loss weights ``sample_weight`` (1 when None); a training set with label points is
+        handed over by ``workflow.fitting.fit_model``.
 
-        ``texts`` may instead be feature rows computed by the caller (a scipy sparse matrix or a 2-D
-        numpy array, ``N x D``), as PECOS's ``XLinearModel.train(X, Y)`` takes them; the model then
-        predicts feature rows of the same ``D`` columns. ``label_texts`` are then optional (the
+        ``inputs`` may instead be feature rows computed by the caller (a scipy sparse matrix or a
+        2-D numpy array, ``N x D``), as PECOS's ``XLinearModel.train(X, Y)`` takes them; the model
+        then predicts feature rows of the same ``D`` columns. ``label_texts`` are then optional (the
         labels' names in ranked answers), and ``label_features`` (``L x D``, optional) places each
         label in the tree beside PIFA, as a label's text does for a model of texts.
 
-        ``valid`` (a :class:`~gandalf_xmc.engine.records.Validation` of texts) is scored once at the end
-        (the training record's only epoch); ``extra`` marks the augmentation points and their loss
-        weight (every extra point is used: the tree model has no epochs to draw shares for);
-        ``mixer`` (LabelMix, synonym replacement, MixUp) is drawn once and its points added.
-        ``resume`` is accepted for the common signature: training takes seconds to minutes and
-        restarts from the beginning. Levels too large for memory are written under
-        ``checkpoint_dir`` (else the system's temporary directory) and removed with the model.
+        ``valid`` (a :class:`~gandalf_xmc.engine.records.Validation` of texts) is scored once at the
+        end (the training record's only epoch); ``feature_mix`` (MixUp, Label-MixUp) is drawn once
+        on the TF-IDF rows and its points added. ``resume`` is accepted for the common signature:
+        training takes seconds to minutes and restarts from the beginning. Levels too large for
+        memory are written under ``checkpoint_dir`` (else the system's temporary directory) and
+        removed with the model.
         """
+        texts = inputs
         given_rows = is_feature_matrix(texts)
-        texts, Y, label_texts, mixer, extra = unpack_training_set(
-            texts, Y, label_texts, mixer, extra, needs_label_texts=not given_rows
-        )
-        if given_rows and mixer is not None:
-            raise ConfigError(
-                "a batch transform acts on texts (or on the features the model computes from them), "
-                "not on precomputed feature rows"
-            )
+        if given_rows and feature_mix is not None:
+            raise ConfigError("a feature mix acts on the features the model computes from texts, not on precomputed feature rows")
+        if label_texts is None and not given_rows:
+            raise ConfigError("fit needs the labels' texts (label_texts=dataset.label_texts)")
         if label_features is not None and not given_rows:
             raise ConfigError("label_features go with precomputed feature rows; a model of texts reads the label texts")
         from ..augment.conventional import append_mixed
-        from ..augment.transforms import append_text_draw
 
-        if extra is not None and not extra.negatives:
-            raise ConfigError(
-                "extra points without negatives (--no-extra-negatives) apply to the neural models; "
-                "the linear model trains every point against its parent's other labels alike"
-            )
-        if extra is not None and extra.share < 1.0:
-            raise ConfigError("--extra-share applies to models trained in epochs; the linear model uses every point")
         cfg = self.config
         started = time.perf_counter()
         say = (
@@ -233,17 +220,11 @@ class XRLinear(LabelledModel):
         if progress and not kernels_cached():
             say("compiling the solver's kernels (numba, once for this Python: about a minute) ...")
         Y = sp.csr_matrix(Y, dtype=np.float32)
-        weights = (
-            np.ones(Y.shape[0], dtype=np.float64) if example_weights is None else np.asarray(example_weights, dtype=np.float64)
-        )
+        weights = np.ones(Y.shape[0], dtype=np.float64) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         if weights.shape != (Y.shape[0],) or not np.all(np.isfinite(weights) & (weights >= 0)):
-            raise ConfigError(f"example_weights must be {Y.shape[0]:,} finite numbers >= 0, one a point")
-        if extra is not None:
-            weights = np.where(extra.mask, weights * extra.weight, weights)
+            raise ConfigError(f"sample_weight must be {Y.shape[0]:,} finite numbers >= 0, one a point")
         if not given_rows:
             texts = list(texts)
-        if mixer is not None and mixer.acts_on == "texts":
-            texts, Y, weights = append_text_draw(mixer, texts, Y, weights)
         self.n_labels = Y.shape[1]
         if label_texts is None:  # feature rows without names: a label is its position
             label_texts = [str(j) for j in range(self.n_labels)]
@@ -259,9 +240,9 @@ class XRLinear(LabelledModel):
             XZ = self.featurizer.fit_transform(texts + list(label_texts))
             X, Z = XZ[: len(texts)], XZ[len(texts) :]
             del XZ  # copies were sliced off; at a million labels each of these matrices is gigabytes
-        if mixer is not None and mixer.acts_on == "features":
+        if feature_mix is not None:
             n_before = X.shape[0]
-            X, Y, _, _ = append_mixed(mixer, X, Y, Z, None, None)
+            X, Y, _, _ = append_mixed(feature_mix, X, Y, Z, None, None)
             weights = np.concatenate([weights, np.ones(X.shape[0] - n_before)])
         say(f"features: {X.shape[0]:,} points x {X.shape[1]:,} features, {self.n_labels:,} labels")
         vectors = label_vectors(X, Y, Z, cfg.label_text_weight, threads=cfg.threads)

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from ..engine.clusters import shortlist_recall
 from ..engine.devices import autocast
 from ..engine.loop import run
-from ..engine.records import ExtraPoints, TrainConfig, TrainResult, Validation, validation_metrics
+from ..engine.records import LabelPoints, TrainConfig, TrainResult, Validation, validation_metrics
 from .neural import FeatureBatch, XMCNetwork
 
 
@@ -129,7 +129,7 @@ def candidate_sets(
 
 
 @dataclass(frozen=True)
-class BatchMixing:
+class TransformedBatches:
     """A text transform (``acts_on == "texts"``, see :mod:`gandalf_xmc.augment.transforms`) applied
     to every training batch: the batch's ``texts`` go through ``transform`` and are featurised
     again with ``featurize``. The transform's generator is reseeded each epoch."""
@@ -151,11 +151,11 @@ class NetworkObjective:
         members: np.ndarray,
         valid: Validation | None,
         config: TrainConfig,
-        example_weights: np.ndarray | None = None,
-        mixer: BatchMixing | None = None,
+        sample_weight: np.ndarray | None = None,
+        batches: TransformedBatches | None = None,
         targets_only: np.ndarray | None = None,
     ):
-        """``mixer``: each batch's texts and targets go through a text transform and the batch's
+        """``batches``: each batch's texts and targets go through a text transform and the batch's
         features are recomputed; ``targets_only`` marks examples whose loss covers their targets
         only (no shortlist negatives)."""
         self.module = self.network = network
@@ -164,10 +164,8 @@ class NetworkObjective:
         self.assign, self.members, self.valid, self.config = assign, members, valid, config
         self.n_examples = self.X.shape[0]
         self.device = network.device
-        self.weights = (
-            None if example_weights is None else torch.as_tensor(example_weights, dtype=torch.float32, device=self.device)
-        )
-        self.mixer = mixer
+        self.weights = None if sample_weight is None else torch.as_tensor(sample_weight, dtype=torch.float32, device=self.device)
+        self.batches = batches
         self.targets_only = None if targets_only is None else np.asarray(targets_only, dtype=bool)
         dense_params = network.dense_parameters()
         # a frozen encoder has no dense parameters: keep an (idle) optimizer so checkpoints look alike
@@ -185,8 +183,8 @@ class NetworkObjective:
     def _loss(self, idx: np.ndarray) -> torch.Tensor:
         network, config, n_clusters, device = self.network, self.config, self.members.shape[0], self.device
         Yb = self.Y[idx]
-        if self.mixer is not None:
-            transform, texts, featurize = self.mixer.transform, self.mixer.texts, self.mixer.featurize
+        if self.batches is not None:
+            transform, texts, featurize = self.batches.transform, self.batches.texts, self.batches.featurize
             originals = [texts[i] for i in idx]
             mixed, Yb = transform(originals, Yb)
             if sp.issparse(self.X):  # TF-IDF rows are cheap: recompute the batch
@@ -222,8 +220,8 @@ class NetworkObjective:
         return loss
 
     def start_epoch(self, epoch: int) -> None:
-        if self.mixer is not None:
-            self.mixer.transform.rng = np.random.default_rng([self.config.seed, epoch, 7])
+        if self.batches is not None:
+            self.batches.transform.rng = np.random.default_rng([self.config.seed, epoch, 7])
 
     def validate(self) -> dict[str, float] | None:
         if self.valid is None:
@@ -248,11 +246,11 @@ def fit(
     config: TrainConfig,
     checkpoint_dir: str | Path | None = None,
     resume: bool = False,
-    example_weights: np.ndarray | None = None,
+    sample_weight: np.ndarray | None = None,
     progress: bool = True,
     on_epoch: Callable[[dict], None] | None = None,
-    mixer: BatchMixing | None = None,
-    extra: ExtraPoints | None = None,
+    batch_transform: TransformedBatches | None = None,
+    label_points: LabelPoints | None = None,
 ) -> TrainResult:
     """Train ``network`` on features ``X`` and (soft) targets ``Y`` with :func:`run`.
 
@@ -261,12 +259,11 @@ def fit(
         valid: a :class:`~gandalf_xmc.engine.records.Validation` of features, for model selection,
             or None (then the last epoch is kept).
         checkpoint_dir: where ``last.pt`` and ``best.pt`` go; needed for ``resume``.
-        example_weights: optional per-point loss weights.
-        mixer: an optional text transform applied to every batch (:class:`BatchMixing`).
-        extra: which rows are augmentation points, their loss weight and share of each epoch.
+        sample_weight: optional per-point loss weights.
+        batch_transform: an optional text transform applied to every batch (:class:`TransformedBatches`).
+        label_points: which rows are label points, the share of them in each epoch, and whether
+            they get shortlist negatives.
     """
-    if extra is not None:
-        example_weights = extra.example_weights(example_weights)
-    targets_only = extra.mask if extra is not None and not extra.negatives else None
-    objective = NetworkObjective(network, X, Y, assign, members, valid, config, example_weights, mixer, targets_only)
-    return run(objective, config, checkpoint_dir, resume, progress, on_epoch, extra)
+    targets_only = label_points.mask if label_points is not None and not label_points.negatives else None
+    objective = NetworkObjective(network, X, Y, assign, members, valid, config, sample_weight, batch_transform, targets_only)
+    return run(objective, config, checkpoint_dir, resume, progress, on_epoch, label_points)

@@ -41,32 +41,33 @@ class XMCModel(Protocol):
 
     def fit(
         self,
-        texts,
-        Y=None,
+        inputs,
+        Y,
         label_texts: list[str] | None = None,
         valid: Validation | None = None,
-        example_weights=None,
+        sample_weight=None,
         checkpoint_dir=None,
         resume: bool = False,
         progress: bool = True,
-        mixer=None,
-        extra=None,
     ) -> XMCModel:
         """Train, and return the model itself.
 
         Args:
-            texts: the training inputs, or a :class:`~gandalf_xmc.augment.TrainingSet` whole (its
-                targets, label points and batch transform come with it; ``Y`` left out).
-            Y: ``N x L`` (soft) targets in [0, 1], for texts given alone.
+            inputs: the training texts (or, for models that take them, feature rows ``N x D``).
+            Y: ``N x L`` (soft) targets in [0, 1].
             label_texts: the labels' texts (line i = label i); models that need none may take None.
             valid: validation inputs and targets, scored during or after training (epoch choice).
-            example_weights: ``N`` loss weights (1 when None).
+            sample_weight: ``N`` loss weights >= 0 (1 when None); a model without a loss ignores them.
             checkpoint_dir: where a model may keep checkpoints or scratch files; ``resume``:
                 continue from them.
             progress: print progress lines.
-            mixer: a batch transform (LabelMix, synonyms, MixUp), when texts are given alone.
-            extra: which points are label points and how they count
-                (:class:`~gandalf_xmc.engine.records.ExtraPoints`), when texts are given alone.
+
+        A model also takes, as keyword arguments, exactly what its row's ``takes`` names (the
+        workflow passes them: ``workflow.fitting``): ``label_points`` (a
+        :class:`~gandalf_xmc.engine.records.LabelPoints`: which points are label points, the share
+        of them drawn into each epoch, whether they get negatives), ``batch_transform`` (a text
+        transform drawn afresh for each batch) and ``feature_mix`` (MixUp, Label-MixUp: drawn once
+        in the model's own input space).
         """
 
     def predict(self, texts, k: int = 100, progress: bool = False):
@@ -114,7 +115,8 @@ class XMCModel(Protocol):
 class ModelEntry:
     """A row of the table: ``module`` holds class ``cls`` and ``config_for(name, seed=, threads=,
     epochs=)`` (and ``device=`` where ``on_gpu``), which returns the model's default settings with
-    those applied."""
+    those applied. ``takes`` names the keyword arguments of the class's ``fit`` beyond the common
+    ones (:data:`CAPABILITIES`)."""
 
     name: str
     summary: str
@@ -123,6 +125,7 @@ class ModelEntry:
     in_epochs: bool  # trained in epochs (``--epochs`` applies)
     extra: str | None = None  # the package extra its libraries come with
     on_gpu: bool = False  # trains (and may predict) on a CUDA GPU (``--device`` applies)
+    takes: tuple[str, ...] = ()  # what its fit takes besides inputs, Y and sample weights (XMCModel.fit)
 
     def load_module(self):
         try:
@@ -139,6 +142,8 @@ class ModelEntry:
         return getattr(self.load_module(), self.cls)
 
 
+CAPABILITIES = ("label_points", "batch_transform", "feature_mix")  # what a row's ``takes`` may name
+
 MODELS: dict[str, ModelEntry] = {
     e.name: e
     for e in (
@@ -148,6 +153,7 @@ MODELS: dict[str, ModelEntry] = {
             "gandalf_xmc.models.linear",
             "XRLinear",
             False,
+            takes=("feature_mix",),
         ),
         ModelEntry(
             "astec",
@@ -157,6 +163,7 @@ MODELS: dict[str, ModelEntry] = {
             True,
             "neural",
             on_gpu=True,
+            takes=("label_points", "batch_transform", "feature_mix"),
         ),
         ModelEntry(
             "inceptionxml",
@@ -166,6 +173,7 @@ MODELS: dict[str, ModelEntry] = {
             True,
             "neural",
             on_gpu=True,
+            takes=("label_points", "batch_transform"),
         ),
         ModelEntry(
             "dual-encoder",
@@ -175,6 +183,7 @@ MODELS: dict[str, ModelEntry] = {
             True,
             "neural",
             on_gpu=True,
+            takes=("label_points", "batch_transform", "feature_mix"),
         ),
         ModelEntry(
             "knn", "TF-IDF k nearest training points, training-free (a reference)", "gandalf_xmc.models.knn", "TfidfKNN", False
@@ -185,6 +194,7 @@ MODELS: dict[str, ModelEntry] = {
             "gandalf_xmc.models.blend",
             "LinearKnnBlend",
             False,
+            takes=("label_points",),
         ),
     )
 }

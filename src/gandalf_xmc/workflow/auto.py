@@ -25,6 +25,7 @@ import numpy as np
 
 from ..augment import TEMPERED_GRAPH, AugmentConfig, preset
 from ..data.atomic import atomic_path
+from ..models.registry import ModelEntry
 
 # Candidates, most promising first (the budget may cut the list short); docs/decisions.md gives
 # the validation figures behind the list and its order. "gandalf-tempered" is the preset of that
@@ -34,10 +35,10 @@ AUTO_CANDIDATES: dict[str, AugmentConfig] = {
     "gandalf-tempered": preset("gandalf-tempered"),
     "identity": AugmentConfig("identity"),
     "gandalf": AugmentConfig("gandalf"),
-    "identity-half-weight": AugmentConfig("identity", extra_weight=0.5),
+    "identity-half-weight": AugmentConfig("identity", label_point_weight=0.5),
     "gandalf-tempered-full-weight": AugmentConfig("gandalf", TEMPERED_GRAPH),
-    "identity-targets-only": AugmentConfig("identity", extra_negatives=False),
-    "gandalf-tempered-targets-only": AugmentConfig("gandalf", TEMPERED_GRAPH, extra_negatives=False),
+    "identity-targets-only": AugmentConfig("identity", label_point_negatives=False),
+    "gandalf-tempered-targets-only": AugmentConfig("gandalf", TEMPERED_GRAPH, label_point_negatives=False),
 }
 
 
@@ -62,10 +63,11 @@ def _unpack(trial: dict) -> np.ndarray:
     return np.unpackbits(bits)[: trial["p1_hits"]["n"]].astype(bool)
 
 
-def candidates_for(model_kind: str) -> tuple[str, ...]:
-    """The candidates a model can train on: the linear model fixes one set of candidate pairs for
-    every point, so the targets-only candidates are for the neural models."""
-    return tuple(name for name, c in AUTO_CANDIDATES.items() if model_kind != "linear" or c.extra_negatives)
+def candidates_for(row: ModelEntry) -> tuple[str, ...]:
+    """The candidates the model of ``row`` can train on: a label point without shortlist negatives
+    (the targets-only candidates) is for the models trained in epochs; the others train every point
+    against the same labels."""
+    return tuple(name for name, c in AUTO_CANDIDATES.items() if row.in_epochs or c.label_point_negatives)
 
 
 @dataclass

@@ -24,8 +24,9 @@ from ..engine.records import TrainResult, Validation
 from ..errors import ConfigError
 from ..metrics import inverse_propensity
 from ..metrics.ranking import prepare
-from ..models.registry import MODELS, build_model, config_seed, load_trained, model_name, refit_config
+from ..models.registry import MODELS, build_model, config_seed, entry, load_trained, model_name, refit_config
 from . import auto
+from .fitting import fit_model
 from .validation import BENCHMARK_PROTOCOLS, PROTOCOLS, carve_validation
 
 
@@ -67,9 +68,10 @@ def fit_augmented(
     built = build_training_set(rest, augment)
     model = build_model(model_config)
     model.set_labels(rest.label_texts, rest.label_uids)
-    model.fit(
+    fit_model(
+        model,
         built,
-        label_texts=rest.label_texts,
+        rest.label_texts,
         valid=Validation(valid.texts, valid.Y, inv, valid.filter_pairs) if valid is not None and len(valid) else None,
         checkpoint_dir=checkpoint_dir,
         resume=resume,
@@ -296,8 +298,7 @@ def _validation_run(
 
     auto_config = auto_config or auto.AutoConfig()
     if auto_config.candidates is None:
-        kind = "neural" if hasattr(model_config, "family") else "linear"
-        auto_config = replace(auto_config, candidates=auto.candidates_for(kind))
+        auto_config = replace(auto_config, candidates=auto.candidates_for(entry(model_name(model_config))))
     # enough labels that one is left after a row's filtered pairs go, as validation P@1 counts them
     filtered = np.bincount(np.asarray(valid.filter_pairs, dtype=np.int64).reshape(-1, 2)[:, 0], minlength=1)
 

@@ -1,0 +1,65 @@
+"""Handing a training set to a model. Every model takes inputs, targets and sample weights; the
+rest of a training set (which points are label points, a batch transform) goes only to a model
+whose row of the model table declares it takes it (``ModelEntry.takes``), and is applied here for
+the others, so that no model interprets an augmentation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..augment.catalog import TrainingSet
+from ..engine.records import Validation
+from ..errors import ConfigError
+from ..models.registry import ModelEntry, entry, model_name
+
+
+def fit_arguments(training_set: TrainingSet, row: ModelEntry) -> tuple[list[str], Any, Any, dict]:
+    """``(texts, Y, sample_weight, capabilities)`` for the model of ``row``: the label points' loss
+    weight folded into the sample weights; a text transform drawn once and its changed points
+    appended, unless the model draws it each batch; a feature mix, the label points' mask, share and
+    negatives passed where the row takes them, refused where it cannot use them."""
+    from ..augment.transforms import append_text_draw
+
+    texts, Y, weights = list(training_set.texts), training_set.Y, training_set.sample_weight
+    given: dict = {}
+    points = training_set.label_points
+    if points is not None and (points.share < 1.0 or not points.negatives) and not row.in_epochs:
+        option = "--label-point-share" if points.share < 1.0 else "--no-label-point-negatives"
+        raise ConfigError(f"{option} applies to the models trained in epochs; {row.name} trains on every point alike")
+    if "label_points" in row.takes:
+        given["label_points"] = points
+    transform = training_set.batch_transform
+    if transform is not None and transform.acts_on == "features":
+        if "feature_mix" not in row.takes:
+            raise ConfigError(f"a feature mix (MixUp, Label-MixUp) mixes input vectors, which the {row.name} model does not take")
+        given["feature_mix"] = transform
+    elif transform is not None and "batch_transform" in row.takes:
+        given["batch_transform"] = transform
+    elif transform is not None:  # drawn once: a model without batches sees one draw
+        texts, Y, weights = append_text_draw(transform, texts, Y, weights)
+    return texts, Y, weights, given
+
+
+def fit_model(
+    model,
+    training_set: TrainingSet,
+    label_texts: list[str],
+    valid: Validation | None = None,
+    checkpoint_dir=None,
+    resume: bool = False,
+    progress: bool = True,
+):
+    """Train ``model`` (any row of the model table) on ``training_set``, as ``gandalf train`` does;
+    returns the model. ``fit_model(XRLinear(), training_set(ds, preset("gandalf-tempered")), ds.label_texts)``."""
+    texts, Y, weights, given = fit_arguments(training_set, entry(model_name(model.config)))
+    return model.fit(
+        texts,
+        Y,
+        label_texts,
+        valid=valid,
+        sample_weight=weights,
+        checkpoint_dir=checkpoint_dir,
+        resume=resume,
+        progress=progress,
+        **given,
+    )
