@@ -42,10 +42,14 @@ EXPORTS = ["gandalf", "gandalf-tempered", "identity", "glas", "random-walk"]
 VOLATILE = ("seconds", "second", "time", "path", "source", "created", "started", "finished", "version", "resident")
 
 
+RENAMED = {"extra_weight": "label_point_weight", "extra_share": "label_point_share", "extra_negatives": "label_point_negatives"}
+
+
 def _stable(value):
-    """``value`` without the keys that change from run to run (times, paths, versions)."""
+    """``value`` without the keys that change from run to run (times, paths, versions), settings
+    under their current names."""
     if isinstance(value, dict):
-        return {k: _stable(v) for k, v in value.items() if not any(word in k.lower() for word in VOLATILE)}
+        return {RENAMED.get(k, k): _stable(v) for k, v in value.items() if not any(word in k.lower() for word in VOLATILE)}
     if isinstance(value, list):
         return [_stable(v) for v in value]
     return value

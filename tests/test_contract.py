@@ -44,13 +44,102 @@ def test_the_lazy_augment_package_names_what_its_module_exports():
     assert sorted(augment.__all__) == sorted(training_sets.__all__)
 
 
-def test_the_command_line_offers_every_graph_kind_and_model():
+def test_the_command_line_offers_every_graph_kind_model_and_augmentation():
     from gandalf_xmc import cli
+    from gandalf_xmc.augment import AUGMENTATIONS
     from gandalf_xmc.graph import GRAPH_KINDS
     from gandalf_xmc.models.registry import MODELS
 
     assert [k.value for k in cli.GraphKind] == list(GRAPH_KINDS)
-    assert [m.value for m in cli.TrainableModel] == list(MODELS)
+    assert [m.value for m in cli.ModelName] == list(MODELS)
+    assert [a.value for a in cli.AugmentName] == list(AUGMENTATIONS)
+    assert [a.value for a in cli.WrittenAugmentName] == [n for n, row in AUGMENTATIONS.items() if row.writes_files]
+
+
+def _augmentation_rows():
+    from gandalf_xmc.augment import AUGMENTATIONS
+
+    # auto is a search over the others (tests/workflow); synonym embeds every word with MiniLM (tests/augment)
+    return [name for name in AUGMENTATIONS if name not in ("auto", "synonym")]
+
+
+def _fruit(tmp_path):
+    from gandalf_xmc.data import load_dataset
+
+    from helpers import write_tiny_dataset
+
+    words = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "peach"]
+    train = [
+        (f"{size} {w} and {words[(j + 1) % 8]}", [j, (j + 1) % 8])
+        for j, w in enumerate(words)
+        for size in ("small", "big", "ripe", "sweet")
+    ]
+    return load_dataset(
+        write_tiny_dataset(
+            tmp_path / "d",
+            train=train,
+            labels=[f"{w} fruit" for w in words],
+            test=[(f"fresh {w}", [j]) for j, w in enumerate(words)],
+            filters=None,
+        )
+    )
+
+
+@pytest.mark.parametrize("augmentation", _augmentation_rows())
+def test_every_augmentation_builds_on_a_tiny_dataset(augmentation, tmp_path):
+    """Each row of the augmentation table (a preset through its settings) builds a training set
+    with the original points first, label points where the row says it has them, and the
+    preset's settings carried in its config."""
+    from gandalf_xmc.augment import AUGMENTATIONS, build_training_set, preset
+
+    ds = _fruit(tmp_path)
+    row = AUGMENTATIONS[augmentation]
+    config = preset(augmentation, seed=0)
+    assert config.training_set == (row.preset_of or augmentation)
+    for field, value in (row.preset_settings() if row.preset_settings else {}).items():
+        assert getattr(config, field) == value
+    built = build_training_set(ds, config)
+    assert len(built) > 0 and built.is_label_point.shape == (len(built),)
+    assert bool(built.is_label_point.any()) == row.has_label_points
+    if augmentation not in ("z-only", "uniform"):
+        assert built.texts[: ds.n_original] == ds.original_train().texts
+
+
+def _model_by_augmentation():
+    from gandalf_xmc.models.registry import MODELS
+
+    return [
+        pytest.param(model, augmentation, marks=[getattr(pytest.mark, row.extra)] if row.extra else [])
+        for model, row in MODELS.items()
+        for augmentation in _augmentation_rows()
+    ]
+
+
+@pytest.mark.parametrize(("model", "augmentation"), _model_by_augmentation())
+def test_every_model_trains_on_every_augmentation_or_refuses_it(model, augmentation, tmp_path):
+    """The workflow hands every model every training set: it trains (and predicts finite scores)
+    or is refused with one ConfigError before training, exactly where the model's row does not
+    declare what the training set needs."""
+    import numpy as np
+
+    from gandalf_xmc.augment import build_training_set, preset
+    from gandalf_xmc.errors import ConfigError
+    from gandalf_xmc.models.registry import CAPABILITIES, MODELS, build_model, model_config
+    from gandalf_xmc.workflow.fitting import fit_model
+
+    ds = _fruit(tmp_path)
+    row = MODELS[model]
+    built = build_training_set(ds, preset(augmentation, seed=0))
+    mix = built.batch_transform is not None and built.batch_transform.acts_on == "features"
+    refused = mix and "feature_mix" not in row.takes
+    fitted = build_model(model_config(model, seed=0, epochs=1 if row.in_epochs else None))
+    assert set(row.takes) <= set(CAPABILITIES)
+    if refused:
+        with pytest.raises(ConfigError):
+            fit_model(fitted, built, ds.label_texts, progress=False)
+        return
+    fit_model(fitted, built, ds.label_texts, progress=False)
+    assert np.all(np.isfinite(fitted.predict(ds.test.texts, k=3).data))
 
 
 # ------------------------------------------------------------------------------------- model rows
@@ -100,7 +189,7 @@ def test_every_model_trains_saves_loads_and_predicts_alike(name, tmp_path):
     again = train_model(ds, tmp_path / "b", config, AugmentConfig("identity", seed=0), valid_fraction=0.25, progress=False)
     loaded = load_trained(tmp_path / "a")
     assert type(loaded) is type(first.model)
-    assert json.loads((tmp_path / "a" / "model.json").read_text())["kind"] in (name, "neural")
+    assert json.loads((tmp_path / "a" / "model.json").read_text())["kind"] == name
     texts = ds.test.texts
     want = first.model.predict(texts, k=5).toarray()
     np.testing.assert_allclose(loaded.predict(texts, k=5).toarray(), want, rtol=1e-6, atol=1e-7)
@@ -129,7 +218,10 @@ def test_every_model_class_has_every_member_of_the_written_contract(name):
     model = build_model(model_config(name, seed=0))
     for attribute in XMCModel.__annotations__:
         assert hasattr(model, attribute), (name, attribute)
-    assert isinstance(model.kind, str) and model.result is None
+    assert model.kind == name and model.result is None
+    # fit takes exactly the capabilities its row declares, beyond the contract's arguments
+    fit_parameters = set(inspect.signature(cls.fit).parameters)
+    assert set(MODELS[name].takes) <= fit_parameters, (name, set(MODELS[name].takes) - fit_parameters)
 
 
 # ----------------------------------------------------------------------------------------- layers

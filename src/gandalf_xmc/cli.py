@@ -20,6 +20,7 @@ import typer
 
 from .augment.catalog import AUGMENTATIONS, TRAINING_SETS
 from .errors import GandalfError
+from .graph import GRAPH_KINDS
 from .models.registry import MODELS
 from .workflow.validation import PROTOCOLS
 
@@ -34,12 +35,11 @@ app = typer.Typer(
 # choices, from the tables that define them
 ModelName = Enum("ModelName", {n: n for n in MODELS}, type=str)  # type: ignore[misc]  # members from a table
 PredictionFormat = Enum("PredictionFormat", {n: n for n in ("jsonl", "txt", "npz")}, type=str)  # type: ignore[misc]  # members from a table
-TrainableModel = Enum("TrainableModel", {n: n for n in MODELS}, type=str)  # type: ignore[misc]  # members from a table
 AugmentName = Enum("AugmentName", {n: n for n in TRAINING_SETS}, type=str)  # type: ignore[misc]  # members from a table
 WrittenAugmentName = Enum(  # type: ignore[misc]
     "WrittenAugmentName", {row.name: row.name for row in AUGMENTATIONS.values() if row.writes_files}, type=str
 )
-GraphKind = Enum("GraphKind", {n: n for n in ("cooccurrence", "random-walk", "glas", "identity")}, type=str)  # type: ignore[misc]  # members from a table
+GraphKind = Enum("GraphKind", {n: n for n in GRAPH_KINDS}, type=str)  # type: ignore[misc]  # members from a table
 PointWeights = Enum("PointWeights", {"none": "none", "inverse-size": "inverse-size"}, type=str)  # type: ignore[misc]  # members from a table
 Sampling = Enum("Sampling", {"random": "random", "tail": "tail"}, type=str)  # type: ignore[misc]  # members from a table
 Precision = Enum("Precision", {n: n for n in ("auto", "float32", "bfloat16", "int8")}, type=str)  # type: ignore[misc]  # members from a table
@@ -490,7 +490,7 @@ def evaluate(
 
 @app.command()
 def train(
-    model: TrainableModel = typer.Option("linear", "--model", help=" | ".join(f"{n}: {e.summary}" for n, e in MODELS.items())),
+    model: ModelName = typer.Option("linear", "--model", help=" | ".join(f"{n}: {e.summary}" for n, e in MODELS.items())),
     data: Optional[str] = DATA_OPTION,
     training_set: AugmentName = typer.Option("none", "--augment", help=" | ".join(f"{n}: {d}" for n, d in TRAINING_SETS.items())),
     graph: Optional[GraphKind] = GRAPH_OPTION,

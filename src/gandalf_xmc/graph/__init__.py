@@ -1,15 +1,17 @@
-"""Label graphs whose rows are the soft targets of Gandalf's extra points."""
+"""Label graphs whose rows are the soft targets of Gandalf's label points. The kernels (numba) are
+imported when a graph is built, so that the command line can list the kinds at start-up."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..errors import ConfigError
-from .cooccurrence import conditional_graph
-from .random_walk import random_walk_counts, random_walk_graph
+
+if TYPE_CHECKING:  # scipy is imported where a graph is built: listing the kinds stays cheap
+    import scipy.sparse as sp
 
 
 @dataclass
@@ -94,6 +96,8 @@ def point_weights(Y: sp.csr_matrix, scheme: str) -> np.ndarray | None:
     """Per-point weights for co-occurrence counting (``None`` means all ones)."""
     if scheme == "none":
         return None
+    import scipy.sparse as sp
+
     sizes = np.diff(sp.csr_matrix(Y).indptr).astype(np.float64)
     return 1.0 / np.maximum(sizes, 1.0)
 
@@ -106,6 +110,8 @@ def label_graph(Y: sp.spmatrix, config: GraphConfig | None = None, client=None) 
     the co-occurrence kinds are computed on its Dask cluster (:mod:`.distributed`; the same result).
     The kind's row of :data:`GRAPH_BUILDERS` builds it.
     """
+    import scipy.sparse as sp
+
     config = config or GraphConfig()
     config.validate()
     G = GRAPH_BUILDERS[config.kind](sp.csr_matrix(Y), config, client)
@@ -123,6 +129,8 @@ def _cooccurrence(Y: sp.csr_matrix, config: GraphConfig, client, symmetric: bool
         return dask_conditional_graph(
             Y, client, delta=config.delta, top_k=config.top_k, shrinkage=shrinkage, point_weights=weights, symmetric=symmetric
         )
+    from .cooccurrence import conditional_graph
+
     return conditional_graph(
         Y, delta=config.delta, top_k=config.top_k, shrinkage=shrinkage, point_weights=weights, symmetric=symmetric
     )
@@ -137,6 +145,8 @@ def _glas(Y: sp.csr_matrix, config: GraphConfig, client) -> sp.csr_matrix:
 def _random_walk(Y: sp.csr_matrix, config: GraphConfig, client) -> sp.csr_matrix:
     if client is not None:
         raise ConfigError("the random-walk graph runs on one machine only; drop --dask or choose another graph")
+    from .random_walk import random_walk_graph
+
     walk = config.walk
     return random_walk_graph(
         Y,
@@ -150,6 +160,8 @@ def _random_walk(Y: sp.csr_matrix, config: GraphConfig, client) -> sp.csr_matrix
 
 
 def _identity(Y: sp.csr_matrix, config: GraphConfig, client) -> sp.csr_matrix:
+    import scipy.sparse as sp
+
     return sp.identity(Y.shape[1], dtype=np.float32, format="csr")
 
 
@@ -161,6 +173,8 @@ GRAPH_KINDS = tuple(GRAPH_BUILDERS)
 def scale_entries(G: sp.csr_matrix, co_labels: float = 1.0, self_entry: float = 1.0) -> sp.csr_matrix:
     """``G`` with its off-diagonal entries multiplied by ``co_labels`` and its diagonal by
     ``self_entry``; entries that become 0 are dropped."""
+    import scipy.sparse as sp
+
     G = sp.csr_matrix(G, copy=True)
     rows = np.repeat(np.arange(G.shape[0]), np.diff(G.indptr))
     on = G.indices == rows
@@ -168,6 +182,17 @@ def scale_entries(G: sp.csr_matrix, co_labels: float = 1.0, self_entry: float = 
     G.data[on] *= np.float32(self_entry)
     G.eliminate_zeros()
     return G
+
+
+_KERNELS = {"conditional_graph": "cooccurrence", "random_walk_graph": "random_walk", "random_walk_counts": "random_walk"}
+
+
+def __getattr__(name: str):
+    if name in _KERNELS:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_KERNELS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

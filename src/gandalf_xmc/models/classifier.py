@@ -111,8 +111,6 @@ class NeuralXMC(LabelledModel):
     top-k labels of each text as a CSR matrix of probabilities.
     """
 
-    kind = "neural"
-
     def __init__(self, config: ModelConfig | None = None):
         config = config or ModelConfig()
         self.family = FAMILIES[config.family]
@@ -146,6 +144,11 @@ class NeuralXMC(LabelledModel):
         if self.featurizer is None:
             raise RuntimeError("fit or load the model first")
         return self.featurizer.transform(texts)
+
+    @property
+    def kind(self) -> str:
+        """Its row of the model table: the family (astec, inceptionxml, dual-encoder)."""
+        return self.config.family
 
     def _n_features(self, X=None) -> int:
         if self.featurizer is not None:
@@ -259,7 +262,7 @@ class NeuralXMC(LabelledModel):
         """Write config, features, clusters and weights into ``directory``."""
         assert self.network is not None and self.assign is not None
         d = write_spec(
-            directory, "neural", self.config, self.result, n_labels=int(self.assign.size), n_features=self._n_features()
+            directory, self.kind, self.config, self.result, n_labels=int(self.assign.size), n_features=self._n_features()
         )
         if self.featurizer is not None:
             self.featurizer.save(d)

@@ -25,7 +25,7 @@ class XMCModel(Protocol):
     writes the rest. ``tests/test_contract.py`` checks every row of :data:`MODELS` against it.
 
     Attributes:
-        kind: the name ``model.json`` saves (a row's name, or ``"neural"`` for every neural family).
+        kind: its row's name in :data:`MODELS`, which ``model.json`` saves and ``load_trained`` reads.
         config: the settings object it was built with (its ``seed`` decides everything random).
         result: after ``fit`` or ``load``, a :class:`~gandalf_xmc.engine.records.TrainResult`
             (best epoch and score, one history record an epoch, seconds), or None.
@@ -263,5 +263,6 @@ def load_trained(directory: str | Path) -> XMCModel:
     kind = spec.get("kind") if isinstance(spec, dict) else None
     if not isinstance(kind, str):
         raise DataFormatError(path, None, "not a model description (expected an object with a string 'kind')")
-    kinds = {"neural": "astec"}  # every neural family saves kind "neural"
-    return entry(kinds.get(kind, kind)).model_class().load(directory)
+    if kind == "neural":  # written before each neural family saved its own name; the class reads the family
+        kind = "astec"
+    return entry(kind).model_class().load(directory)
