@@ -103,7 +103,7 @@ TRAIN_CHILD = r"""
 import json, sys, tempfile, time
 import numpy as np
 from gandalf_xmc.data import load_dataset
-from gandalf_xmc.models.classifier import NeuralXMC
+from gandalf_xmc.models.neural_xmc import NeuralXMC
 from gandalf_xmc.models.registry import model_config
 from gandalf_xmc.workflow.pipeline import write_predictions
 def status(key):

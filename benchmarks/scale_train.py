@@ -28,7 +28,7 @@ import numba, numpy as np, torch
 if int(sys.argv[5]):
     torch.set_num_threads(int(sys.argv[5])); numba.set_num_threads(int(sys.argv[5]))
 from gandalf_xmc.data import load_dataset
-from gandalf_xmc.models.classifier import NeuralXMC
+from gandalf_xmc.models.neural_xmc import NeuralXMC
 from gandalf_xmc.models.registry import model_config
 path, n_points, model_name, cluster_size = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 t0 = time.perf_counter()

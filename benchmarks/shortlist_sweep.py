@@ -18,8 +18,8 @@ from gandalf_xmc.data import load_dataset
 from gandalf_xmc.engine.clusters import shortlist_recall
 from gandalf_xmc.engine.records import Validation
 from gandalf_xmc.metrics import evaluate, inverse_propensity
-from gandalf_xmc.models.classifier import FAMILIES, ModelConfig, NeuralXMC
 from gandalf_xmc.models.neural_training import candidate_sets, predict
+from gandalf_xmc.models.neural_xmc import FAMILIES, ModelConfig, NeuralXMC
 from gandalf_xmc.workflow.pipeline import carve_validation
 
 RESULTS = Path(__file__).resolve().parent / "results"

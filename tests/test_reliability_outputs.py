@@ -224,7 +224,7 @@ def test_reproduce_without_the_neural_extra_names_it(work, capsys, monkeypatch):
 
     tmp, data = work
     monkeypatch.setitem(sys.modules, "torch", None)  # as if torch were not installed
-    monkeypatch.delitem(sys.modules, "gandalf_xmc.models.classifier", raising=False)
+    monkeypatch.delitem(sys.modules, "gandalf_xmc.models.neural_xmc", raising=False)
     refused(
         capsys,
         tmp,

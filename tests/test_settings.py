@@ -115,7 +115,7 @@ def test_train_rejects_a_bad_setting_before_anything_is_written(tiny_dir, tmp_pa
 
 def test_neural_settings_check_their_ranges():
     pytest.importorskip("torch")
-    from gandalf_xmc.models.classifier import ModelConfig
+    from gandalf_xmc.models.neural_xmc import ModelConfig
 
     for changes, message in [
         ({"family": "knn"}, "family must be one of astec"),

@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from gandalf_xmc.engine.devices import autocast, check_device_name, resolve_device
 from gandalf_xmc.engine.records import TrainConfig
 from gandalf_xmc.errors import ConfigError
-from gandalf_xmc.models.classifier import ModelConfig, NeuralXMC
+from gandalf_xmc.models.neural_xmc import ModelConfig, NeuralXMC
 from gandalf_xmc.models.registry import model_config
 
 from helpers import assert_clean_failure, run_cli, snapshot

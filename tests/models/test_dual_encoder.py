@@ -9,8 +9,8 @@ torch = pytest.importorskip("torch")  # the [neural] extra
 import scipy.sparse as sp
 
 from gandalf_xmc import sentence
-from gandalf_xmc.models.classifier import FAMILIES, ModelConfig, NeuralXMC
-from gandalf_xmc.models.neural import XMCNetwork
+from gandalf_xmc.models.network import XMCNetwork
+from gandalf_xmc.models.neural_xmc import FAMILIES, ModelConfig, NeuralXMC
 
 from helpers import run_cli
 

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from gandalf_xmc.engine.clusters import balanced_clusters, cluster_members, shortlist_recall
 from gandalf_xmc.engine.records import TrainConfig, Validation
-from gandalf_xmc.models.classifier import ModelConfig, NeuralXMC
+from gandalf_xmc.models.neural_xmc import ModelConfig, NeuralXMC
 
 TEXTS = ["alpha beta", "gamma delta", "alpha gamma", "epsilon zeta", "beta zeta"]
 LABELS = ["alpha", "gamma", "zeta", "omega"]
@@ -216,7 +216,7 @@ def test_extra_points_without_negatives_score_their_targets_only(monkeypatch):
     # Row 0 (original, label 0) gets its positive and three negatives; row 1 (an extra point with
     # soft targets 1.0 on label 2 and 0.4 on label 3) gets its two targets and nothing else.
     from gandalf_xmc.engine.records import LabelPoints
-    from gandalf_xmc.models.neural import XMCNetwork
+    from gandalf_xmc.models.network import XMCNetwork
     from gandalf_xmc.models.neural_training import NetworkObjective
 
     net = XMCNetwork(torch.nn.Identity(), 3, n_labels=4, n_clusters=2)
@@ -243,7 +243,7 @@ def test_extra_points_without_negatives_score_their_targets_only(monkeypatch):
 def test_pair_scores_backward_is_the_same_twice_with_several_threads():
     # thousands of pairs share rows and labels: advanced indexing's backward summed them in a
     # thread-dependent order (two trainings with one seed differed); index_select's does not
-    from gandalf_xmc.models.neural import XMCNetwork
+    from gandalf_xmc.models.network import XMCNetwork
 
     threads = torch.get_num_threads()
     torch.set_num_threads(2)

@@ -17,7 +17,7 @@ from gandalf_xmc.data import load_dataset
 from gandalf_xmc.engine.records import LabelPoints, TrainConfig, TrainResult
 from gandalf_xmc.errors import ConfigError
 from gandalf_xmc.graph import GraphConfig, label_graph
-from gandalf_xmc.models.classifier import ModelConfig, NeuralXMC
+from gandalf_xmc.models.neural_xmc import ModelConfig, NeuralXMC
 from gandalf_xmc.models.registry import MODELS
 from gandalf_xmc.workflow import auto
 from gandalf_xmc.workflow.pipeline import carve_validation, train_model

@@ -6,9 +6,9 @@ from __future__ import annotations
 import importlib
 
 _WHERE = {
-    "FAMILIES": "classifier",
-    "ModelConfig": "classifier",
-    "NeuralXMC": "classifier",
+    "FAMILIES": "neural_xmc",
+    "ModelConfig": "neural_xmc",
+    "NeuralXMC": "neural_xmc",
     "KNNConfig": "knn",
     "TfidfKNN": "knn",
     "LinearConfig": "linear",

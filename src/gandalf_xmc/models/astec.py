@@ -11,7 +11,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.utils.parametrizations import spectral_norm
 
-from .neural import FeatureBatch
+from .network import FeatureBatch
 
 
 class BagOfEmbeddings(nn.Module):

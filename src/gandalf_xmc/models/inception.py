@@ -5,7 +5,7 @@ convolutions run along the embedding axis with the (few) words as channels, whic
 texts better than sliding over a handful of words: parallel filters of widths 4, 8 and 16 (the
 inception module) are concatenated, a second strided convolution mixes them, and a linear layer
 with a residual bag-of-words path gives the encoding that the meta and extreme heads of
-:class:`gandalf_xmc.models.neural.XMCNetwork` score.
+:class:`gandalf_xmc.models.network.XMCNetwork` score.
 
 Pretrained GloVe vectors are not available offline, so the token embeddings start from
 the mean of all-MiniLM-L6-v2's input embeddings of each word's pieces (PyPI

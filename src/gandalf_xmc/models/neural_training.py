@@ -1,4 +1,4 @@
-"""The neural models' objective: soft-target BCE of an :class:`~.neural.XMCNetwork` over each
+"""The neural models' objective: soft-target BCE of an :class:`~.network.XMCNetwork` over each
 point's cluster shortlist, plus the meta-classifier's loss, and prediction through the clusters.
 
 Each point is scored on its own shortlist: the labels of its (soft) targets plus the labels of
@@ -25,7 +25,7 @@ from ..engine.clusters import shortlist_recall
 from ..engine.devices import autocast
 from ..engine.loop import run
 from ..engine.records import LabelPoints, TrainConfig, TrainResult, Validation, validation_metrics
-from .neural import FeatureBatch, XMCNetwork
+from .network import FeatureBatch, XMCNetwork
 
 
 def _cluster_targets(Yb: sp.csr_matrix, assign: np.ndarray, n_clusters: int, device: torch.device) -> torch.Tensor:

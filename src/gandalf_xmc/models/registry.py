@@ -158,7 +158,7 @@ MODELS: dict[str, ModelEntry] = {
         ModelEntry(
             "astec",
             "bag of uni/bigram embeddings + residual layer, clustered shortlist",
-            "gandalf_xmc.models.classifier",
+            "gandalf_xmc.models.neural_xmc",
             "NeuralXMC",
             True,
             "neural",
@@ -168,7 +168,7 @@ MODELS: dict[str, ModelEntry] = {
         ModelEntry(
             "inceptionxml",
             "convolutions over word embeddings, clustered shortlist",
-            "gandalf_xmc.models.classifier",
+            "gandalf_xmc.models.neural_xmc",
             "NeuralXMC",
             True,
             "neural",
@@ -178,7 +178,7 @@ MODELS: dict[str, ModelEntry] = {
         ModelEntry(
             "dual-encoder",
             "frozen all-MiniLM-L6-v2 embeddings, label-text-initialised classifiers",
-            "gandalf_xmc.models.classifier",
+            "gandalf_xmc.models.neural_xmc",
             "NeuralXMC",
             True,
             "neural",

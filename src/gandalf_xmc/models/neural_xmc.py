@@ -23,7 +23,7 @@ from .astec import BagOfEmbeddings
 from .base import LabelledModel
 from .dual_encoder import FrozenEmbeddings
 from .inception import InceptionEncoder, WordVocabulary, token_bags
-from .neural import XMCNetwork
+from .network import XMCNetwork
 from .neural_training import TransformedBatches, fit, predict
 from .spec import read_result, read_spec, write_spec
 
