@@ -122,11 +122,11 @@ def test_it_learns_the_obvious_labels():
 def test_training_says_how_far_a_long_level_is_and_not_a_short_one(capsys, monkeypatch):
     """With progress on, a level whose training outlasts LEVEL_PROGRESS_SECONDS says its share of
     work done; at the default 15 s these tiny levels say nothing between their start and end."""
-    from gandalf_xmc.models import linear
+    from gandalf_xmc.engine import tree_levels
 
     XRLinear(small()).fit(TEXTS, Y, LABELS, progress=True)
     assert "classifiers' work" not in capsys.readouterr().out
-    monkeypatch.setattr(linear, "LEVEL_PROGRESS_SECONDS", 0.0)
+    monkeypatch.setattr(tree_levels, "LEVEL_PROGRESS_SECONDS", 0.0)
     XRLinear(small()).fit(TEXTS, Y, LABELS, progress=True)
     said = [line for line in capsys.readouterr().out.splitlines() if "classifiers' work" in line]
     assert said and all("% of its classifiers' work" in line and "100%" not in line for line in said), said
@@ -141,16 +141,16 @@ def test_soft_targets_rank_as_their_values():
 
 
 def test_label_point_weight_reaches_the_solver_as_instance_weights(monkeypatch):
-    from gandalf_xmc.models import linear
+    from gandalf_xmc.engine import tree_levels
 
     seen = []
-    real = linear.train_level
+    real = tree_levels.train_level
 
     def spy(X, T, active, parent_of, weights, config, **options):
         seen.append(np.asarray(weights).copy())
         return real(X, T, active, parent_of, weights, config, **options)
 
-    monkeypatch.setattr(linear, "train_level", spy)
+    monkeypatch.setattr(tree_levels, "train_level", spy)
     split = Split([str(i) for i in range(7)], TEXTS, sp.csr_matrix(Y))
     train = TrainingSet(split, np.array([False] * 5 + [True] * 2), label_point_weight=0.25)
     fit_model(XRLinear(small()), train, LABELS, progress=False)
@@ -222,7 +222,7 @@ def test_levels_written_to_disk_give_the_same_model_and_predictions(tmp_path, mo
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "ckpt" / "other").write_text("kept")
     unsaved = XRLinear(small(threads=2)).fit(texts, targets, LABELS, checkpoint_dir=tmp_path / "ckpt", progress=False)
-    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == sorted(["other", unsaved._scratch[0].name])
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == sorted(["other", unsaved._scratch.path.name])
     del unsaved
     import gc
 

@@ -23,7 +23,7 @@ import scipy.sparse as sp
 from ..errors import DataFormatError
 from ..sparse_ops import threads_for
 from .level_chunks import CHUNK_FILES, LevelChunks, has_chunks, lay_out, map_chunks
-from .level_store import finite_problem, mappings
+from .level_store import finite_problem, mappings, read_level, write_level
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -271,6 +271,19 @@ class TreeWeights:
                 if damaged:
                     raise DataFormatError(chunks.name, None, "the search layout is damaged (an entry out of its bounds)")
             return parents, scores.astype(np.float32)
+
+    def save(self, directory: Path, sources: list[Path | None] | None = None) -> None:
+        """Write level ``t`` to ``directory / weights_level{t}`` (``.npy`` arrays and, for a large
+        level, its search layout); a level already in files at ``sources[t]`` is linked from there."""
+        for t, W in enumerate(self.levels):
+            write_level(W, directory / f"weights_level{t}", sources[t] if sources else None)
+
+    def map_saved(self, directory: Path, levels: list[int], n_columns: int) -> None:
+        """Read ``levels`` mapped from the files :meth:`save` wrote, instead of the files they were
+        mapped from (a training directory about to go)."""
+        for t in levels:
+            self.levels[t] = read_level(directory / f"weights_level{t}", n_columns)
+            self.chunks[t] = map_chunks(directory / f"weights_level{t}", self.bounds[t])
 
     def mapped_arrays(self) -> list[np.ndarray]:
         """The arrays the search reads that may be mapped from files (for a server's warm-up)."""

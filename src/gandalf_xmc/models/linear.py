@@ -15,9 +15,6 @@ Training and prediction use numpy, scipy and numba (the word TF-IDF is written o
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-import threading
 import time
 import weakref
 from dataclasses import dataclass, field, replace
@@ -30,11 +27,10 @@ import scipy.sparse as sp
 
 from ..engine.beam_search import TreeWeights
 from ..engine.label_tree import LabelTree, build_tree, label_vectors
-from ..engine.level_chunks import map_chunks, write_chunks
-from ..engine.level_store import is_spilled, page_in, read_level, write_level
-from ..engine.linear_solver import SolverConfig, kernels_cached, train_level
-from ..engine.node_targets import node_targets
+from ..engine.level_store import page_in, read_level
+from ..engine.linear_solver import SolverConfig, kernels_cached
 from ..engine.records import TrainResult, Validation, validation_metrics
+from ..engine.tree_levels import Scratch, remove_scratch, train_levels
 from ..errors import ConfigError
 from ..features import PrecomputedFeatures, TextFeaturizer, is_feature_matrix, load_featurizer
 from ..settings import check_ranges
@@ -110,27 +106,6 @@ def config_for(name: str, seed: int | None = None, threads: int | None = None, e
     return replace(LinearConfig(), **changes)
 
 
-# a level that trains longer than this says how far it is, this often
-LEVEL_PROGRESS_SECONDS = 15.0
-
-
-def _every(seconds: float, report):
-    """``report`` throttled: called with the latest value once ``seconds`` have passed since it
-    last spoke (or since the start), never for the last value (the caller says when it is done)."""
-    last = [time.perf_counter()]
-    lock = threading.Lock()
-
-    def call(share: float) -> None:
-        now = time.perf_counter()
-        with lock:
-            if share >= 1.0 or now - last[0] < seconds:
-                return
-            last[0] = now
-        report(share)
-
-    return call
-
-
 class XRLinear(LabelledModel):
     """Fit on texts and (soft) targets; predict the top-k labels of new texts (CSR of scores in (0, 1])."""
 
@@ -144,8 +119,7 @@ class XRLinear(LabelledModel):
         self.n_labels = 0
         self.result: TrainResult | None = None
         self._level_files: list[Path | None] = []  # where each level's arrays are files (None: in memory)
-        # training's directory for levels that outgrow memory, and whether its parent was made for it
-        self._scratch: tuple[Path, bool] | None = None
+        self._scratch: Scratch | None = None  # training's directory for levels that outgrow memory
 
     def _with_bias(self, X: sp.csr_matrix) -> sp.csr_matrix:
         """``[X, bias]``: the bias is the last feature, appended to every row (built directly: a
@@ -252,10 +226,13 @@ class XRLinear(LabelledModel):
         Xb = self._with_bias(X)
         del X
         if self._scratch is not None:  # an earlier fit's levels
-            _remove_scratch(*self._scratch)
-        self._scratch = _new_scratch(checkpoint_dir)
-        weakref.finalize(self, _remove_scratch, *self._scratch)
-        levels = self._train_levels(Xb, Y, weights, say, self._scratch[0], progress)
+            self._scratch.remove()
+        self._scratch = scratch = Scratch.new(checkpoint_dir)
+        weakref.finalize(self, remove_scratch, scratch.path, scratch.made_parent)
+        trained = train_levels(
+            Xb, Y, weights, self.tree, cfg.solver, cfg.seed, cfg.threads or numba.get_num_threads(), scratch.path, say, progress
+        )
+        levels, self._level_files = trained.levels, trained.files
         self.weights = TreeWeights(
             levels, [self.tree.children(t) for t in range(len(self.tree.bounds))], chunk_dirs=self._level_files
         )
@@ -291,62 +268,6 @@ class XRLinear(LabelledModel):
             raise ConfigError(f"{Z.shape[0]:,} rows of label features for {self.n_labels:,} labels")
         return X, Z
 
-    def _train_levels(
-        self, Xb: sp.csr_matrix, Y: sp.csr_matrix, weights: np.ndarray, say, scratch: Path, progress: bool = False
-    ) -> list[sp.csr_matrix]:
-        cfg, tree = self.config, self.tree
-        threads = cfg.threads or _numba_threads()
-        position = np.empty(self.n_labels, dtype=np.int64)
-        position[tree.order] = np.arange(self.n_labels)
-        n_levels = len(tree.bounds) + 1  # cluster levels, then the labels
-        levels = []
-        self._level_files = []
-        parent_targets: sp.csr_matrix | None = None
-        for t in range(n_levels):
-            if t < n_levels - 1:
-                node_of_label, n_nodes = tree.node_of_label(t), tree.bounds[t].size - 1
-            else:
-                node_of_label, n_nodes = position, self.n_labels
-            # the solver reads targets and parents' targets by node: held as CSC only
-            T = node_targets(Y, node_of_label, n_nodes).tocsc()
-            if t == 0:
-                active = sp.csr_matrix(np.ones((Xb.shape[0], 1), dtype=np.float32))
-                parent_of = np.zeros(n_nodes, dtype=np.int64)
-            else:
-                active = parent_targets
-                parent_of = np.repeat(np.arange(parent_targets.shape[1]), np.diff(tree.children(t - 1)))
-            seed = int(np.random.SeedSequence([cfg.seed, t]).generate_state(1)[0] % (2**31 - 1 - n_nodes))
-            spill = scratch / f"level{t}"
-            spill.mkdir()
-            level = f"level {t + 1}/{n_levels}"
-            on_progress = (
-                _every(
-                    LEVEL_PROGRESS_SECONDS,
-                    lambda share, level=level: say(f"{level}: {100 * share:.0f}% of its classifiers' work"),
-                )
-                if progress
-                else None
-            )
-            W = train_level(
-                Xb,
-                T,
-                active,
-                parent_of,
-                weights,
-                cfg.solver,
-                seed=seed,
-                threads=threads,
-                spill_dir=spill,
-                on_progress=on_progress,
-            )
-            levels.append(W)
-            self._level_files.append(spill if is_spilled(spill) else None)
-            if is_spilled(spill):  # a level in files gets its search layout in files too
-                write_chunks(W, np.array([0, n_nodes]) if t == 0 else tree.children(t - 1), spill, threads)
-            say(f"{level}: {n_nodes:,} classifiers, {W.nnz:,} weights")
-            parent_targets = T
-        return levels
-
     def predict(self, texts: Inputs, k: int = 100, progress: bool = False, batch_size: int = 8192) -> sp.csr_matrix:
         """Top-``k`` labels of each text, ``len(texts) x L`` CSR of path scores (best = largest)."""
         if self.weights is None or self.tree is None:
@@ -379,17 +300,14 @@ class XRLinear(LabelledModel):
         np.save(d / "tree_order.npy", self.tree.order)
         np.savez(d / "tree_bounds.npz", *self.tree.bounds)
         sources = self._level_files if len(self._level_files) == len(self.weights.levels) else []
-        for t, W in enumerate(self.weights.levels):
-            write_level(W, d / f"weights_level{t}", sources[t] if sources else None)
+        self.weights.save(d, sources)
         write_spec(d, self.kind, self.config, self.result, n_labels=self.n_labels, n_levels=len(self.weights.levels))
         if self._scratch is not None:  # levels mapped from training's files are mapped from the saved ones instead
-            n_columns = self.featurizer.n_features + 1
             spilled = [t for t, source in enumerate(sources) if source is not None]
+            self.weights.map_saved(d, spilled, self.featurizer.n_features + 1)
             for t in spilled:
                 self._level_files[t] = d / f"weights_level{t}"
-                self.weights.levels[t] = read_level(self._level_files[t], n_columns)
-                self.weights.chunks[t] = map_chunks(self._level_files[t], self.weights.bounds[t])
-            _remove_scratch(*self._scratch)
+            self._scratch.remove()
             self._scratch = None
 
     def page_in(self) -> int:
@@ -445,32 +363,3 @@ def _resident() -> str:
     import os
 
     return f", {pages * os.sysconf('SC_PAGE_SIZE') / 1e9:4.1f} GB"
-
-
-def _new_scratch(checkpoint_dir: str | Path | None) -> tuple[Path, bool]:
-    """A fresh directory for levels that outgrow memory, and whether its parent was made for it:
-    under ``checkpoint_dir`` (beside the output, so saving links the files instead of copying
-    them; an interrupted run's leftovers there are removed), else in the system's temporary
-    directory."""
-    if checkpoint_dir is None:
-        return Path(tempfile.mkdtemp(prefix="linear-levels-")), False
-    parent = Path(checkpoint_dir)
-    made = not parent.exists()
-    parent.mkdir(parents=True, exist_ok=True)
-    for stale in parent.glob("linear-levels-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix="linear-levels-", dir=parent)), made
-
-
-def _remove_scratch(scratch: Path, made_parent: bool) -> None:
-    """Remove a training directory, and the checkpoint directory made for it if left empty."""
-    shutil.rmtree(scratch, ignore_errors=True)
-    if made_parent:
-        try:
-            scratch.parent.rmdir()
-        except OSError:  # not empty (or gone): someone else's now
-            pass
-
-
-def _numba_threads() -> int:
-    return numba.get_num_threads()
