@@ -34,6 +34,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -53,6 +54,61 @@ WEIGHT_PREFETCH_BYTES = 32 << 20
 FLOATS_PER_LINE = 16  # float32 values in a 64-byte cache line: one prefetch each
 # a thread's finished weights held in memory at most, when the caller gives a directory for more
 SPILL_BYTES = 256 << 20
+
+
+class LevelData(NamedTuple):
+    """What every work unit of a level reads: each parent's active instances and their targets of it
+    (CSC lists of ``active``), the node targets (CSC lists), the instances' features (CSR) and
+    their loss weights."""
+
+    act_ptr: np.ndarray
+    act_idx: np.ndarray
+    act_val: np.ndarray
+    t_ptr: np.ndarray
+    t_idx: np.ndarray
+    t_val: np.ndarray
+    x_indptr: np.ndarray
+    x_indices: np.ndarray
+    x_data: np.ndarray
+    inst_weight: np.ndarray
+
+
+class SolverParams(NamedTuple):
+    """:class:`SolverConfig`'s numbers as the kernels take them."""
+
+    C: float
+    positive_cost: float
+    min_parent_target: float
+    eps: float
+    max_iter: int
+    threshold: float
+
+
+class Workspace(NamedTuple):
+    """A thread's scratch arrays, reused by every unit it trains: each feature's local id
+    (``loc``) and a bit a feature (``seen``), each instance's local row (``row_at``, -1 outside
+    the unit), and the weights kept of each node (``counts``, filled as units finish)."""
+
+    loc: np.ndarray
+    seen: np.ndarray
+    row_at: np.ndarray
+    counts: np.ndarray
+
+
+class SiblingSolution(NamedTuple):
+    """:func:`_train_siblings`' result: the shared features' weights (local features x children),
+    each local feature's global id and block row (-1: private), a private feature's row and value,
+    and the dual variables with the positives' layout (from which private weights follow)."""
+
+    W: np.ndarray
+    fs: np.ndarray
+    slot: np.ndarray
+    owner: np.ndarray
+    owner_val: np.ndarray
+    alpha_neg: np.ndarray
+    alpha_pos: np.ndarray
+    pos_ptr: np.ndarray
+    pos_child: np.ndarray
 
 
 def kernels_cached() -> bool:
@@ -151,33 +207,19 @@ def _shuffle(a, state):
 
 
 @numba.njit(cache=True, nogil=True)
-def _train_siblings(
-    k_lo,
-    k_hi,
-    rows,
-    parent_t,
-    t_ptr,
-    t_idx,
-    t_val,
-    x_indptr,
-    x_indices,
-    x_data,
-    inst_weight,
-    loc,
-    seen,
-    row_at,
-    C,
-    positive_cost,
-    min_parent_target,
-    eps,
-    max_iter,
-    seed,
-):
+def _train_siblings(k_lo, k_hi, rows, parent_t, level, work, params, seed):
     """The classifiers of nodes ``k_lo:k_hi`` (one parent's children) on the parent's ``rows``,
     trained side by side: one shared coordinate order, so a row's features and the children's
     weights of a feature (one contiguous row of ``W``) are read once for all the children, and
-    a row's hard negatives of all the children are updated in one branch-free pass.
-    Returns (W as local features x children, global id of each local feature)."""
+    a row's hard negatives of all the children are updated in one branch-free pass. ``rows``: the
+    parent's active instances, ``parent_t`` their targets of it; ``level`` a :class:`LevelData`,
+    ``work`` the thread's :class:`Workspace`, ``params`` :class:`SolverParams`. Returns a
+    :class:`SiblingSolution`."""
+    t_ptr, t_idx, t_val = level.t_ptr, level.t_idx, level.t_val
+    x_indptr, x_indices, x_data, inst_weight = level.x_indptr, level.x_indices, level.x_data, level.inst_weight
+    loc, seen, row_at = work.loc, work.seen, work.row_at
+    C, positive_cost, min_parent_target, eps = params.C, params.positive_cost, params.min_parent_target, params.eps
+    max_iter = params.max_iter
     m, n_k = rows.size, k_hi - k_lo
     # the rows are laid out in the first pass's random order (see the passes below)
     state = np.uint64(seed) * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
@@ -332,7 +374,7 @@ def _train_siblings(
                 n_done += 1
         if n_done == n_k:
             break
-    return W, fs, slot, owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child
+    return SiblingSolution(W, fs, slot, owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -444,62 +486,20 @@ def _positive_step(q, a, k, d, t, sq, cw, positive_cost, alpha_pos, alpha_neg, p
 
 
 @numba.njit(cache=True, nogil=True)
-def _train_unit(
-    p,
-    k_lo,
-    k_hi,
-    act_ptr,
-    act_idx,
-    act_val,
-    min_parent_target,
-    t_ptr,
-    t_idx,
-    t_val,
-    x_indptr,
-    x_indices,
-    x_data,
-    inst_weight,
-    loc,
-    seen,
-    row_at,
-    counts,
-    C,
-    positive_cost,
-    eps,
-    max_iter,
-    threshold,
-    seed,
-):
+def _train_unit(p, k_lo, k_hi, level, work, params, seed):
     """The classifiers of parent ``p``'s children ``k_lo:k_hi``, their kept weights as consecutive
-    CSR rows: fills ``counts`` (weights of each node) and returns (feature ids, weights)."""
-    a_lo, a_hi = act_ptr[p], act_ptr[p + 1]
+    CSR rows: fills ``work.counts`` (weights of each node) and returns (feature ids, weights)."""
+    a_lo, a_hi = level.act_ptr[p], level.act_ptr[p + 1]
     if a_hi == a_lo or k_hi == k_lo:
         return np.empty(0, dtype=np.int32), np.empty(0, dtype=np.float32)
-    W, fs, slot, owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child = _train_siblings(
-        k_lo,
-        k_hi,
-        act_idx[a_lo:a_hi],
-        act_val[a_lo:a_hi],
-        t_ptr,
-        t_idx,
-        t_val,
-        x_indptr,
-        x_indices,
-        x_data,
-        inst_weight,
-        loc,
-        seen,
-        row_at,
-        C,
-        positive_cost,
-        min_parent_target,
-        eps,
-        max_iter,
-        seed + k_lo,
-    )
+    solved = _train_siblings(k_lo, k_hi, level.act_idx[a_lo:a_hi], level.act_val[a_lo:a_hi], level, work, params, seed + k_lo)
+    W, fs, slot, owner, owner_val = solved.W, solved.fs, solved.slot, solved.owner, solved.owner_val
+    counts, threshold = work.counts, params.threshold
     n_k = k_hi - k_lo
     at = np.zeros(n_k + 1, dtype=np.int64)  # each child's first position, from a counting pass
-    nz_ptr, nz_child, nz_signed = _private_lists(owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child, threshold)
+    nz_ptr, nz_child, nz_signed = _private_lists(
+        owner, owner_val, solved.alpha_neg, solved.alpha_pos, solved.pos_ptr, solved.pos_child, threshold
+    )
     for i in range(fs.size):
         if slot[i] >= 0:
             row = W[slot[i]]
@@ -650,44 +650,31 @@ def train_level(
             share = done[0] / total_cost
         on_progress(min(share, 1.0))
 
+    level = LevelData(act_ptr, act_idx, act_val, t_ptr, t_idx, t_val, xi, xx, xd, weights)
+    params = SolverParams(
+        float(config.C),
+        float(config.positive_cost),
+        float(config.min_parent_target),
+        float(config.eps),
+        int(config.max_iter),
+        float(config.threshold),
+    )
+
     def work(i):
-        loc = np.empty(X.shape[1], dtype=np.int32)
-        seen = np.zeros((X.shape[1] + 63) // 64, dtype=np.uint64)
-        row_at = np.full(X.shape[0], -1, dtype=np.int64)  # an instance's local row in the unit at hand
-        counts = np.zeros(n_nodes, dtype=np.int64)
+        workspace = Workspace(
+            np.empty(X.shape[1], dtype=np.int32),
+            np.zeros((X.shape[1] + 63) // 64, dtype=np.uint64),
+            np.full(X.shape[0], -1, dtype=np.int64),
+            np.zeros(n_nodes, dtype=np.int64),
+        )
         blocks = UnitBlocks(spill_dir, i, spill_bytes)
         while (unit := queue.take(from_front=i % 2 == 0)) is not None:
             parent, lo, hi = (int(v) for v in unit)
-            feat, val = _train_unit(
-                parent,
-                lo,
-                hi,
-                act_ptr,
-                act_idx,
-                act_val,
-                config.min_parent_target,
-                t_ptr,
-                t_idx,
-                t_val,
-                xi,
-                xx,
-                xd,
-                weights,
-                loc,
-                seen,
-                row_at,
-                counts,
-                config.C,
-                config.positive_cost,
-                config.eps,
-                config.max_iter,
-                config.threshold,
-                seed,
-            )
+            feat, val = _train_unit(parent, lo, hi, level, workspace, params, seed)
             blocks.add(lo, hi, feat, val)
             if on_progress is not None:
                 unit_done(parent, lo, hi)
-        return counts, blocks
+        return workspace.counts, blocks
 
     if lanes == 1:
         parts = [work(0)]
