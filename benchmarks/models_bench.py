@@ -51,7 +51,7 @@ from dataclasses import replace
 from pathlib import Path
 family, augment, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
 aug = replace(AUTO_CANDIDATES[augment], seed=seed) if augment in AUTO_CANDIDATES else AugmentConfig(augment, seed=seed)
-if sys.argv[5] == "0":  # --no-extra-negatives; otherwise the candidate keeps its own setting
+if sys.argv[5] == "0":  # --no-label-point-negatives; otherwise the candidate keeps its own setting
     aug = replace(aug, label_point_negatives=False)
 ds = load_dataset()
 t0 = time.perf_counter()
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
         help="the dual-encoder's sentence encoder (see gandalf train --encoder-precision)",
     )
     ap.add_argument(
-        "--no-extra-negatives",
+        "--no-label-point-negatives",
         action="store_true",
         help="extra points contribute their targets only (neural models; see gandalf train)",
     )
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
 
     jobs = [(family, augment, seed) for family in args.models for augment in args.augments for seed in args.seeds]
     with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
-        futures = [pool.submit(run, *job, args.threads, not args.no_extra_negatives, args.encoder_precision) for job in jobs]
+        futures = [pool.submit(run, *job, args.threads, not args.no_label_point_negatives, args.encoder_precision) for job in jobs]
         for future in as_completed(futures):
             r = future.result()
             rows.append(r)

@@ -112,7 +112,7 @@ def test_train_predict_evaluate(tiny_dir, tmp_path, capsys, model, augment, own_
     assert code == 0, err
     assert {"model.json", "labels.json.gz", "training.json"} | own_files <= {p.name for p in model_dir.iterdir()}
     info = json.loads((model_dir / "training.json").read_text())
-    assert info["augment"]["training_set"] == augment and info["n_valid"] == 1
+    assert info["augment"]["augmentation"] == augment and info["n_valid"] == 1
     from gandalf_xmc.models.registry import load_trained
 
     loaded = load_trained(model_dir)

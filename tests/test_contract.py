@@ -95,7 +95,7 @@ def test_every_augmentation_builds_on_a_tiny_dataset(augmentation, tmp_path):
     ds = _fruit(tmp_path)
     row = AUGMENTATIONS[augmentation]
     config = preset(augmentation, seed=0)
-    assert config.training_set == (row.preset_of or augmentation)
+    assert config.augmentation == (row.preset_of or augmentation)
     for field, value in (row.preset_settings() if row.preset_settings else {}).items():
         assert getattr(config, field) == value
     built = build_training_set(ds, config)
@@ -163,27 +163,10 @@ def test_every_model_trains_saves_loads_and_predicts_alike(name, tmp_path):
     import numpy as np
 
     from gandalf_xmc.augment import AugmentConfig
-    from gandalf_xmc.data import load_dataset
     from gandalf_xmc.models.registry import MODELS, load_trained, model_config
     from gandalf_xmc.workflow.pipeline import train_model
 
-    from helpers import write_tiny_dataset
-
-    words = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "peach"]
-    train = [
-        (f"{size} {w} and {words[(j + 1) % 8]}", [j, (j + 1) % 8])
-        for j, w in enumerate(words)
-        for size in ("small", "big", "ripe", "sweet")
-    ]
-    ds = load_dataset(
-        write_tiny_dataset(
-            tmp_path / "d",
-            train=train,
-            labels=[f"{w} fruit" for w in words],
-            test=[(f"fresh {w}", [j]) for j, w in enumerate(words)],
-            filters=None,
-        )
-    )
+    ds = _fruit(tmp_path)
     config = model_config(name, seed=0, epochs=2 if MODELS[name].in_epochs else None)
     first = train_model(ds, tmp_path / "a", config, AugmentConfig("identity", seed=0), valid_fraction=0.25, progress=False)
     again = train_model(ds, tmp_path / "b", config, AugmentConfig("identity", seed=0), valid_fraction=0.25, progress=False)

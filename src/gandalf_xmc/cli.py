@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import typer
 
-from .augment.catalog import AUGMENTATIONS, TRAINING_SETS
+from .augment.catalog import AUGMENTATIONS
 from .errors import GandalfError
 from .graph import GRAPH_KINDS
 from .models.registry import MODELS
@@ -35,7 +35,7 @@ app = typer.Typer(
 # choices, from the tables that define them
 ModelName = Enum("ModelName", {n: n for n in MODELS}, type=str)  # type: ignore[misc]  # members from a table
 PredictionFormat = Enum("PredictionFormat", {n: n for n in ("jsonl", "txt", "npz")}, type=str)  # type: ignore[misc]  # members from a table
-AugmentName = Enum("AugmentName", {n: n for n in TRAINING_SETS}, type=str)  # type: ignore[misc]  # members from a table
+AugmentName = Enum("AugmentName", {n: n for n in AUGMENTATIONS}, type=str)  # type: ignore[misc]  # members from a table
 WrittenAugmentName = Enum(  # type: ignore[misc]
     "WrittenAugmentName", {row.name: row.name for row in AUGMENTATIONS.values() if row.writes_files}, type=str
 )
@@ -286,7 +286,7 @@ def augment(
     training_set: WrittenAugmentName = typer.Option(
         "gandalf",
         "--augment",
-        help=" | ".join(f"{row.name}: {TRAINING_SETS[row.name]}" for row in AUGMENTATIONS.values() if row.writes_files),
+        help=" | ".join(f"{row.name}: {row.description}" for row in AUGMENTATIONS.values() if row.writes_files),
     ),
     graph: Optional[GraphKind] = GRAPH_OPTION,
     delta: Optional[float] = DELTA_OPTION,
@@ -492,7 +492,9 @@ def evaluate(
 def train(
     model: ModelName = typer.Option("linear", "--model", help=" | ".join(f"{n}: {e.summary}" for n, e in MODELS.items())),
     data: Optional[str] = DATA_OPTION,
-    training_set: AugmentName = typer.Option("none", "--augment", help=" | ".join(f"{n}: {d}" for n, d in TRAINING_SETS.items())),
+    training_set: AugmentName = typer.Option(
+        "none", "--augment", help=" | ".join(f"{n}: {row.description}" for n, row in AUGMENTATIONS.items())
+    ),
     graph: Optional[GraphKind] = GRAPH_OPTION,
     delta: Optional[float] = DELTA_OPTION,
     top_k: Optional[int] = TOP_K_OPTION,
@@ -576,9 +578,6 @@ def train(
     progress: Optional[bool] = PROGRESS_OPTION,
 ) -> None:
     """Train a model and save a self-contained model directory (gandalf predict / serve read it)."""
-    from dataclasses import replace
-
-    from .augment import preset
     from .errors import ConfigError
     from .models.registry import model_config
     from .settings import apply_settings, parse_settings
@@ -593,27 +592,9 @@ def train(
         raise ConfigError("--valid-split and --valid-protocol exclude each other: the split given is the validation")
     ds = _load(data, splits=("trn",) if valid_split is None else ("trn", valid_split), derive_filters=derive_filters)
     config = model_config(model.value, seed=seed, epochs=epochs, device=device)
-    config = apply_settings(config, parse_settings(settings or []))
-    if encoder_precision.value != "auto":
-        if model.value != "dual-encoder":
-            raise ConfigError("--encoder-precision applies to the dual-encoder only")
-        from .engine.devices import resolve_device
-        from .sentence import resolve_precision
-
-        try:
-            precision = resolve_precision(encoder_precision.value, resolve_device(config.train.device).type)
-        except ValueError as exc:
-            raise ConfigError(f"--encoder-precision: {exc}") from None
-        config = replace(config, encoder_precision=precision)
-    base = preset(training_set.value, seed)
-    changes = {
-        "graph": _graph_config(base.graph, graph, delta, top_k, shrinkage, point_weights, co_label_scale, self_scale),
-        "label_point_share": label_point_share,
-        "label_point_negatives": label_point_negatives,
-    }
-    if label_point_weight is not None:
-        changes["label_point_weight"] = label_point_weight
-    aug = replace(base, **changes)
+    config = _with_encoder_precision(apply_settings(config, parse_settings(settings or [])), model.value, encoder_precision.value)
+    graph_config = (graph, delta, top_k, shrinkage, point_weights, co_label_scale, self_scale)
+    aug = _augment_config(training_set.value, seed, graph_config, label_point_weight, label_point_share, label_point_negatives)
     started = time.perf_counter()
     trained = train_model(
         ds,
@@ -630,20 +611,9 @@ def train(
         keep_checkpoints=keep_checkpoints,
         valid_split=None if valid_split is None else (valid_split, ds.split(valid_split)),
     )
-    res = trained.result
     if trained.search is not None:
-        chosen = trained.search["chosen"]
-        gain = trained.search.get("p1_gain_over_none", {}).get(chosen)
-        sure = (
-            f"; valid P@1 {gain['gain']:+.2f} over none, {100 * gain['level']:.0f}% interval "
-            f"{gain['interval'][0]:+.2f} to {gain['interval'][1]:+.2f}"
-            if gain
-            else ""
-        )
-        _say(f"auto chose {chosen}{sure} (search recorded in {out / 'auto.json'})")
-        if not trained.search.get("decided", {"sure": True})["sure"]:
-            _say(f"note: {trained.search['decided']['why']}")
-    checked = trained.validated
+        _say_auto_choice(trained.search, out)
+    checked, res = trained.validated, trained.result
     best = checked.history[checked.best_epoch] if checked.history else {}
     valid = f"valid P@1 {best['P@1']:.2f}, PSP@5 {best['PSP@5']:.2f}" if "P@1" in best else "no validation split"
     epochs_note = f"best epoch {checked.best_epoch + 1} of {len(checked.history)}, " if MODELS[model.value].in_epochs else ""
@@ -656,6 +626,56 @@ def train(
         f"trained {model.value} on {ds.name} ({training_set.value}) in {time.perf_counter() - started:.1f} s "
         f"all told; {epochs_note}{valid}{final} -> {out}"
     )
+
+
+def _with_encoder_precision(config, model: str, precision: str):
+    """``config`` with ``--encoder-precision`` applied (the dual-encoder's only)."""
+    if precision == "auto":
+        return config
+    from dataclasses import replace
+
+    from .engine.devices import resolve_device
+    from .errors import ConfigError
+    from .sentence import resolve_precision
+
+    if model != "dual-encoder":
+        raise ConfigError("--encoder-precision applies to the dual-encoder only")
+    try:
+        resolved = resolve_precision(precision, resolve_device(config.train.device).type)
+    except ValueError as exc:
+        raise ConfigError(f"--encoder-precision: {exc}") from None
+    return replace(config, encoder_precision=resolved)
+
+
+def _augment_config(name: str, seed: int, graph_options: tuple, weight: float | None, share: float, negatives: bool):
+    """The augmentation ``--augment`` names, with the graph's and the label points' options applied."""
+    from dataclasses import replace
+
+    from .augment import preset
+
+    base = preset(name, seed)
+    changes = {
+        "graph": _graph_config(base.graph, *graph_options),
+        "label_point_share": share,
+        "label_point_negatives": negatives,
+    }
+    if weight is not None:
+        changes["label_point_weight"] = weight
+    return replace(base, **changes)
+
+
+def _say_auto_choice(search: dict, out: Path) -> None:
+    chosen = search["chosen"]
+    gain = search.get("p1_gain_over_none", {}).get(chosen)
+    sure = (
+        f"; valid P@1 {gain['gain']:+.2f} over none, {100 * gain['level']:.0f}% interval "
+        f"{gain['interval'][0]:+.2f} to {gain['interval'][1]:+.2f}"
+        if gain
+        else ""
+    )
+    _say(f"auto chose {chosen}{sure} (search recorded in {out / 'auto.json'})")
+    if not search.get("decided", {"sure": True})["sure"]:
+        _say(f"note: {search['decided']['why']}")
 
 
 @app.command()
@@ -950,9 +970,9 @@ def analyze(
 
         found = read_recipe(recipe)
         base = found.augment
-        if not AUGMENTATIONS[base.training_set].has_label_points:
+        if not AUGMENTATIONS[base.augmentation].has_label_points:
             raise ConfigError(
-                f"{found.origin}: trained with --augment {base.training_set}, which has no label points to describe"
+                f"{found.origin}: trained with --augment {base.augmentation}, which has no label points to describe"
             )
         data = data if data is not None else found.data
     else:
@@ -1153,7 +1173,7 @@ def main() -> None:
 
 def run() -> None:
     """The console script: :func:`main` with rarer full garbage collections and, after a command
-    that succeeded, no last collection at exit (both sweep numba's objects, docs/decisions.md); a
+    that succeeded, no last collection at exit (both sweep numba's objects, docs/decisions.md, "The linear model (XR-Linear)"); a
     failed or interrupted command exits as usual, its last collection still closing what it left."""
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, 100)

@@ -255,7 +255,7 @@ def model_info(model_dir: str | Path) -> dict:
         "training": {
             "dataset": training.get("dataset"),
             "source": training.get("source"),
-            "augment": augment.get("training_set"),
+            "augment": augment.get("augmentation", augment.get("training_set")),  # the older key
             "points": training.get("n_train"),
             "validation_points": training.get("n_valid"),
             "valid_protocol": training.get("valid_protocol"),

@@ -169,7 +169,7 @@ def test_auto_search_budget_resume_and_cleanup(tmp_path):
     fit_one, save, load = _fakes(scores, fitted)
     # a budget of 0 s: the first trial runs (nothing to estimate from), the rest are skipped
     model, chosen, record = auto.search(fit_one, save, load, tmp_path / "a", auto.AutoConfig(0.0, 0.2, names), log=lambda _: None)
-    assert fitted == ["none"] and record["chosen"] == "none" and chosen.training_set == "none"
+    assert fitted == ["none"] and record["chosen"] == "none" and chosen.augmentation == "none"
     # resuming with a larger budget runs only the missing trials
     fitted.clear()
     model, chosen, record = auto.search(
@@ -199,7 +199,7 @@ def test_train_auto_writes_its_choice(tiny_dir, tmp_path):
     record = json.loads((tmp_path / "m" / "auto.json").read_text())
     assert [t["name"] for t in record["trials"]] == ["none", "identity"]
     info = json.loads((tmp_path / "m" / "training.json").read_text())
-    assert info["augment"]["training_set"] == record["chosen"]
+    assert info["augment"]["augmentation"] == record["chosen"]
     assert model.result is not None and model.result.history
     # the gain from the per-point hits agrees with the two trials' own validation P@1
     by_name = {t["name"]: t["valid"]["P@1"] for t in record["trials"]}

@@ -80,7 +80,7 @@ def test_autos_winner_is_retrained_on_every_point(fruit, tmp_path):
     whole = train_model(fruit, tmp_path / "whole", config, chosen, valid_fraction=0.0, progress=False)
     same_model(trained.model, whole.model, fruit.test.texts)
     info = json.loads((tmp_path / "m" / "training.json").read_text())
-    assert info["augment"]["training_set"] == chosen.training_set and info["n_train"] == whole.info["n_train"]
+    assert info["augment"]["augmentation"] == chosen.augmentation and info["n_train"] == whole.info["n_train"]
     # the line gandalf train prints and gandalf info come from the validation run
     trial = next(t for t in trained.search["trials"] if t["name"] == trained.search["chosen"])
     assert info["validation_run"]["metrics"]["P@1"] == pytest.approx(trial["valid"]["P@1"])

@@ -11,7 +11,6 @@ _NAMES = (  # training_sets.__all__ (tests/test_contract.py holds the two togeth
     "TEMPERED_GRAPH",
     "preset",
     "AUGMENTATIONS",
-    "TRAINING_SETS",
     "LABEL_UID_PREFIX",
     "FeatureMix",
     "LabelMix",

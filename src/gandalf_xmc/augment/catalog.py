@@ -86,7 +86,7 @@ class Augmentation:
         writes_files: whether ``gandalf augment`` writes it as a dataset (original + label points);
             the others act while training.
         has_label_points: whether it holds label points (whose graph ``gandalf analyze`` describes).
-        preset_of: for a preset, the training set it builds (its ``AugmentConfig.training_set``);
+        preset_of: for a preset, the training set it builds (its ``AugmentConfig.augmentation``);
             ``preset_settings()`` gives the settings that differ from that set's defaults.
     """
 
@@ -103,7 +103,7 @@ class Augmentation:
 def graph_for(config) -> GraphConfig:
     """The graph a training set needs (its row's ``graph_kind``, else the config's); its random
     walks take the augmentation's seed, so one seed decides everything random."""
-    row = AUGMENTATIONS.get(config.training_set)
+    row = AUGMENTATIONS.get(config.augmentation)
     kind = row.graph_kind if row is not None and row.graph_kind else config.graph.kind
     return replace(config.graph, kind=kind, walk=replace(config.graph.walk, seed=config.seed))
 
@@ -279,5 +279,3 @@ _ROWS = (
     ),
 )
 AUGMENTATIONS: dict[str, Augmentation] = {row.name: row for row in _ROWS}
-TRAINING_SETS: dict[str, str] = {row.name: row.description for row in _ROWS}
-"""Name -> description of every training set (the command line's list)."""

@@ -31,12 +31,12 @@ def write_augmented_dataset(
     force: bool = False,
     export: str = "lf",
 ) -> dict:
-    """Write ``out_dir`` with the extra points and the combined training set.
+    """Write ``out_dir`` with the label points and the combined training set.
 
     Files:
-        ``aug.json.gz``: one line per extra point, in label order (uid, title, target_ind, target_rel);
+        ``aug.json.gz``: one line per label point, in label order (uid, title, target_ind, target_rel);
         ``aug_X_Y.txt``: the same targets as a sparse text matrix (header ``rows L``);
-        ``trn.json.gz``: original training points followed by the extra points;
+        ``trn.json.gz``: original training points followed by the label points;
         ``trn_X_Y.txt``: the combined targets as a sparse text matrix;
         ``lbl.json.gz``, ``tst.json.gz``, ``filter_labels_*.txt``: from the source, so that
         ``out_dir`` is a complete dataset directory;
@@ -65,75 +65,88 @@ def write_augmented_dataset(
     if export not in EXPORT_FORMATS:
         raise ConfigError(f"unknown format {export!r}; choose one of {', '.join(EXPORT_FORMATS)}")
     say(f"label graph ({graph_for(config).kind}, delta={config.graph.delta}) ...")
-    extra, label_ids = label_points(dataset, config, client)
-    if not len(extra):
-        raise ConfigError(
-            f"no label becomes a point (labels fraction {config.labels_fraction} of "
-            f"{dataset.n_labels:,} labels rounds to 0): raise --labels-fraction"
-        )
-    if export == "bow" and extra.Y.nnz and (extra.Y.data != 1.0).any():
-        raise ConfigError(
-            "the BoW format holds binary labels, and these label points have soft targets "
-            "(they would be rounded to 1): use --format npz or lf, or --augment identity"
-        )
-    say(f"{len(extra):,} extra points, {extra.Y.nnz:,} soft targets")
-    n_orig = dataset.n_original
-    train = dataset.train
+    points, label_ids = label_points(dataset, config, client)
+    _check_exportable(dataset, config, points, export)
+    say(f"{len(points):,} label points, {points.Y.nnz:,} soft targets")
     meta = {
         "source": str(dataset.path) if dataset.path else None,
         "source_name": dataset.name,
-        "n_original_train": n_orig,
-        "n_extra": len(extra),
+        "n_original_train": dataset.n_original,
+        "n_extra": len(points),
         "n_labels": dataset.n_labels,
-        "extra_targets_nnz": int(extra.Y.nnz),
+        "extra_targets_nnz": int(points.Y.nnz),
         "config": asdict(replace(config, graph=graph_for(config))),  # the graph as built (its kind, the walk's seed)
     }
     with atomic_directory(out_dir, force, inputs=(dataset.path,)) as staging:
-        original_Y = dataset.original_train_Y()
         say("writing aug.json.gz, aug_X_Y.txt, trn.json.gz, trn_X_Y.txt ...")
-        jobs = [  # largest first; each writes its own file
-            lambda: write_lines(
-                staging / "trn.json.gz",
-                lf_json_chunks(train.uids[:n_orig], train.texts[:n_orig], original_Y, binary_rel=True),
-                lf_json_chunks(extra.uids, extra.texts, extra.Y),
-            ),
-            lambda: write_lines(staging / "aug.json.gz", lf_json_chunks(extra.uids, extra.texts, extra.Y)),
-            lambda: write_sparse_text(staging / "trn_X_Y.txt", original_Y, extra.Y),
-            lambda: write_sparse_text(staging / "aug_X_Y.txt", extra.Y),
-            lambda: write_lf_json(staging / "lbl.json.gz", dataset.label_uids, dataset.label_texts, None),
-        ]
-        if "tst" in dataset.splits:
-            jobs.append(
-                lambda: write_lf_json(
-                    staging / "tst.json.gz", dataset.test.uids, dataset.test.texts, dataset.test.Y, binary_rel=True
-                )
-            )
-        # two writers at a time: gzip and the numba renderer release the GIL, so they overlap
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            futures = [pool.submit(job) for job in jobs]
-            try:
-                for future in futures:
-                    future.result()
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
-        if dataset.path is not None:
-            names = list(SPLIT_FILTER_FILES.values()) + ([] if "tst" in dataset.splits else list(_COPIED_TEST))
-            for name in names:
-                src = Path(dataset.path) / name
-                if src.exists():
-                    shutil.copyfile(src, staging / name)
+        _write_lf_files(dataset, points, staging)
+        _copy_source_files(dataset, staging)
         (staging / "label_ids.txt").write_text("".join(f"{j}\n" for j in label_ids.tolist()))
         if export != "lf":
             say(f"writing the {export} layout ...")
-            _write_layout(dataset, extra, staging, export)
+            _write_layout(dataset, points, staging, export)
         (staging / AUGMENT_METADATA).write_text(json.dumps(meta, indent=1) + "\n")
     say(f"wrote {out_dir}")
     return meta
 
 
-def _write_layout(dataset: XMCDataset, extra, staging: Path, export: str) -> None:
+def _check_exportable(dataset: XMCDataset, config: AugmentConfig, points, export: str) -> None:
+    """Refuse label points that the files cannot hold: none at all, or soft targets in a binary format."""
+    if not len(points):
+        raise ConfigError(
+            f"no label becomes a point (labels fraction {config.labels_fraction} of "
+            f"{dataset.n_labels:,} labels rounds to 0): raise --labels-fraction"
+        )
+    if export == "bow" and points.Y.nnz and (points.Y.data != 1.0).any():
+        raise ConfigError(
+            "the BoW format holds binary labels, and these label points have soft targets "
+            "(they would be rounded to 1): use --format npz or lf, or --augment identity"
+        )
+
+
+def _write_lf_files(dataset: XMCDataset, points, staging: Path) -> None:
+    """The LF files: label points alone and after the original points, labels, test split."""
+    n_orig, train = dataset.n_original, dataset.train
+    original_Y = dataset.original_train_Y()
+    jobs = [  # largest first; each writes its own file
+        lambda: write_lines(
+            staging / "trn.json.gz",
+            lf_json_chunks(train.uids[:n_orig], train.texts[:n_orig], original_Y, binary_rel=True),
+            lf_json_chunks(points.uids, points.texts, points.Y),
+        ),
+        lambda: write_lines(staging / "aug.json.gz", lf_json_chunks(points.uids, points.texts, points.Y)),
+        lambda: write_sparse_text(staging / "trn_X_Y.txt", original_Y, points.Y),
+        lambda: write_sparse_text(staging / "aug_X_Y.txt", points.Y),
+        lambda: write_lf_json(staging / "lbl.json.gz", dataset.label_uids, dataset.label_texts, None),
+    ]
+    if "tst" in dataset.splits:
+        jobs.append(
+            lambda: write_lf_json(staging / "tst.json.gz", dataset.test.uids, dataset.test.texts, dataset.test.Y, binary_rel=True)
+        )
+    # two writers at a time: gzip and the numba renderer release the GIL, so they overlap
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(job) for job in jobs]
+        try:
+            for future in futures:
+                future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+
+
+def _copy_source_files(dataset: XMCDataset, staging: Path) -> None:
+    """The source's filter files (and its test files when the test split was not read), as they are."""
+    if dataset.path is None:
+        return
+    names = list(SPLIT_FILTER_FILES.values()) + ([] if "tst" in dataset.splits else list(_COPIED_TEST))
+    for name in names:
+        src = Path(dataset.path) / name
+        if src.exists():
+            shutil.copyfile(src, staging / name)
+
+
+def _write_layout(dataset: XMCDataset, points, staging: Path, export: str) -> None:
     """The combined training set (and the test split) in another tool's layout."""
     import numpy as np
     import scipy.sparse as sp
@@ -141,8 +154,8 @@ def _write_layout(dataset: XMCDataset, extra, staging: Path, export: str) -> Non
     from ..data.formats import write_bow, write_text_lines
 
     n_orig = dataset.n_original
-    texts = list(dataset.train.texts[:n_orig]) + list(extra.texts)
-    Y = sp.vstack([dataset.original_train_Y(), extra.Y], format="csr", dtype=np.float32)
+    texts = list(dataset.train.texts[:n_orig]) + list(points.texts)
+    Y = sp.vstack([dataset.original_train_Y(), points.Y], format="csr", dtype=np.float32)
     splits = {"trn": (texts, Y)}
     if "tst" in dataset.splits:
         splits["tst"] = (dataset.test.texts, dataset.test.Y)

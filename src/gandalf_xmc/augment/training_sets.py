@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from ..data.dataset import XMCDataset
 from ..errors import ConfigError
 from ..graph import GraphConfig, RandomWalkConfig
-from .catalog import AUGMENTATIONS, TRAINING_SETS, TrainingSet, graph_for, label_points, tempered_graph
+from .catalog import AUGMENTATIONS, TrainingSet, graph_for, label_points, tempered_graph
 from .conventional import FeatureMix, SynonymReplacement
 from .gandalf import LABEL_UID_PREFIX, combine, gandalf_points, select_labels, uniform_sample
 from .labelmix import LabelMix, tail_weights
@@ -18,7 +18,8 @@ TEMPERED_GRAPH = tempered_graph()  # the gandalf-tempered preset's graph
 
 @dataclass
 class AugmentConfig:
-    """Which training set to build and how (see ``TRAINING_SETS``).
+    """Which augmentation builds the training set, and how (``augmentation``: a row of
+    :data:`.catalog.AUGMENTATIONS`).
 
     ``label_point_weight``, ``label_point_share`` and ``label_point_negatives`` act while training:
     the loss weight of a label point, the original points weighing 1; the share of the label points
@@ -26,7 +27,7 @@ class AugmentConfig:
     as negatives (models trained in epochs; off, it contributes its soft targets only).
     """
 
-    training_set: str = "gandalf"
+    augmentation: str = "gandalf"
     graph: GraphConfig = field(default_factory=GraphConfig)
     labels_fraction: float = 1.0
     labels_sampling: str = "random"
@@ -36,9 +37,9 @@ class AugmentConfig:
     seed: int = 0
 
     def validate(self) -> None:
-        row = AUGMENTATIONS.get(self.training_set)
+        row = AUGMENTATIONS.get(self.augmentation)
         if row is None:
-            raise ConfigError(f"unknown training set {self.training_set!r}; choose one of {', '.join(TRAINING_SETS)}")
+            raise ConfigError(f"unknown augmentation {self.augmentation!r}; choose one of {', '.join(AUGMENTATIONS)}")
         if row.preset_of is not None:
             raise ConfigError(f"{row.name!r} is a preset of {row.preset_of!r}: build its settings with augment.preset")
         if not 0 <= self.label_point_weight < float("inf"):
@@ -59,7 +60,8 @@ class AugmentConfig:
         return cls(**{**d, "graph": GraphConfig(**graph, walk=RandomWalkConfig(**walk))})
 
 
-_RENAMED = {  # names before label points had their own
+_RENAMED = {  # names in files written before the vocabulary was one (issue 39)
+    "training_set": "augmentation",
     "extra_weight": "label_point_weight",
     "extra_share": "label_point_share",
     "extra_negatives": "label_point_negatives",
@@ -86,10 +88,10 @@ def preset(name: str, seed: int = 0, **changes) -> AugmentConfig:
 
 
 def build_training_set(dataset: XMCDataset, config: AugmentConfig) -> TrainingSet:
-    """The training set named by ``config.training_set`` (its row of :data:`AUGMENTATIONS`), with
+    """The training set named by ``config.augmentation`` (its row of :data:`AUGMENTATIONS`), with
     its label-point mask and transform."""
     config.validate()
-    built = AUGMENTATIONS[config.training_set].build(dataset, config)
+    built = AUGMENTATIONS[config.augmentation].build(dataset, config)
     return replace(
         built,
         label_point_weight=config.label_point_weight,
@@ -99,7 +101,7 @@ def build_training_set(dataset: XMCDataset, config: AugmentConfig) -> TrainingSe
 
 
 def training_set(dataset: XMCDataset, config: AugmentConfig) -> TrainingSet:
-    """The training set named by ``config.training_set`` (original points first), with how its
+    """The training set named by ``config.augmentation`` (original points first), with how its
     label points count: what ``gandalf train`` trains on, for any model's ``fit``."""
     return build_training_set(dataset, config)
 
@@ -109,7 +111,6 @@ __all__ = [
     "TEMPERED_GRAPH",
     "preset",
     "AUGMENTATIONS",
-    "TRAINING_SETS",
     "LABEL_UID_PREFIX",
     "FeatureMix",
     "LabelMix",

@@ -169,34 +169,9 @@ def load_dataset(
         raise DataFormatError(directory, None, "is not a directory")
     card = _read_card(directory / DATASET_CARD)
     meta = _read_augment_metadata(directory / AUGMENT_METADATA)
-    lbl_path = find_split_file(directory, "lbl")
-    if lbl_path is not None:
-        labels = read_lf_json(lbl_path, require_targets=False, unique_uids=True)
-        label_uids, label_texts = labels.uids, labels.texts
-        layout = "json"
-    else:
-        txt = next((p for p in (directory / "lbl_X.txt", directory / "Y.txt") if p.exists()), None)
-        if txt is None:
-            raise DataFormatError(
-                directory / "lbl.json.gz", None, "missing label file (expected lbl.json.gz, lbl.json, lbl_X.txt or Y.txt)"
-            )
-        label_texts = read_text_lines(txt)
-        if not label_texts:
-            raise DataFormatError(txt, None, "file is empty (no labels)")
-        label_uids = [str(i) for i in range(len(label_texts))]
-        layout = "text"
+    label_uids, label_texts, layout = _read_labels(directory)
     n_labels = len(label_texts)
-    loaded: dict[str, Split] = {}
-    for split in splits:
-        if layout == "json":
-            split_path = find_split_file(directory, split)
-            if split_path is None:
-                raise DataFormatError(directory / f"{split}.json.gz", None, f"missing '{split}' split file")
-            rec = read_lf_json(split_path, n_labels, require_targets=True)
-            assert rec.Y is not None
-            loaded[split] = Split(rec.uids, rec.texts, rec.Y, groups=rec.groups)
-        else:
-            loaded[split] = _read_split_text_layout(directory, split, n_labels)
+    loaded = {split: _read_split(directory, split, n_labels, layout) for split in splits}
     n_original = meta.get("n_original_train")
     if n_original is not None and "trn" in loaded and n_original > len(loaded["trn"]):
         raise DataFormatError(
@@ -210,26 +185,70 @@ def load_dataset(
             n_dup = len(data.uids) - len(set(data.uids))
             if n_dup:
                 notes.append(f"{split}: {n_dup:,} points share a uid with an earlier point (kept: points are rows, not ids)")
-        filter_file = directory / SPLIT_FILTER_FILES.get(split, f"filter_labels_{split}.txt")
-        if filter_file.exists():
-            data.filter_pairs = read_filter_pairs(filter_file, len(data), n_labels)
-        elif derive_filters:
-            n_points = n_original if split == "trn" and n_original is not None else len(data)
-            data.filter_pairs = self_label_pairs(
-                data.uids[:n_points] if layout == "json" else None,
-                data.texts[:n_points],
-                label_uids if layout == "json" else None,
-                label_texts,
-            )
-            if data.filter_pairs.size:
-                notes.append(
-                    f"{split}: no {filter_file.name}; {len(data.filter_pairs):,} points are themselves a label "
-                    f"(same uid or text): those pairs are filtered as the file would (--no-derive-filters: keep them)"
-                )
+        n_points = n_original if split == "trn" and n_original is not None else len(data)
+        note = _set_filter_pairs(
+            directory, split, data, n_points, label_uids if layout == "json" else None, label_texts, derive_filters
+        )
+        notes += [note] if note else []
     dataset_name = name or meta.get("source_name") or card.get("name") or directory.resolve().name
     propensity = card.get("propensity") or meta.get("propensity")
     ab = (float(propensity["A"]), float(propensity["B"])) if propensity else None
     return XMCDataset(dataset_name, label_uids, label_texts, loaded, n_original, directory, ab, card.get("domain"), notes)
+
+
+def _read_labels(directory: Path) -> tuple[list[str], list[str], str]:
+    """The labels' uids and texts, and the layout they say the dataset has (``json`` or ``text``)."""
+    lbl_path = find_split_file(directory, "lbl")
+    if lbl_path is not None:
+        labels = read_lf_json(lbl_path, require_targets=False, unique_uids=True)
+        return labels.uids, labels.texts, "json"
+    txt = next((p for p in (directory / "lbl_X.txt", directory / "Y.txt") if p.exists()), None)
+    if txt is None:
+        raise DataFormatError(
+            directory / "lbl.json.gz", None, "missing label file (expected lbl.json.gz, lbl.json, lbl_X.txt or Y.txt)"
+        )
+    label_texts = read_text_lines(txt)
+    if not label_texts:
+        raise DataFormatError(txt, None, "file is empty (no labels)")
+    return [str(i) for i in range(len(label_texts))], label_texts, "text"
+
+
+def _read_split(directory: Path, split: str, n_labels: int, layout: str) -> Split:
+    if layout == "text":
+        return _read_split_text_layout(directory, split, n_labels)
+    split_path = find_split_file(directory, split)
+    if split_path is None:
+        raise DataFormatError(directory / f"{split}.json.gz", None, f"missing '{split}' split file")
+    rec = read_lf_json(split_path, n_labels, require_targets=True)
+    assert rec.Y is not None
+    return Split(rec.uids, rec.texts, rec.Y, groups=rec.groups)
+
+
+def _set_filter_pairs(
+    directory: Path,
+    split: str,
+    data: Split,
+    n_points: int,
+    label_uids: list[str] | None,
+    label_texts: list[str],
+    derive: bool,
+) -> str | None:
+    """Sets ``data.filter_pairs`` from the split's filter file, else (``derive``) from its first
+    ``n_points`` points that are themselves a label; returns a note when pairs were derived."""
+    filter_file = directory / SPLIT_FILTER_FILES.get(split, f"filter_labels_{split}.txt")
+    if filter_file.exists():
+        data.filter_pairs = read_filter_pairs(filter_file, len(data), len(label_texts))
+        return None
+    if not derive:
+        return None
+    uids = data.uids[:n_points] if label_uids is not None else None
+    data.filter_pairs = self_label_pairs(uids, data.texts[:n_points], label_uids, label_texts)
+    if not data.filter_pairs.size:
+        return None
+    return (
+        f"{split}: no {filter_file.name}; {len(data.filter_pairs):,} points are themselves a label "
+        f"(same uid or text): those pairs are filtered as the file would (--no-derive-filters: keep them)"
+    )
 
 
 def _normalised(text: str) -> str:

@@ -4,7 +4,8 @@ Every reader validates what it reads and raises :class:`~gandalf_xmc.errors.Data
 naming the file, the 1-based line number and the problem. Every writer writes to a temporary
 name and renames, so that a failure leaves no half-written file.
 
-Formats (the Extreme Classification Repository's; details the papers leave open: docs/decisions.md):
+Formats (the Extreme Classification Repository's; details the papers leave open: docs/decisions.md,
+"Where the papers are silent"):
 
 * LF raw JSON lines (``trn.json.gz``, ``tst.json.gz``, ``lbl.json.gz``): one object a line with
   ``uid``, ``title`` and, for data points, ``target_ind`` plus optional ``target_rel``.
@@ -220,6 +221,41 @@ class _CsrBuilder:
         return Y
 
 
+def _json_object(path: Path, lineno: int, line: str) -> dict:
+    """Line ``lineno`` of an LF JSON file as its object."""
+    if not line.strip():
+        raise DataFormatError(path, lineno, "empty line (every line must be one JSON object)")
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        try:  # Python's json accepts NaN/Infinity, which then get a precise error later
+            obj = json_loads(line)
+        except JSONProblem:
+            raise DataFormatError(path, lineno, f"malformed JSON ({exc.args[0] if exc.args else exc})") from None
+    if not isinstance(obj, dict):
+        raise DataFormatError(path, lineno, "expected a JSON object")
+    return obj
+
+
+def _line_targets(path: Path, lineno: int, obj: dict, required: bool) -> tuple[list, list | None] | None:
+    """A line's ``(target_ind, target_rel)`` lists as written (None for a line without targets
+    where they are not ``required``); their values are checked as they are added."""
+    ind = obj.get("target_ind")
+    if ind is None:
+        if required:
+            raise DataFormatError(path, lineno, "missing 'target_ind'")
+        return None
+    if not isinstance(ind, list):
+        raise DataFormatError(path, lineno, "'target_ind' must be a list of label ids")
+    rel = obj.get("target_rel")
+    if rel is not None:
+        if not isinstance(rel, list):
+            raise DataFormatError(path, lineno, "'target_rel' must be a list of numbers")
+        if len(rel) != len(ind):
+            raise DataFormatError(path, lineno, f"'target_rel' has {len(rel)} values but 'target_ind' has {len(ind)}")
+    return ind, rel
+
+
 def read_lf_json(
     path: str | Path, n_labels: int | None = None, *, require_targets: bool | None = None, unique_uids: bool = False
 ) -> LFRecords:
@@ -244,17 +280,7 @@ def read_lf_json(
     n_grouped = 0
     seen_uids: dict[str, int] = {}
     for lineno, line in iter_lines(path):
-        if not line.strip():
-            raise DataFormatError(path, lineno, "empty line (every line must be one JSON object)")
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            try:  # Python's json accepts NaN/Infinity, which then get a precise error below
-                obj = json_loads(line)
-            except JSONProblem:
-                raise DataFormatError(path, lineno, f"malformed JSON ({exc.args[0] if exc.args else exc})") from None
-        if not isinstance(obj, dict):
-            raise DataFormatError(path, lineno, "expected a JSON object")
+        obj = _json_object(path, lineno, line)
         title = obj.get("title")
         if not isinstance(title, str):
             raise DataFormatError(path, lineno, "missing or non-string 'title'")
@@ -272,23 +298,10 @@ def read_lf_json(
         if group is not None:
             n_grouped += 1
         groups.append("" if group is None else str(group))
-        if require_targets is False:
-            continue
-        ind = obj.get("target_ind")
-        if ind is None:
-            if require_targets:
-                raise DataFormatError(path, lineno, "missing 'target_ind'")
-            continue
-        n_with_targets += 1
-        if not isinstance(ind, list):
-            raise DataFormatError(path, lineno, "'target_ind' must be a list of label ids")
-        rel = obj.get("target_rel")
-        if rel is not None:
-            if not isinstance(rel, list):
-                raise DataFormatError(path, lineno, "'target_rel' must be a list of numbers")
-            if len(rel) != len(ind):
-                raise DataFormatError(path, lineno, f"'target_rel' has {len(rel)} values but 'target_ind' has {len(ind)}")
-        builder.add(lineno, ind, rel)
+        targets = None if require_targets is False else _line_targets(path, lineno, obj, bool(require_targets))
+        if targets is not None:
+            n_with_targets += 1
+            builder.add(lineno, *targets)
     if not uids:
         raise DataFormatError(path, None, "file is empty (no points)")
     kept_groups = groups if n_grouped else None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -49,6 +50,12 @@ class LabelTree:
         (positions in ``order`` below the last level)."""
         below = self.bounds[level + 1] if level + 1 < len(self.bounds) else np.arange(self.n_labels + 1)
         return np.searchsorted(below, self.bounds[level]).astype(np.int64)
+
+    def save(self, directory: Path) -> None:
+        """``tree_order.npy`` and ``tree_bounds.npz`` (one array a level) in ``directory``; a saved
+        model's reader checks and reads them (``models.linear_check.read_saved``)."""
+        np.save(directory / "tree_order.npy", self.order)
+        np.savez(directory / "tree_bounds.npz", *self.bounds)
 
 
 # Entries of all label vectors together, at most: when the products could hold more, each label

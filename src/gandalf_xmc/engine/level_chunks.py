@@ -19,7 +19,7 @@ Arrays of one level (``P`` parents; the root is the top level's one parent):
 - ``value`` (float32): the weight.
 
 Bytes: 8 a (parent, feature) pair and 5 to 8 a weight, about the CSR's 8 a weight; the CSR stays
-the model's interchange format (docs/decisions.md).
+the model's interchange format (docs/decisions.md, "The linear model (XR-Linear)").
 
 Levels trained to files get their layout as files too (:func:`write_chunks`, streamed a group of
 parents at a time: memory is bounded by ``group_entries``, not by the level), mapped read-only by

@@ -46,7 +46,7 @@ from .level_store import UnitBlocks, assemble_level
 from .prefetch import prefetch
 
 # prefetch distances in rows, and the weight-block size (about a last-level cache) below which
-# prefetching weight rows only costs time (docs/decisions.md)
+# prefetching weight rows only costs time (docs/decisions.md, "The linear model (XR-Linear)")
 PREFETCH_FAR = 24
 PREFETCH_MID = 16
 PREFETCH_NEAR = 8
@@ -538,7 +538,7 @@ def _train_unit(p, k_lo, k_hi, level, work, params, seed):
 
 # A level with fewer parents than this splits each parent's children into groups (this many units
 # in all), so a top level with one parent still keeps two threads busy; more groups would share
-# less of the rows' work (docs/decisions.md, "Solver")
+# less of the rows' work (docs/decisions.md, "The linear model (XR-Linear)")
 MIN_UNITS = 2
 
 

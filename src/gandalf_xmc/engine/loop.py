@@ -88,32 +88,11 @@ def run(
     At the end ``objective.module`` holds the best epoch's weights (the last ones without validation).
     """
     torch.manual_seed(config.seed)
-    module, optimizers, n = objective.module, objective.optimizers, objective.n_examples
+    module, optimizers = objective.module, objective.optimizers
     ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
     if ckpt is not None:
         ckpt.mkdir(parents=True, exist_ok=True)
-    result = TrainResult(best_epoch=-1, best_score=-np.inf)
-    start_epoch = 0
-    if resume:
-        if ckpt is None or not (ckpt / "last.pt").exists():
-            raise CheckpointError(
-                ckpt / "last.pt" if ckpt else "checkpoints/last.pt",
-                None,
-                "nothing to resume: no checkpoint (train without --resume)",
-            )
-        state = _load_checkpoint(ckpt / "last.pt")
-        try:
-            module.load_state_dict(state["model"])
-            for name, opt in optimizers.items():
-                opt.load_state_dict(state["optimizers"][name])
-            result = TrainResult(**json.loads(state["result"]))
-        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise CheckpointError(
-                ckpt / "last.pt",
-                None,
-                f"checkpoint does not match this model and data (written with other settings?): {str(exc).splitlines()[0][:200]}",
-            ) from None
-        start_epoch = int(state["epoch"]) + 1
+    result, start_epoch = _resumed(ckpt, module, optimizers) if resume else (TrainResult(best_epoch=-1, best_score=-np.inf), 0)
     best_state: dict | None = None  # in-memory copy of the best model when there is no checkpoint dir
     started = time.perf_counter()
     seen = 0
@@ -122,54 +101,14 @@ def run(
     for epoch in range(start_epoch, config.epochs):
         if validating and result.history and stale >= config.patience:
             break
-        module.train()
-        rng = np.random.default_rng([config.seed, epoch])  # epoch-keyed: resuming replays the same order
-        torch.manual_seed(config.seed * 1000 + epoch)
-        order = rng.permutation(n) if label_points is None else label_points.epoch_order(rng)
-        n_epoch = order.size
-        objective.start_epoch(epoch)
-        total_loss, t0 = 0.0, time.perf_counter()
-        bar = tqdm(
-            range(0, n_epoch, config.batch_size),
-            desc=f"epoch {epoch + 1}/{config.epochs}",
-            disable=not progress,
-            unit="batch",
-            leave=False,
-        )
-        for step, start in enumerate(bar):
-            idx = np.sort(order[start : start + config.batch_size])
-            loss = objective.loss(idx)
-            if not torch.isfinite(loss):
-                raise TrainingDiverged(
-                    f"the loss became {float(loss.detach())} at epoch {epoch + 1}, step {step + 1}: training "
-                    "diverged (lower --label-point-weight or the learning rate); nothing was saved"
-                )
-            for opt in optimizers.values():
-                opt.zero_grad()
-            loss.backward()
-            for opt in optimizers.values():
-                opt.step()
-            total_loss += float(loss.detach())
-            seen += idx.size
-            if step % 20 == 0:
-                rate = (start + idx.size) / max(time.perf_counter() - t0, 1e-9)
-                bar.set_postfix(loss=f"{total_loss / (step + 1):.4f}", ex_s=f"{rate:,.0f}")
-        epoch_seconds = time.perf_counter() - t0
-        record = {
-            "epoch": epoch,
-            "loss": total_loss / max(1, -(-n_epoch // config.batch_size)),
-            "examples": int(n_epoch),
-            "seconds": epoch_seconds,
-            "examples_per_second": n_epoch / max(epoch_seconds, 1e-9),
-        }
+        record = _train_epoch(objective, config, epoch, label_points, progress)
+        seen += record["examples"]
         module.eval()
         metrics = objective.validate()
         validating = metrics is not None
         if metrics is not None:
             record.update(metrics)
-            score = metrics[config.select_metric]
-        else:
-            score = float(epoch)
+        score = metrics[config.select_metric] if metrics is not None else float(epoch)
         result.history.append(record)
         if score > result.best_score:
             result.best_score, result.best_epoch = score, epoch
@@ -193,13 +132,7 @@ def run(
         if on_epoch is not None:
             on_epoch(record)
         if progress:
-            shown = ", ".join(
-                f"{k} {v:.2f}" for k, v in record.items() if k in ("P@1", "PSP@1", "P@5", "PSP@5", "shortlist_recall")
-            )
-            tqdm.write(
-                f"epoch {epoch + 1}: loss {record['loss']:.4f}, {record['examples_per_second']:,.0f} ex/s"
-                + (f", valid {shown}" if shown else "")
-            )
+            _say_epoch(epoch, record)
     if ckpt is not None and (ckpt / "best.pt").exists():
         module.load_state_dict(_load_checkpoint(ckpt / "best.pt")["model"])
     elif best_state is not None:
@@ -208,3 +141,79 @@ def run(
     result.seconds = time.perf_counter() - started
     result.examples_per_second = seen / max(result.seconds, 1e-9)
     return result
+
+
+def _resumed(ckpt: Path | None, module: torch.nn.Module, optimizers: dict) -> tuple[TrainResult, int]:
+    """The training record and the next epoch of the run ``ckpt/last.pt`` holds, its weights and
+    optimizer states loaded into ``module`` and ``optimizers``."""
+    if ckpt is None or not (ckpt / "last.pt").exists():
+        raise CheckpointError(
+            ckpt / "last.pt" if ckpt else "checkpoints/last.pt",
+            None,
+            "nothing to resume: no checkpoint (train without --resume)",
+        )
+    state = _load_checkpoint(ckpt / "last.pt")
+    try:
+        module.load_state_dict(state["model"])
+        for name, opt in optimizers.items():
+            opt.load_state_dict(state["optimizers"][name])
+        result = TrainResult(**json.loads(state["result"]))
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise CheckpointError(
+            ckpt / "last.pt",
+            None,
+            f"checkpoint does not match this model and data (written with other settings?): {str(exc).splitlines()[0][:200]}",
+        ) from None
+    return result, int(state["epoch"]) + 1
+
+
+def _train_epoch(objective: Objective, config: TrainConfig, epoch: int, label_points: LabelPoints | None, progress: bool) -> dict:
+    """One epoch of shuffled batches (the order keyed by the epoch, so resuming replays it); its record."""
+    module, optimizers = objective.module, objective.optimizers
+    module.train()
+    rng = np.random.default_rng([config.seed, epoch])
+    torch.manual_seed(config.seed * 1000 + epoch)
+    order = rng.permutation(objective.n_examples) if label_points is None else label_points.epoch_order(rng)
+    n_epoch = order.size
+    objective.start_epoch(epoch)
+    total_loss, t0 = 0.0, time.perf_counter()
+    bar = tqdm(
+        range(0, n_epoch, config.batch_size),
+        desc=f"epoch {epoch + 1}/{config.epochs}",
+        disable=not progress,
+        unit="batch",
+        leave=False,
+    )
+    for step, start in enumerate(bar):
+        idx = np.sort(order[start : start + config.batch_size])
+        loss = objective.loss(idx)
+        if not torch.isfinite(loss):
+            raise TrainingDiverged(
+                f"the loss became {float(loss.detach())} at epoch {epoch + 1}, step {step + 1}: training "
+                "diverged (lower --label-point-weight or the learning rate); nothing was saved"
+            )
+        for opt in optimizers.values():
+            opt.zero_grad()
+        loss.backward()
+        for opt in optimizers.values():
+            opt.step()
+        total_loss += float(loss.detach())
+        if step % 20 == 0:
+            rate = (start + idx.size) / max(time.perf_counter() - t0, 1e-9)
+            bar.set_postfix(loss=f"{total_loss / (step + 1):.4f}", ex_s=f"{rate:,.0f}")
+    epoch_seconds = time.perf_counter() - t0
+    return {
+        "epoch": epoch,
+        "loss": total_loss / max(1, -(-n_epoch // config.batch_size)),
+        "examples": int(n_epoch),
+        "seconds": epoch_seconds,
+        "examples_per_second": n_epoch / max(epoch_seconds, 1e-9),
+    }
+
+
+def _say_epoch(epoch: int, record: dict) -> None:
+    shown = ", ".join(f"{k} {v:.2f}" for k, v in record.items() if k in ("P@1", "PSP@1", "P@5", "PSP@5", "shortlist_recall"))
+    tqdm.write(
+        f"epoch {epoch + 1}: loss {record['loss']:.4f}, {record['examples_per_second']:,.0f} ex/s"
+        + (f", valid {shown}" if shown else "")
+    )

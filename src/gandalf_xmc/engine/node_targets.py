@@ -20,7 +20,7 @@ def node_targets(Y: sp.csr_matrix, node_of_label: np.ndarray, n_nodes: int) -> s
 
 
 # rows with at most this many labels are sorted by insertion in a small buffer, without the two
-# arrays an argsort of the row allocates (3.5M rows a level at 1.3M labels; docs/decisions.md)
+# arrays an argsort of the row allocates (3.5M rows a level at 1.3M labels; docs/decisions.md, "The linear model (XR-Linear)")
 SHORT_ROW = 256
 
 

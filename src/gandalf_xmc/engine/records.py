@@ -29,7 +29,7 @@ class TrainConfig:
     dense_lr: float = 0.002  # AdamW, dense layers
     weight_decay: float = 0.0
     train_clusters: int = 4  # top meta clusters per point whose labels are hard negatives
-    predict_clusters: int = 128  # clusters searched per query when predicting (docs/decisions.md)
+    predict_clusters: int = 128  # clusters searched per query when predicting (docs/decisions.md, "The neural models")
     meta_loss_weight: float = 1.0
     correction_l2: float = 0.0  # weight of the penalty on corrections to label-text-initialised classifiers
     patience: int = 3

@@ -357,26 +357,6 @@ def write_report(
     raw = [json.loads((runs_dir / f"{r.key}.json").read_text()) for r in runs]
     res = Results(raw)
     abl = config.ablation_model
-    seeds = ", ".join(map(str, config.seeds))
-    epochs = f"{config.epochs} epochs" if config.epochs else "each model's default epochs and early stopping"
-    sample = (
-        (f" (a sample of {source_name}: {len(ds.train):,} training and {len(ds.test):,} test points, `--quick`)")
-        if config.quick
-        else ""
-    )
-    md = [
-        f"# Gandalf: the paper's experiments on {ds.name}{sample}",
-        "",
-        f"Ablation model: `{abl}` (the paper used InceptionXML). Table 3 models: "
-        f"{', '.join(f'`{m}`' for m in config.models)}. Seeds: {seeds}; {epochs}. Every number is on the test "
-        f"split with filter pairs removed, mean ± sample standard deviation over the seeds; the training curves "
-        f"are on the validation split carved from the training points. In parentheses: the difference to the "
-        f"row without augmentation, ▲/▼ when it exceeds the two rows' seed spread (|Δ| ≥ std_a + std_b), ≈ "
-        f"when it does not (no winner declared). The paper's numbers are LF-AmazonTitles-131K. "
-        f"{len(raw)} runs taking {sum(r['seconds'] for r in raw) / 60:.1f} minutes summed, {config.parallel} at a "
-        f"time; this call took {seconds / 60:.1f} minutes (runs finished by an earlier call are reused).",
-        "",
-    ]
     results: dict = {
         "dataset": ds.name,
         "source": source_name,
@@ -391,11 +371,60 @@ def write_report(
         "seconds": seconds,
         "runs": raw,
     }
-
+    md = _preamble(ds, raw, config, source_name, seconds)
     md += ["## Table 1: dataset statistics", "", _stats_section(ds, ds.name), ""]
     results["table1"] = dataset_stats(ds)
+    md += _table2(res, abl) + _table3(res, config.models) + _table4(res, abl)
+    seed0 = config.seeds[0]
+    if res.has(abl, "none") and res.has(abl, "gandalf"):
+        table5, results["table5"] = _table5(ds, runs_dir, abl, seed0)
+        md += table5
+    md += _table6(res, abl) + _table7(res, abl)
+    if res.has(abl, "none"):
+        figures, drawn = _figures(res, abl, ds.label_frequencies(), out)
+        md += figures
+        results.update(drawn)
+    results["summary"] = (
+        {
+            f"{m}/{s}": {metric: [res.mean(m, s, metric), res.std(m, s, metric)] for metric in raw[0]["metrics"]}
+            for (m, s) in res.groups
+        }
+        if raw
+        else {}
+    )
+    with atomic_path(out / "report.md") as tmp:
+        tmp.write_text("\n".join(md) + "\n")
+    with atomic_path(out / "results.json") as tmp:
+        tmp.write_text(json.dumps(results, indent=1) + "\n")
+    return results
 
-    md += [
+
+def _preamble(ds: XMCDataset, raw: list[dict], config: ReproduceConfig, source_name: str, seconds: float) -> list[str]:
+    """The report's title and how to read its numbers."""
+    seeds = ", ".join(map(str, config.seeds))
+    epochs = f"{config.epochs} epochs" if config.epochs else "each model's default epochs and early stopping"
+    sample = (
+        (f" (a sample of {source_name}: {len(ds.train):,} training and {len(ds.test):,} test points, `--quick`)")
+        if config.quick
+        else ""
+    )
+    return [
+        f"# Gandalf: the paper's experiments on {ds.name}{sample}",
+        "",
+        f"Ablation model: `{config.ablation_model}` (the paper used InceptionXML). Table 3 models: "
+        f"{', '.join(f'`{m}`' for m in config.models)}. Seeds: {seeds}; {epochs}. Every number is on the test "
+        f"split with filter pairs removed, mean ± sample standard deviation over the seeds; the training curves "
+        f"are on the validation split carved from the training points. In parentheses: the difference to the "
+        f"row without augmentation, ▲/▼ when it exceeds the two rows' seed spread (|Δ| ≥ std_a + std_b), ≈ "
+        f"when it does not (no winner declared). The paper's numbers are LF-AmazonTitles-131K. "
+        f"{len(raw)} runs taking {sum(r['seconds'] for r in raw) / 60:.1f} minutes summed, {config.parallel} at a "
+        f"time; this call took {seconds / 60:.1f} minutes (runs finished by an earlier call are reused).",
+        "",
+    ]
+
+
+def _table2(res: Results, abl: str) -> list[str]:
+    return [
         "## Table 2: training sets built from label features",
         "",
         _metric_table(
@@ -410,8 +439,10 @@ def write_report(
         "",
     ]
 
-    md += ["## Table 3: every model without and with Gandalf (and LabelMix)", ""]
-    for m in config.models:
+
+def _table3(res: Results, models) -> list[str]:
+    md = ["## Table 3: every model without and with Gandalf (and LabelMix)", ""]
+    for m in models:
         md += [f"### `{m}`", "", _metric_table(res, m, TABLE3_SETTINGS), ""]
         if m in paper.TABLE3:
             block = paper.TABLE3[m]
@@ -425,8 +456,11 @@ def write_report(
             ]
         else:
             md += ["The paper has no model of this family.", ""]
+    return md
 
-    md += [
+
+def _table4(res: Results, abl: str) -> list[str]:
+    return [
         "## Table 4: coverage",
         "",
         _metric_table(res, abl, ABLATION_SETTINGS["table4"], metrics=("C@1", "C@3", "C@5")),
@@ -437,21 +471,23 @@ def write_report(
         "",
     ]
 
-    seed0 = config.seeds[0]
-    if res.has(abl, "none") and res.has(abl, "gandalf"):
-        table5, records = _qualitative(ds, runs_dir, abl, seed0)
-        md += [
-            f"## Table 5: top-5 predictions of `{abl}` (seed {seed0}), without and with Gandalf",
-            "",
-            f"{N_QUALITATIVE} test points drawn at random (fixed seed) among those whose top 5 differ; correct "
-            f"labels in bold with ✓.",
-            "",
-            table5,
-            "",
-        ]
-        results["table5"] = records
 
-    md += [
+def _table5(ds: XMCDataset, runs_dir: Path, abl: str, seed0: int) -> tuple[list[str], list[dict]]:
+    table5, records = _qualitative(ds, runs_dir, abl, seed0)
+    md = [
+        f"## Table 5: top-5 predictions of `{abl}` (seed {seed0}), without and with Gandalf",
+        "",
+        f"{N_QUALITATIVE} test points drawn at random (fixed seed) among those whose top 5 differ; correct "
+        f"labels in bold with ✓.",
+        "",
+        table5,
+        "",
+    ]
+    return md, records
+
+
+def _table6(res: Results, abl: str) -> list[str]:
+    return [
         "## Table 6: Gandalf against conventional augmentation",
         "",
         _metric_table(res, abl, ABLATION_SETTINGS["table6"]),
@@ -470,7 +506,9 @@ def write_report(
         "",
     ]
 
-    md += [
+
+def _table7(res: Results, abl: str) -> list[str]:
+    md = [
         "## Table 7: sensitivity to delta, and the random-walk graph",
         "",
         _metric_table(res, abl, ABLATION_SETTINGS["table7"]),
@@ -508,70 +546,60 @@ def write_report(
             + ".",
             "",
         ]
+    return md
 
-    freq = ds.label_frequencies()
-    if res.has(abl, "none"):
-        fig2 = _figure_bins(res, abl, freq, out / "fig2_bins.png")
-        rows = []
-        for s in fig2:
-            if s == "none":
-                continue
-            rows.append([describe(s)] + [f"{d:+.2f}" for d in np.subtract(fig2[s]["bins_P@5"], fig2["none"]["bins_P@5"])])
-        md += [
-            "## Figure 2: each label-frequency bin's contribution to P@5",
-            "",
-            "![bins](fig2_bins.png)",
-            "",
-            "Change of each bin's contribution to P@5 against D (bin 1 = head, 5 = tail):",
-            "",
-            md_table(["training data", "bin 1", "bin 2", "bin 3", "bin 4", "bin 5"], rows),
-            "",
-            f"Paper: {paper.FIGURE2}",
-            "",
-        ]
-        results["figure2"] = fig2
-        fig3a = _figure_training(res, abl, out / "fig3_training.png")
-        md += [
-            "## Figure 3 (a, b): validation P@1 and PSP@5 against training iterations",
-            "",
-            "![training](fig3_training.png)",
-            "",
-            f"Paper: {paper.FIGURE3_TRAINING}",
-            "",
-        ]
-        results["figure3_training"] = fig3a
-        fig3b = _figure_subsampling(res, abl, out / "fig3_subsampling.png")
-        rows = []
-        for how in ("random", "tail"):
-            for p in SUBSAMPLING_PERCENT:
-                s = f"sub-{how}-{p}"
-                if res.has(abl, s):
-                    rows.append([f"{p}% ({how})", res.marked(abl, s, "none", "P@1"), res.marked(abl, s, "none", "PSP@5")])
-        md += [
-            "## Figure 3 (c, d): label subsampling",
-            "",
-            "![subsampling](fig3_subsampling.png)",
-            "",
-            "0% is D, 100% is G; tail sampling fills the budget from the tail bin towards the head.",
-            "",
-            md_table(["labels as points", "P@1", "PSP@5"], rows),
-            "",
-            f"Paper: {paper.FIGURE3_SUBSAMPLING}",
-            "",
-        ]
-        results["figure3_subsampling"] = fig3b
 
-    summary = (
-        {
-            f"{m}/{s}": {metric: [res.mean(m, s, metric), res.std(m, s, metric)] for metric in raw[0]["metrics"]}
-            for (m, s) in res.groups
-        }
-        if raw
-        else {}
-    )
-    results["summary"] = summary
-    with atomic_path(out / "report.md") as tmp:
-        tmp.write_text("\n".join(md) + "\n")
-    with atomic_path(out / "results.json") as tmp:
-        tmp.write_text(json.dumps(results, indent=1) + "\n")
-    return results
+def _figures(res: Results, abl: str, freq: np.ndarray, out: Path) -> tuple[list[str], dict]:
+    """Figures 2 and 3, drawn into ``out``, with their tables."""
+    md: list[str] = []
+    results: dict = {}
+    fig2 = _figure_bins(res, abl, freq, out / "fig2_bins.png")
+    rows = []
+    for s in fig2:
+        if s == "none":
+            continue
+        rows.append([describe(s)] + [f"{d:+.2f}" for d in np.subtract(fig2[s]["bins_P@5"], fig2["none"]["bins_P@5"])])
+    md += [
+        "## Figure 2: each label-frequency bin's contribution to P@5",
+        "",
+        "![bins](fig2_bins.png)",
+        "",
+        "Change of each bin's contribution to P@5 against D (bin 1 = head, 5 = tail):",
+        "",
+        md_table(["training data", "bin 1", "bin 2", "bin 3", "bin 4", "bin 5"], rows),
+        "",
+        f"Paper: {paper.FIGURE2}",
+        "",
+    ]
+    results["figure2"] = fig2
+    fig3a = _figure_training(res, abl, out / "fig3_training.png")
+    md += [
+        "## Figure 3 (a, b): validation P@1 and PSP@5 against training iterations",
+        "",
+        "![training](fig3_training.png)",
+        "",
+        f"Paper: {paper.FIGURE3_TRAINING}",
+        "",
+    ]
+    results["figure3_training"] = fig3a
+    fig3b = _figure_subsampling(res, abl, out / "fig3_subsampling.png")
+    rows = []
+    for how in ("random", "tail"):
+        for p in SUBSAMPLING_PERCENT:
+            s = f"sub-{how}-{p}"
+            if res.has(abl, s):
+                rows.append([f"{p}% ({how})", res.marked(abl, s, "none", "P@1"), res.marked(abl, s, "none", "PSP@5")])
+    md += [
+        "## Figure 3 (c, d): label subsampling",
+        "",
+        "![subsampling](fig3_subsampling.png)",
+        "",
+        "0% is D, 100% is G; tail sampling fills the budget from the tail bin towards the head.",
+        "",
+        md_table(["labels as points", "P@1", "PSP@5"], rows),
+        "",
+        f"Paper: {paper.FIGURE3_SUBSAMPLING}",
+        "",
+    ]
+    results["figure3_subsampling"] = fig3b
+    return md, results

@@ -1,6 +1,6 @@
 """ECLARE's label correlation graph: random walks with restart over the label-point graph.
 
-Recipe (ECLARE, Mittal et al. WWW'21; where the paper is silent, docs/decisions.md):
+Recipe (ECLARE, Mittal et al. WWW'21; where the paper is silent, docs/decisions.md, "Where the papers are silent"):
 
 1. labels with more than ``head_threshold`` training points are left out of the walks: they are
    neither walked from nor visited;

@@ -1,7 +1,7 @@
 """Dual-encoder family (the paper's NGAME + Renee setting, with a frozen encoder): frozen
 all-MiniLM-L6-v2 embeddings of the input and one-vs-all label classifiers initialised from the
 label texts' embeddings; only the classifiers (and the meta-classifier) are trained (why no
-adapter on the embeddings: docs/decisions.md).
+adapter on the embeddings: docs/decisions.md, "The neural models").
 """
 
 from __future__ import annotations

@@ -184,7 +184,6 @@ class XRLinear(LabelledModel):
             raise ConfigError("label_features go with precomputed feature rows; a model of texts reads the label texts")
         from ..augment.conventional import append_mixed
 
-        cfg = self.config
         started = time.perf_counter()
         say = (
             (lambda m: print(f"[{time.perf_counter() - started:6.1f} s{_resident()}] {m}", flush=True))
@@ -194,31 +193,65 @@ class XRLinear(LabelledModel):
         if progress and not kernels_cached():
             say("compiling the solver's kernels (numba, once for this Python: about a minute) ...")
         Y = sp.csr_matrix(Y, dtype=np.float32)
-        weights = np.ones(Y.shape[0], dtype=np.float64) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-        if weights.shape != (Y.shape[0],) or not np.all(np.isfinite(weights) & (weights >= 0)):
-            raise ConfigError(f"sample_weight must be {Y.shape[0]:,} finite numbers >= 0, one a point")
+        weights = _checked_weights(sample_weight, Y.shape[0])
         if not given_rows:
             texts = list(texts)
-        self.n_labels = Y.shape[1]
-        if label_texts is None:  # feature rows without names: a label is its position
-            label_texts = [str(j) for j in range(self.n_labels)]
-        if len(label_texts) != self.n_labels:
-            raise ConfigError(f"{len(label_texts):,} label texts for {self.n_labels:,} labels")
-        self.set_labels(label_texts)
-        chars = None if given_rows else used_char_ngrams(cfg, len(texts) + len(label_texts))
-        self.config = cfg = replace(cfg, char_ngrams=chars)  # the saved settings say what was used
-        if given_rows:
-            X, Z = self._precomputed(texts, label_features, Y.shape[0])
-        else:
-            self.featurizer = TextFeaturizer(cfg.ngram_max, min_df=cfg.min_df, char_ngrams=chars)
-            XZ = self.featurizer.fit_transform(texts + list(label_texts))
-            X, Z = XZ[: len(texts)], XZ[len(texts) :]
-            del XZ  # copies were sliced off; at a million labels each of these matrices is gigabytes
+        X, Z = self._fit_features(texts, label_texts, label_features, Y.shape)
         if feature_mix is not None:
             n_before = X.shape[0]
             X, Y, _, _ = append_mixed(feature_mix, X, Y, Z, None, None)
             weights = np.concatenate([weights, np.ones(X.shape[0] - n_before)])
         say(f"features: {X.shape[0]:,} points x {X.shape[1]:,} features, {self.n_labels:,} labels")
+        self._fit_tree_and_levels(X, Y, Z, weights, checkpoint_dir, say, progress)
+        seconds = time.perf_counter() - started
+        record = {
+            "epoch": 0,
+            "seconds": seconds,
+            "examples": int(X.shape[0]),
+            "examples_per_second": X.shape[0] / max(seconds, 1e-9),
+            "weights": int(sum(W.nnz for W in self.weights.levels)),
+        }
+        if valid is not None:
+            pred = self.predict(valid.inputs if is_feature_matrix(valid.inputs) else list(valid.inputs), k=10)
+            record.update(validation_metrics(pred, valid))
+        self.result = TrainResult(
+            best_epoch=0,
+            best_score=record.get("P@1", 0.0),
+            history=[record],
+            seconds=seconds,
+            examples_per_second=record["examples_per_second"],
+        )
+        say(
+            f"trained in {seconds:.1f} s ({record['weights']:,} weights)"
+            + (f"; valid P@1 {record['P@1']:.2f}, PSP@5 {record['PSP@5']:.2f}" if "P@1" in record else "")
+        )
+        return self
+
+    def _fit_features(self, texts, label_texts, label_features, y_shape: tuple[int, int]):
+        """Sets the labels and fits the featurizer; returns the points' and the labels' feature rows
+        (``Z`` None for precomputed rows without label features). Character n-grams are used up
+        to ``char_ngrams_max_texts`` texts, and the saved settings say whether they were."""
+        self.n_labels = y_shape[1]
+        given_rows = is_feature_matrix(texts)
+        if label_texts is None:  # feature rows without names: a label is its position
+            label_texts = [str(j) for j in range(self.n_labels)]
+        if len(label_texts) != self.n_labels:
+            raise ConfigError(f"{len(label_texts):,} label texts for {self.n_labels:,} labels")
+        self.set_labels(label_texts)
+        cfg = self.config
+        chars = None if given_rows else used_char_ngrams(cfg, len(texts) + len(label_texts))
+        self.config = cfg = replace(cfg, char_ngrams=chars)
+        if given_rows:
+            return self._precomputed(texts, label_features, y_shape[0])
+        self.featurizer = TextFeaturizer(cfg.ngram_max, min_df=cfg.min_df, char_ngrams=chars)
+        XZ = self.featurizer.fit_transform(texts + list(label_texts))
+        X, Z = XZ[: len(texts)], XZ[len(texts) :]
+        del XZ  # copies were sliced off; at a million labels each of these matrices is gigabytes
+        return X, Z
+
+    def _fit_tree_and_levels(self, X, Y, Z, weights: np.ndarray, checkpoint_dir, say, progress: bool) -> None:
+        """The label tree (on PIFA and label-text vectors), then its classifiers level by level."""
+        cfg = self.config
         vectors = label_vectors(X, Y, Z, cfg.label_text_weight, threads=cfg.threads)
         self.tree = build_tree(vectors, cfg.branching, cfg.leaf_size, cfg.seed, cfg.tree_iterations, cfg.threads)
         del vectors, Z
@@ -232,30 +265,10 @@ class XRLinear(LabelledModel):
         trained = train_levels(
             Xb, Y, weights, self.tree, cfg.solver, cfg.seed, cfg.threads or numba.get_num_threads(), scratch.path, say, progress
         )
-        levels, self._level_files = trained.levels, trained.files
+        self._level_files = trained.files
         self.weights = TreeWeights(
-            levels, [self.tree.children(t) for t in range(len(self.tree.bounds))], chunk_dirs=self._level_files
+            trained.levels, [self.tree.children(t) for t in range(len(self.tree.bounds))], chunk_dirs=self._level_files
         )
-        seconds = time.perf_counter() - started
-        record = {
-            "epoch": 0,
-            "seconds": seconds,
-            "examples": int(Xb.shape[0]),
-            "examples_per_second": Xb.shape[0] / max(seconds, 1e-9),
-            "weights": int(sum(W.nnz for W in levels)),
-        }
-        if valid is not None:
-            pred = self.predict(valid.inputs if is_feature_matrix(valid.inputs) else list(valid.inputs), k=10)
-            record.update(validation_metrics(pred, valid))
-        score = record.get("P@1", 0.0)
-        self.result = TrainResult(
-            best_epoch=0, best_score=score, history=[record], seconds=seconds, examples_per_second=record["examples_per_second"]
-        )
-        say(
-            f"trained in {seconds:.1f} s ({record['weights']:,} weights)"
-            + (f"; valid P@1 {record['P@1']:.2f}, PSP@5 {record['PSP@5']:.2f}" if "P@1" in record else "")
-        )
-        return self
 
     def _precomputed(self, rows, label_features, n_targets: int) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
         """The caller's feature rows and label features, checked, with the part that reads such rows."""
@@ -297,8 +310,7 @@ class XRLinear(LabelledModel):
         d.mkdir(parents=True, exist_ok=True)
         self.featurizer.save(d)
         self.save_labels(d)
-        np.save(d / "tree_order.npy", self.tree.order)
-        np.savez(d / "tree_bounds.npz", *self.tree.bounds)
+        self.tree.save(d)
         sources = self._level_files if len(self._level_files) == len(self.weights.levels) else []
         self.weights.save(d, sources)
         write_spec(d, self.kind, self.config, self.result, n_labels=self.n_labels, n_levels=len(self.weights.levels))
@@ -352,6 +364,14 @@ def _read_weights(d: Path, level: int, n_columns: int, n_rows: int) -> sp.csr_ma
     if (d / f"weights_level{level}").is_dir():
         return read_level(d / f"weights_level{level}", n_columns, n_rows)
     return sp.load_npz(d / f"weights_level{level}.npz").tocsr()
+
+
+def _checked_weights(sample_weight, n: int) -> np.ndarray:
+    """``n`` instance weights as float64 (1 when None), each finite and >= 0."""
+    weights = np.ones(n, dtype=np.float64) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    if weights.shape != (n,) or not np.all(np.isfinite(weights) & (weights >= 0)):
+        raise ConfigError(f"sample_weight must be {n:,} finite numbers >= 0, one a point")
+    return weights
 
 
 def _resident() -> str:

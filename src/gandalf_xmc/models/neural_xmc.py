@@ -46,11 +46,11 @@ class Family:
 
 FAMILIES: dict[str, Family] = {
     "astec": Family(lambda n, d, p: BagOfEmbeddings(n, d, p), "tfidf"),
-    # 20 epochs, all trained, the best kept: its validation P@1 is noisy between epochs (docs/decisions.md)
+    # 20 epochs, all trained, the best kept: its validation P@1 is noisy between epochs (docs/decisions.md, "The neural models")
     "inceptionxml": Family(
         lambda n, d, p: InceptionEncoder(n, d, p), "words", train_defaults={"epochs": 20, "dense_lr": 0.001, "patience": 20}
     ),
-    # few epochs: training erodes the label-text prior after an epoch or two (docs/decisions.md)
+    # few epochs: training erodes the label-text prior after an epoch or two (docs/decisions.md, "The neural models")
     "dual-encoder": Family(
         lambda n, d, p: FrozenEmbeddings(),
         "minilm",

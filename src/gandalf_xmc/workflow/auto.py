@@ -27,9 +27,10 @@ from ..augment import TEMPERED_GRAPH, AugmentConfig, preset
 from ..data.atomic import atomic_path
 from ..models.registry import ModelEntry
 
-# Candidates, most promising first (the budget may cut the list short); docs/decisions.md gives
-# the validation figures behind the list and its order. "gandalf-tempered" is the preset of that
-# name; "-targets-only" candidates (neural models) give a label point no shortlist negatives.
+# Candidates, most promising first (the budget may cut the list short); docs/decisions.md
+# ("Augmentation with the linear model") gives the validation figures behind the list and its
+# order. "gandalf-tempered" is the preset of that name; "-targets-only" candidates (models trained
+# in epochs) give a label point no shortlist negatives.
 AUTO_CANDIDATES: dict[str, AugmentConfig] = {
     "none": AugmentConfig("none"),
     "gandalf-tempered": preset("gandalf-tempered"),

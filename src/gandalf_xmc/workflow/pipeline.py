@@ -99,7 +99,7 @@ def train_model(
 
     Checkpoints go to ``out_dir/checkpoints`` so that ``resume=True`` continues an interrupted run.
     The augmentation's label graph is built from the training part only, so the validation
-    points' labels never leak into the extra points. ``augment.training_set == "auto"`` searches
+    points' labels never leak into the label points. ``augment.augmentation == "auto"`` searches
     the candidates of :mod:`gandalf_xmc.workflow.auto` (settings in ``auto_config``) and writes the
     search to ``out_dir/auto.json``. ``valid_protocol`` says how the validation points are chosen
     (:mod:`gandalf_xmc.workflow.validation`). With ``refit`` (the default) and a validation split,
@@ -171,7 +171,7 @@ def _train_into(
             )
         valid_source = f"{valid_protocol} share" if valid_fraction else None
         rest, valid = carve_validation(dataset, valid_fraction, config_seed(model_config), valid_protocol)
-    if augment.training_set == "auto" and not len(valid):
+    if augment.augmentation == "auto" and not len(valid):
         raise ConfigError("--augment auto needs a validation split (valid fraction > 0)")
     refitting = refit and len(valid) > 0 and valid_split is None  # a given split took no training point
     in_epochs = MODELS[model_name(model_config)].in_epochs
@@ -231,7 +231,7 @@ def _train_into(
         model_config = refit_config(model_config, validated)
         if progress:
             print(
-                f"final model: {augment.training_set} on all {dataset.n_original_train or len(dataset.train):,} "
+                f"final model: {augment.augmentation} on all {dataset.n_original_train or len(dataset.train):,} "
                 "training points (validation chose; the final model keeps every point)",
                 flush=True,
             )
@@ -285,7 +285,7 @@ def _validation_run(
     """Train on ``rest`` and score on ``valid``: one run, or ``auto``'s search. Returns the model
     validated, the augmentation chosen, the search's record (``auto``) and the training-set size."""
     inv = inverse_propensity(rest.original_train_Y(), *dataset.propensity_constants())
-    if augment.training_set != "auto":
+    if augment.augmentation != "auto":
         model, n_train = fit_augmented(rest, valid, inv, model_config, augment, out / "checkpoints", resume, progress)
         return model, augment, None, n_train
     sizes: dict[str, int] = {}  # training-set size of each trial run here (building one again costs a graph)

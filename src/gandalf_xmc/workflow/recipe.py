@@ -41,7 +41,7 @@ def read_recipe(directory: str | Path) -> Recipe:
         info = read_json_file(path)
         config = _augment_config(path, info, "augment")
         source = info.get("source") if isinstance(info.get("source"), str) else None
-        if config.training_set == "none" and source and (Path(source) / AUGMENT_METADATA).is_file():
+        if config.augmentation == "none" and source and (Path(source) / AUGMENT_METADATA).is_file():
             return read_recipe(source)
         return Recipe(config, source, path)
     if (d / AUGMENT_METADATA).is_file():
