@@ -42,7 +42,12 @@ EXPORTS = ["gandalf", "gandalf-tempered", "identity", "glas", "random-walk"]
 VOLATILE = ("seconds", "second", "time", "path", "source", "created", "started", "finished", "version", "resident")
 
 
-RENAMED = {"extra_weight": "label_point_weight", "extra_share": "label_point_share", "extra_negatives": "label_point_negatives"}
+RENAMED = {  # settings renamed by issue 39: compared under their current names
+    "training_set": "augmentation",
+    "extra_weight": "label_point_weight",
+    "extra_share": "label_point_share",
+    "extra_negatives": "label_point_negatives",
+}
 
 
 def _stable(value):

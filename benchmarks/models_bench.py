@@ -200,7 +200,8 @@ def main(argv: list[str] | None = None) -> None:
 
     jobs = [(family, augment, seed) for family in args.models for augment in args.augments for seed in args.seeds]
     with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
-        futures = [pool.submit(run, *job, args.threads, not args.no_label_point_negatives, args.encoder_precision) for job in jobs]
+        negatives = not args.no_label_point_negatives
+        futures = [pool.submit(run, *job, args.threads, negatives, args.encoder_precision) for job in jobs]
         for future in as_completed(futures):
             r = future.result()
             rows.append(r)

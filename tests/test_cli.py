@@ -152,7 +152,7 @@ def test_predict_rejects_a_non_model_directory(tmp_path, capsys):
     assert code == 2 and "not a model directory" in err and "Traceback" not in err
 
 
-def test_validation_is_carved_from_original_points_and_extra_points_stay(tiny_dir, tmp_path, capsys):
+def test_validation_is_carved_from_original_points_and_label_points_stay(tiny_dir, tmp_path, capsys):
     from gandalf_xmc.workflow.pipeline import carve_validation
 
     assert run_cli(["augment", "--data", str(tiny_dir), "--out", str(tmp_path / "aug")], capsys)[0] == 0

@@ -337,7 +337,7 @@ def augment(
         meta = write_augmented_dataset(ds, out, config, log=log, client=client, force=force, export=export.value)
     n = max(meta["n_extra"], 1)
     _say(
-        f"{meta['n_extra']:,} extra points ({meta['extra_targets_nnz'] / n:.2f} targets a point) "
+        f"{meta['n_extra']:,} label points ({meta['extra_targets_nnz'] / n:.2f} targets a point) "
         f"+ {meta['n_original_train']:,} original -> {out} in {time.perf_counter() - t0:.1f} s"
     )
 

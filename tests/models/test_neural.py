@@ -211,7 +211,7 @@ def test_feature_mix_adds_its_points_once_and_needs_vector_inputs():
         NeuralXMC(words).fit(TEXTS, Y, LABELS, progress=False, feature_mix=FeatureMix("mixup", seed=0))
 
 
-def test_extra_points_without_negatives_score_their_targets_only(monkeypatch):
+def test_label_points_without_negatives_score_their_targets_only(monkeypatch):
     # two clusters {0, 1} and {2, 3}; train_clusters 2 puts all four labels on every shortlist.
     # Row 0 (original, label 0) gets its positive and three negatives; row 1 (an extra point with
     # soft targets 1.0 on label 2 and 0.4 on label 3) gets its two targets and nothing else.

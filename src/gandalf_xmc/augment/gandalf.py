@@ -13,7 +13,7 @@ LABEL_UID_PREFIX = "label:"
 
 
 def gandalf_points(dataset: XMCDataset, graph: sp.csr_matrix, labels: np.ndarray | None = None) -> Split:
-    """One extra point per label: the label's text as input, row j of ``graph`` as targets.
+    """One label point per label: the label's text as input, row j of ``graph`` as targets.
 
     Args:
         graph: ``L x L`` soft targets (from :func:`gandalf_xmc.graph.label_graph`).
@@ -58,7 +58,7 @@ def uniform_indices(n_total: int, n: int, seed: int = 0) -> np.ndarray:
 
 
 def select_labels(freq: np.ndarray, fraction: float, sampling: str = "random", seed: int = 0, n_bins: int = 5) -> np.ndarray:
-    """Which labels get an extra point when only ``fraction`` of them are used (paper Fig. 3 c/d).
+    """Which labels get a label point when only ``fraction`` of them are used (paper Fig. 3 c/d).
 
     * ``random``: ``round(fraction * L)`` labels uniformly at random;
     * ``tail``: the same number, filled from the five equi-voluminous frequency bins starting

@@ -1,9 +1,9 @@
-"""What an augmentation does, per label-frequency bin: the soft targets of its extra points and
+"""What an augmentation does, per label-frequency bin: the soft targets of its label points and
 its effect on P@k / PSP@k (``gandalf analyze``).
 
 The statistics explain the effect. A label seen once has ``P[i | j] = 1`` for every co-label i of
-its one training point, so its extra point carries as many hard 1.0 targets as that point has
-labels; on data with many labels a point, tail labels' extra points then teach the model to put
+its one training point, so its label point carries as many hard 1.0 targets as that point has
+labels; on data with many labels a point, tail labels' label points then teach the model to put
 head labels on tail-like texts.
 """
 
@@ -19,9 +19,9 @@ N_BINS = 5
 
 
 def soft_target_stats(graph: sp.csr_matrix, freq: np.ndarray, n_bins: int = N_BINS) -> list[dict]:
-    """Per label-frequency bin (0 = head), statistics of its labels' extra points.
+    """Per label-frequency bin (0 = head), statistics of its labels' label points.
 
-    ``graph`` row j holds label j's extra point's targets (self entry included). Reports the
+    ``graph`` row j holds label j's label point's targets (self entry included). Reports the
     number of labels, their mean training frequency, the share seen once, the mean number of
     co-label targets (non-self entries), the share of co-label targets equal to 1.0 and their
     mean value.

@@ -79,7 +79,7 @@ def run_demo(
         meta = write_augmented_dataset(ds, aug_dir, preset("gandalf", seed), force=True)
         aug_seconds = time.perf_counter() - t0
         say(
-            f"augment: {meta['n_extra']:,} extra points, {meta['extra_targets_nnz']:,} soft targets -> {aug_dir} "
+            f"augment: {meta['n_extra']:,} label points, {meta['extra_targets_nnz']:,} soft targets -> {aug_dir} "
             f"({aug_seconds:.1f} s)"
         )
         augmented = load_dataset(aug_dir, splits=("trn",))

@@ -289,7 +289,7 @@ def _figure_subsampling(res: Results, model: str, path: Path) -> dict:
             ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=f"{how} labels")
             out.setdefault(how, {})[metric] = dict(zip(map(str, xs), ys))
     for ax, metric in zip(axes, HEADLINE):
-        ax.set_xlabel("labels used as extra points (%)")
+        ax.set_xlabel("labels used as label points (%)")
         ax.set_ylabel(f"test {metric} (%)")
         ax.set_title(f"{model}: label subsampling, test {metric}")
         ax.set_xticks([0, *SUBSAMPLING_PERCENT, 100])

@@ -103,7 +103,7 @@ def point_weights(Y: sp.csr_matrix, scheme: str) -> np.ndarray | None:
 
 
 def label_graph(Y: sp.spmatrix, config: GraphConfig | None = None, client=None) -> sp.csr_matrix:
-    """Soft targets of every label's extra point: row j holds ``y_j`` (``L x L`` float32 CSR).
+    """Soft targets of every label's label point: row j holds ``y_j`` (``L x L`` float32 CSR).
 
     ``Y`` must be the ORIGINAL training labels (``N x L``). The self entry of each row is 1
     (``sigmoid(1)`` for ``glas``, whose S has 1 on the diagonal). With a ``distributed.Client``,

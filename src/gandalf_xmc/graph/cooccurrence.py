@@ -293,7 +293,7 @@ def conditional_graph(
     self_value: float = 1.0,
     wave_entries: int = 1 << 23,
 ) -> sp.csr_matrix:
-    """Row j = soft targets of label j's extra point, from label co-occurrence.
+    """Row j = soft targets of label j's label point, from label co-occurrence.
 
     With ``G = Y^T diag(w) Y`` (``w`` = ``point_weights``, default 1):
 

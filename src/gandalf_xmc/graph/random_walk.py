@@ -115,7 +115,7 @@ def random_walk_graph(
     head_threshold: int = 500,
     seed: int = 0,
 ) -> sp.csr_matrix:
-    """Gandalf soft targets from ECLARE's random-walk label graph (row j = label j's extra point)."""
+    """Gandalf soft targets from ECLARE's random-walk label graph (row j = label j's label point)."""
     counts = random_walk_counts(Y, walk_length=walk_length, restart_prob=restart_prob, head_threshold=head_threshold, seed=seed)
     graph = _top_k_rows_with_self(counts, neighbours)
     diag = graph.diagonal()

@@ -43,7 +43,7 @@ def test_label_points_epoch_order_and_weights(tiny_dir):
     for order in orders:
         assert order.size == 3 + 2 and len(set(order.tolist())) == 5
         assert {0, 1, 2} <= set(order.tolist())  # every original point, every epoch
-    assert len({tuple(sorted(o.tolist())) for o in orders}) > 1  # a fresh draw of extra points
+    assert len({tuple(sorted(o.tolist())) for o in orders}) > 1  # a fresh draw of label points
     again = ep.epoch_order(np.random.default_rng([3, 0]))
     assert np.array_equal(again, orders[0])  # seeded
     split = load_dataset(tiny_dir).original_train()
@@ -58,7 +58,7 @@ def test_label_points_epoch_order_and_weights(tiny_dir):
 
 
 @pytest.mark.parametrize("weight", [1.0, 0.5])
-def test_extra_point_weight_sets_the_optimum(weight):
+def test_label_point_weight_sets_the_optimum(weight):
     # An original point says label 0 is relevant (1), an extra point with the same text says it is
     # not (0). Minimising BCE(s, 1) + w BCE(s, 0) over the shared score gives sigmoid(s) = 1 / (1 + w).
     texts = ["alpha beta", "alpha beta", "gamma delta"]
@@ -76,7 +76,7 @@ def test_extra_point_weight_sets_the_optimum(weight):
     assert p[0] == pytest.approx(1 / (1 + weight), abs=0.03)
 
 
-def test_extra_share_limits_each_epoch(tiny_dir):
+def test_label_point_share_limits_each_epoch(tiny_dir):
     ds = load_dataset(tiny_dir)
     assert build_training_set(ds, AugmentConfig("identity")).is_label_point.tolist() == [False] * 4 + [True] * 4
     from gandalf_xmc.models.registry import model_config
