@@ -211,3 +211,22 @@ def test_without_the_encoder_or_with_too_many_labels_the_text_part_is_not_tried(
     few = BlendConfig(**{**model_config("linear-knn", seed=0).__dict__, "text_max_labels": 5})
     small = LinearKnnBlend(few).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, valid=v, progress=False)
     assert small.result.history[0]["text_similarity"] == "not tried: 10 labels, more than text_max_labels (5)"
+
+
+def test_a_query_is_featurised_once_for_its_answer_and_its_known_flag(fruit, monkeypatch):
+    """rank_labels' single pass (the tree's features of a query used for its scores and for
+    whether the model knows a word of it) gives predict's scores and known_queries' flags."""
+    blend = LinearKnnBlend(model_config("linear-knn", seed=0)).fit(
+        fruit.train.texts, fruit.train.Y, fruit.label_texts, progress=False
+    )
+    queries = ["fresh apple", "", "zzzz qqqq", "ripe fig and kiwi"]
+    for model in (blend, blend.tree):
+        scores, known = model.scores_and_known(queries, 3)
+        assert (scores != model.predict(queries, k=3)).nnz == 0
+        assert known == model.known_queries(queries) == [True, False, False, True]
+        calls = []
+        real = model.featurizer.transform
+        with monkeypatch.context() as patch:  # the blend's featurizer is its tree's
+            patch.setattr(model.featurizer, "transform", lambda texts: calls.append(len(texts)) or real(texts))
+            answers = model.predict_labels(queries, k=2)
+        assert calls == [4] and [len(a) for a in answers] == [2, 0, 0, 2]

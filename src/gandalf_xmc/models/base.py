@@ -107,13 +107,12 @@ class LabelledModel:
 
             raise ConfigError("drop_namesakes compares texts; feature rows have none")
         k = max(1, min(int(k), len(self.label_uids)))
-        known = self.known_queries(texts)
         leave_out = [set() if j < 0 else {j} for j in (self._own_labels(uids) if uids is not None else [-1] * n)]
         if drop_namesakes:
             for left, text in zip(leave_out, texts):
                 left.update(self._namesakes(text))
         most = max((len(left) for left in leave_out), default=0)
-        P = self.predict(texts if rows else list(texts), k=min(k + most, len(self.label_uids)))
+        P, known = self.scores_and_known(texts if rows else list(texts), min(k + most, len(self.label_uids)))
         out = []
         for i in range(P.shape[0]):
             lo, hi = P.indptr[i], P.indptr[i + 1]
@@ -127,6 +126,11 @@ class LabelledModel:
                 else []
             )
         return out, known
+
+    def scores_and_known(self, texts: Inputs, k: int) -> tuple[Any, list[bool]]:
+        """:meth:`predict`'s top-``k`` scores and :meth:`known_queries`' flags; a model that can
+        featurise a query once for both overrides it (a single query's latency)."""
+        return self.predict(texts, k=k), self.known_queries(texts)
 
     def known_queries(self, texts: list[str]) -> list[bool]:
         """For each text, whether the model knows one of its words (an empty text never; a row of

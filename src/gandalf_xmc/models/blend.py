@@ -39,7 +39,7 @@ from ..settings import check_ranges
 from ..sparse_ops import top_k_per_row
 from .base import LabelledModel
 from .knn import KNNConfig, TfidfKNN
-from .linear import LinearConfig, XRLinear
+from .linear import PREDICT_BATCH, LinearConfig, XRLinear
 from .spec import write_spec
 
 
@@ -292,6 +292,18 @@ class LinearKnnBlend(LabelledModel):
         tree, vote = self.parts(texts, k)
         text = self._text_part(texts, k) if self.text_weight else None
         return self.combine(tree, vote, self.knn_weight, k, text, self.text_weight)
+
+    def scores_and_known(self, texts, k: int) -> tuple[sp.csr_matrix, list[bool]]:
+        """:meth:`predict` with the tree's features of each query computed once, also for whether
+        the model knows a word of it."""
+        texts = list(texts)
+        if self.tree.weights is None or not 0 < len(texts) <= PREDICT_BATCH:
+            return super().scores_and_known(texts, k)
+        Qb = self.tree.features(texts)
+        wide = min(max(self.config.candidates, k), self.n_labels)
+        tree, vote = sp.csr_matrix(self.tree.predict_features(Qb, wide)), self.knn.vote(texts, k=wide)
+        text = self._text_part(texts, k) if self.text_weight else None
+        return self.combine(tree, vote, self.knn_weight, k, text, self.text_weight), (np.diff(Qb.indptr) > 1).tolist()
 
     def save(self, directory: str | Path) -> None:
         """The two parts in ``linear/`` and ``knn/``, the labels, the label texts' embeddings

@@ -38,6 +38,8 @@ from .base import Inputs, LabelledModel
 from .linear_check import check_level_rows, level_rows, read_saved
 from .spec import write_spec
 
+PREDICT_BATCH = 8192  # queries featurised and searched at a time
+
 
 @dataclass
 class LinearConfig:
@@ -281,19 +283,30 @@ class XRLinear(LabelledModel):
             raise ConfigError(f"{Z.shape[0]:,} rows of label features for {self.n_labels:,} labels")
         return X, Z
 
-    def predict(self, texts: Inputs, k: int = 100, progress: bool = False, batch_size: int = 8192) -> sp.csr_matrix:
+    def predict(self, texts: Inputs, k: int = 100, progress: bool = False, batch_size: int = PREDICT_BATCH) -> sp.csr_matrix:
         """Top-``k`` labels of each text, ``len(texts) x L`` CSR of path scores (best = largest)."""
         if self.weights is None or self.tree is None:
             raise RuntimeError("fit or load the model first")
         blocks = []
         for start in range(0, texts.shape[0] if is_feature_matrix(texts) else len(texts), batch_size):
-            Qb = self.features(texts[start : start + batch_size])
-            P = self._search(Qb, k)
-            P.sort_indices()
-            blocks.append(P)
+            blocks.append(self.predict_features(self.features(texts[start : start + batch_size]), k))
         if not blocks:
             return sp.csr_matrix((0, self.n_labels), dtype=np.float32)
         return blocks[0] if len(blocks) == 1 else sp.vstack(blocks, format="csr", dtype=np.float32)
+
+    def predict_features(self, Qb: sp.csr_matrix, k: int) -> sp.csr_matrix:
+        """:meth:`predict` of rows already featurised by :meth:`features` (bias included)."""
+        P = self._search(Qb, k)
+        P.sort_indices()
+        return P
+
+    def scores_and_known(self, texts: Inputs, k: int) -> tuple[sp.csr_matrix, list[bool]]:
+        """Each query featurised once for its scores and for whether the model knows a word of it."""
+        n = texts.shape[0] if is_feature_matrix(texts) else len(texts)
+        if self.weights is None or not 0 < n <= PREDICT_BATCH:
+            return super().scores_and_known(texts, k)
+        Qb = self.features(texts)
+        return self.predict_features(Qb, k), (np.diff(Qb.indptr) > 1).tolist()  # every row holds the bias
 
     def _search(self, Qb: sp.csr_matrix, k: int) -> sp.csr_matrix:
         positions, scores = self.weights.search(Qb, self.config.beam, k)
