@@ -202,6 +202,10 @@ def test_every_model_class_has_every_member_of_the_written_contract(name):
     for attribute in XMCModel.__annotations__:
         assert hasattr(model, attribute), (name, attribute)
     assert model.kind == name and model.result is None
+    # its settings name its row and carry the seed: build_model and the refit find them
+    from gandalf_xmc.models.registry import config_seed, model_name
+
+    assert model_name(model.config) == name and config_seed(model_config(name, seed=7)) == 7
     # fit takes exactly the capabilities its row declares, beyond the contract's arguments
     fit_parameters = set(inspect.signature(cls.fit).parameters)
     assert set(MODELS[name].takes) <= fit_parameters, (name, set(MODELS[name].takes) - fit_parameters)

@@ -227,6 +227,8 @@ def test_a_query_is_featurised_once_for_its_answer_and_its_known_flag(fruit, mon
         calls = []
         real = model.featurizer.transform
         with monkeypatch.context() as patch:  # the blend's featurizer is its tree's
-            patch.setattr(model.featurizer, "transform", lambda texts: calls.append(len(texts)) or real(texts))
+            patch.setattr(
+                model.featurizer, "transform", lambda texts, calls=calls, real=real: calls.append(len(texts)) or real(texts)
+            )
             answers = model.predict_labels(queries, k=2)
         assert calls == [4] and [len(a) for a in answers] == [2, 0, 0, 2]

@@ -26,7 +26,9 @@ class XMCModel(Protocol):
 
     Attributes:
         kind: its row's name in :data:`MODELS`, which ``model.json`` saves and ``load_trained`` reads.
-        config: the settings object it was built with (its ``seed`` decides everything random).
+        config: the settings object it was built with: a dataclass whose ``MODEL`` class attribute
+            (a neural family's: its ``family`` field) names its row, so that ``build_model(config)``
+            finds the class, and whose ``seed`` (``train.seed``) decides everything random.
         result: after ``fit`` or ``load``, a :class:`~gandalf_xmc.engine.records.TrainResult`
             (best epoch and score, one history record an epoch, seconds), or None.
         label_uids, label_texts: the labels it ranks, in label-id order (set by ``fit``, ``load``
