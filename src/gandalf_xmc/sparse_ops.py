@@ -75,9 +75,12 @@ def top_k_per_row(S: sp.spmatrix, k: int, distinct: bool = False) -> sp.csr_matr
     ``distinct=True`` promises no repeated column within a row (true of scipy's sparse products),
     which skips merging duplicates: that sorts every row, the larger part of the cost on products.
     """
-    S = sp.csr_matrix(S, dtype=np.float32)
+    S = S if sp.isspmatrix_csr(S) and S.dtype == np.float32 else sp.csr_matrix(S, dtype=np.float32)
     if not distinct:
+        S = S.copy()
         S.sum_duplicates()
+    if S.shape[0] == 1:  # a single query: the same entries, without the batch path's bookkeeping
+        return _top_k_of_one_row(S, int(k))
     with threads_for(S.shape[0]):
         keep = _top_k_mask(S.indptr.astype(np.int64), S.indices, S.data, int(k))
     rows = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
@@ -86,6 +89,16 @@ def top_k_per_row(S: sp.spmatrix, k: int, distinct: bool = False) -> sp.csr_matr
     out = sp.csr_matrix((S.data[keep], S.indices[keep], indptr), shape=S.shape)
     out.sort_indices()
     return out
+
+
+def _top_k_of_one_row(S: sp.csr_matrix, k: int) -> sp.csr_matrix:
+    """:func:`top_k_per_row` of a one-row ``S`` (duplicates summed): the entries ``row_top_k``
+    keeps, in column order."""
+    n = S.indptr[1] - S.indptr[0]
+    indices, data = S.indices[S.indptr[0] : S.indptr[1]], S.data[S.indptr[0] : S.indptr[1]]
+    kept = row_top_k(indices, data, k) if n > k else np.arange(n)
+    order = kept[np.argsort(indices[kept], kind="stable")]
+    return sp.csr_matrix((data[order], indices[order], np.array([0, order.size], dtype=np.int64)), shape=S.shape)
 
 
 def row_normalised(M: sp.spmatrix) -> sp.csr_matrix:

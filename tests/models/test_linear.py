@@ -54,6 +54,28 @@ def test_top_k_per_row_matches_brute_force_with_ties():
             assert np.array_equal(T[i][list(want)], D[i][list(want)])
 
 
+def test_top_k_of_one_row_is_the_batch_paths_row_with_ties_duplicates_and_unsorted_columns():
+    """A single query's rows take their own path (no batch bookkeeping): the same entries, values,
+    column order and dtypes as the same row inside a batch, and the caller's matrix is not changed."""
+    rng = np.random.default_rng(3)
+    S = random_sparse(rng, 60, 40, 0.3).tocoo()
+    extra = rng.choice(S.nnz, 80)  # entries repeated with another value: duplicates to be summed
+    rows, cols = np.concatenate([S.row, S.row[extra]]), np.concatenate([S.col, S.col[extra]])
+    vals = np.concatenate([S.data, np.ceil(rng.random(80) * 4).astype(np.float32)])
+    for distinct, (r, c, v) in ((True, (S.row, S.col, S.data)), (False, (rows, cols, vals))):
+        for i in range(S.shape[0]):
+            at = rng.permutation(np.flatnonzero(r == i))  # the row's entries in a shuffled order
+            row = sp.csr_matrix((v[at], c[at], np.array([0, at.size])), shape=(1, S.shape[1]))
+            before = (row.data.copy(), row.indices.copy())
+            for k in (1, 3, 7, 50):
+                one = top_k_per_row(row, k, distinct=distinct)
+                batch = top_k_per_row(sp.vstack([row, row], format="csr"), k, distinct=distinct)[0]
+                assert np.array_equal(one.indices, batch.indices) and np.array_equal(one.data, batch.data)
+                assert one.data.dtype == batch.data.dtype == np.float32 and one.has_sorted_indices
+            assert np.array_equal(row.data, before[0]) and np.array_equal(row.indices, before[1])
+    assert top_k_per_row(sp.csr_matrix((1, 5), dtype=np.float32), 3).nnz == 0
+
+
 def test_node_targets_take_the_largest_target_of_a_nodes_labels():
     Ys = sp.csr_matrix(np.array([[0.2, 0.7, 0, 0], [0, 0, 0.4, 0], [1, 0, 0, 0.3]], dtype=np.float32))
     T = node_targets(Ys, np.array([0, 0, 1, 1]), 2).toarray()
