@@ -76,7 +76,7 @@ def top_k_per_row(S: sp.spmatrix, k: int, distinct: bool = False) -> sp.csr_matr
     which skips merging duplicates: that sorts every row, the larger part of the cost on products.
     """
     S = S if sp.isspmatrix_csr(S) and S.dtype == np.float32 else sp.csr_matrix(S, dtype=np.float32)
-    if not distinct:
+    if not distinct and not S.has_canonical_format:  # summed on a copy: the caller's matrix stays as it is
         S = S.copy()
         S.sum_duplicates()
     if S.shape[0] == 1:  # a single query: the same entries, without the batch path's bookkeeping

@@ -80,8 +80,8 @@ def preset(name: str, seed: int = 0, **changes) -> AugmentConfig:
     as ``gandalf-tempered``) is the training set it builds with the row's settings; any other name
     is that training set with the paper's graph. ``changes`` override fields (``graph`` a GraphConfig)."""
     row = AUGMENTATIONS.get(name)
-    if row is not None and row.preset_of is not None and row.preset_settings is not None:
-        base = AugmentConfig(row.preset_of, seed=seed, **row.preset_settings())
+    if row is not None and row.preset_of is not None:
+        base = AugmentConfig(row.preset_of, seed=seed, **(row.preset_settings() if row.preset_settings else {}))
     else:
         base = AugmentConfig(name, seed=seed)
     return replace(base, **changes)

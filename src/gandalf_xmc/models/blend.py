@@ -258,11 +258,13 @@ class LinearKnnBlend(LabelledModel):
         assert self.label_vectors is not None
         return text_scores(self._embed(texts), self.label_vectors, min(max(self.config.candidates, k), self.n_labels))
 
-    def parts(self, texts: list[str], k: int = 0) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    def parts(self, texts: list[str], k: int = 0, tree_rows: sp.csr_matrix | None = None) -> tuple[sp.csr_matrix, sp.csr_matrix]:
         """The tree's top candidates and the neighbours' votes (a share in [0, 1]) for ``texts``:
-        ``candidates`` labels of each, or ``k`` where more are asked for."""
+        ``candidates`` labels of each, or ``k`` where more are asked for. ``tree_rows``: the
+        texts' rows of the tree's :meth:`~.linear.XRLinear.features`, where already computed."""
         k = min(max(self.config.candidates, k), self.n_labels)
-        return sp.csr_matrix(self.tree.predict(texts, k=k)), self.knn.vote(texts, k=k)
+        tree = self.tree.predict(texts, k=k) if tree_rows is None else self.tree.predict_features(tree_rows, k)
+        return sp.csr_matrix(tree), self.knn.vote(texts, k=k)
 
     def combine(
         self,
@@ -288,8 +290,10 @@ class LinearKnnBlend(LabelledModel):
         """Top-``k`` blended label scores for each text (``len(texts) x L`` CSR)."""
         if self.result is None and self.tree.weights is None:
             raise RuntimeError("fit or load the model first")
-        texts = list(texts)
-        tree, vote = self.parts(texts, k)
+        return self._blended(list(texts), k)
+
+    def _blended(self, texts: list[str], k: int, tree_rows: sp.csr_matrix | None = None) -> sp.csr_matrix:
+        tree, vote = self.parts(texts, k, tree_rows)
         text = self._text_part(texts, k) if self.text_weight else None
         return self.combine(tree, vote, self.knn_weight, k, text, self.text_weight)
 
@@ -299,11 +303,8 @@ class LinearKnnBlend(LabelledModel):
         texts = list(texts)
         if self.tree.weights is None or not 0 < len(texts) <= PREDICT_BATCH:
             return super().scores_and_known(texts, k)
-        Qb = self.tree.features(texts)
-        wide = min(max(self.config.candidates, k), self.n_labels)
-        tree, vote = sp.csr_matrix(self.tree.predict_features(Qb, wide)), self.knn.vote(texts, k=wide)
-        text = self._text_part(texts, k) if self.text_weight else None
-        return self.combine(tree, vote, self.knn_weight, k, text, self.text_weight), (np.diff(Qb.indptr) > 1).tolist()
+        rows = self.tree.features(texts)
+        return self._blended(texts, k, rows), (np.diff(rows.indptr) > 1).tolist()  # every row holds the bias
 
     def save(self, directory: str | Path) -> None:
         """The two parts in ``linear/`` and ``knn/``, the labels, the label texts' embeddings
