@@ -7,6 +7,7 @@ leave-one-out default.
     python benchmarks/lodo.py                                   # every setting, augmentation none, seed 0
     python benchmarks/lodo.py --settings beam leaf_size --augment gandalf-tempered --seeds 0 1
     python benchmarks/lodo.py --settings leaf_size solver.C --values leaf_size=[400] --values solver.C=[0.5] --seeds 0 1 2
+    python benchmarks/lodo.py --settings solver.loss            # squared hinge or logistic (at three costs)
 
 Ties (in the mean over the other datasets, or in how often a value is chosen) go to the current
 default. Prints one table a setting (P@1 of each value on each dataset), then the summary: per
@@ -41,6 +42,13 @@ GRID: dict[str, list] = {
     "solver.threshold": [0.03, 0.1, 0.2],
     "solver.positive_cost": [1.0, 2.0, 4.0],
     "solver.min_parent_target": [0.1, 0.5, 1.0],  # acts on soft targets only (label points)
+    # a value that is an object sets several settings together: the logistic loss at napkinXC's cost too
+    "solver.loss": [
+        "squared-hinge",
+        "logistic",
+        {"solver.loss": "logistic", "solver.C": 4.0},
+        {"solver.loss": "logistic", "solver.C": 10.0},
+    ],
 }
 
 
@@ -49,6 +57,15 @@ def default_of(name: str):
     for part in name.split("."):
         value = getattr(value, part)
     return list(value) if isinstance(value, tuple) else value
+
+
+def settings_of(name: str, value) -> dict:
+    """The settings a run of ``value`` of ``name`` trains with (an object: several at once)."""
+    if name == "default":
+        return {}
+    if isinstance(value, dict):
+        return {key: tuple(v) if isinstance(v, list) else v for key, v in value.items()}
+    return {name: tuple(value) if isinstance(value, list) else value}
 
 
 def leave_one_out(scores: dict[str, dict[str, float]], default: str) -> list[dict]:
@@ -106,7 +123,7 @@ def main() -> None:
                 args.augment,
                 seed,
                 "valid",
-                {} if name == "default" else {name: tuple(value) if isinstance(value, list) else value},
+                settings_of(name, value),
                 None,
             ),
             "setting": name,

@@ -11,6 +11,7 @@ import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.linear_model import LogisticRegression
 from sklearn.svm import LinearSVC
 
 from gandalf_xmc.engine.beam_search import TreeWeights
@@ -267,11 +268,11 @@ def test_label_blocks_cover_the_labels_within_the_budget():
     assert label_blocks(np.array([]), 4) == []
 
 
-def brute_force_paths(levels, children, q, beam, k):
+def brute_force_paths(levels, children, q, beam, k, sigmoid=False):
     """Beam search written plainly: every level's scores from dense weights."""
 
     def score(z):
-        return np.exp(-(np.maximum(0, 1 - z) ** 3))
+        return 1 / (1 + np.exp(-z)) if sigmoid else np.exp(-(np.maximum(0, 1 - z) ** 3))
 
     cands, parent = list(range(levels[0].shape[0])), [1.0] * levels[0].shape[0]
     for t, W in enumerate(levels):
@@ -297,14 +298,17 @@ def test_beam_search_matches_brute_force():
         sp.random(30, D, density=0.4, random_state=4, format="csr"),
     ]
     children = [np.array([0, 3, 6, 9, 12]), np.array([0, 2, 5, 7, 10, 12, 15, 17, 20, 22, 25, 27, 30])]
-    weights = TreeWeights(levels, children)
     Q = sp.random(25, D, density=0.3, random_state=5, format="csr")
-    pos, sc = weights.search(Q, beam=2, k=5)
     dense = [W.toarray() for W in levels]
-    for i in range(Q.shape[0]):
-        want = brute_force_paths(dense, children, Q[i].toarray()[0], beam=2, k=5)
-        assert pos[i, : len(want)].tolist() == [c for c, _ in want]
-        np.testing.assert_allclose(sc[i, : len(want)], [s for _, s in want], rtol=1e-5)
+    for sigmoid in (False, True):  # l3-hinge scores, and the logistic loss's sigmoid
+        for chunk_entries in (10**8, 0):  # the chunk layout, and the rows
+            weights = TreeWeights(levels, children, chunk_entries=chunk_entries, sigmoid=sigmoid)
+            for q in (Q, Q[3]):  # a batch, and a single query
+                pos, sc = weights.search(q, beam=2, k=5)
+                for i in range(q.shape[0]):
+                    want = brute_force_paths(dense, children, q[i].toarray()[0], beam=2, k=5, sigmoid=sigmoid)
+                    assert pos[i, : len(want)].tolist() == [c for c, _ in want]
+                    np.testing.assert_allclose(sc[i, : len(want)], [s for _, s in want], rtol=1e-5)
     assert rng is not None
 
 
@@ -562,3 +566,98 @@ def test_a_level_reports_the_share_of_its_work_done_and_trains_the_same():
     two: list[float] = []
     np.testing.assert_array_equal(train_level(*args, threads=2, on_progress=two.append).toarray(), watched.toarray())
     assert len(two) == len(units) and max(two) == 1.0
+
+
+LOGISTIC = replace(TIGHT, loss="logistic")
+
+
+def test_logistic_loss_with_hard_targets_matches_logistic_regression():
+    # scikit-learn's LogisticRegression solves the primal (L-BFGS): the dual's weights must equal them
+    rng = np.random.default_rng(0)
+    X = sp.random(80, 12, density=0.4, random_state=1, format="csr", dtype=np.float64)
+    X = sp.hstack([X, np.ones((80, 1))], format="csr")
+    margin = X @ rng.normal(size=13) + 0.3 * rng.normal(size=80)
+    y = (margin > np.median(margin)).astype(float)
+    for C in (1.0, 10.0):
+        ours = one_node(X, y, config=replace(LOGISTIC, C=C))
+        primal = LogisticRegression(C=C, fit_intercept=False, tol=1e-12, max_iter=100000).fit(X, y)
+        np.testing.assert_allclose(ours, primal.coef_[0], atol=1e-3 * C)
+
+
+def test_logistic_loss_with_soft_targets_and_private_features_matches_weighted_logistic_regression():
+    # a soft target t is the cross-entropy of t: the row as a positive of weight Cp t and as a
+    # negative of weight 1 - t; each row also has a feature no other row uses (kept in its dual
+    # variables); instance weights scale both
+    rng = np.random.default_rng(7)
+    n = 60
+    shared = sp.random(n, 5, density=0.5, random_state=8, format="csr")
+    own = sp.diags(rng.uniform(0.5, 1.5, size=n), format="csr")
+    X = sp.hstack([shared, own, np.ones((n, 1))], format="csr")
+    t = np.where(np.arange(n) < 30, (rng.random(n) > 0.5).astype(float), rng.uniform(0.05, 0.95, size=n))
+    w = rng.uniform(0.5, 2.0, size=n)
+    cp = 2.0
+    ours = one_node(X, t, weights=w, config=replace(LOGISTIC, positive_cost=cp))
+    pos, neg = t > 0, t < 1
+    X2 = sp.vstack([X[pos], X[neg]], format="csr")
+    y2 = np.r_[np.ones(pos.sum()), np.zeros(neg.sum())]
+    w2 = np.r_[cp * t[pos] * w[pos], (1 - t[neg]) * w[neg]]
+    primal = LogisticRegression(C=1.0, fit_intercept=False, tol=1e-12, max_iter=100000).fit(X2, y2, sample_weight=w2)
+    np.testing.assert_allclose(ours, primal.coef_[0], atol=1e-3)
+    assert np.all(ours[5 : 5 + n] != 0)
+
+
+def test_logistic_loss_on_one_point_solves_its_stationarity_equation():
+    # one point x = [1], target t: the primal 0.5 w^2 + C (Cp t log(1 + e^-w) + (1 - t) log(1 + e^w))
+    # is minimised where w = C (Cp t sigmoid(-w) - (1 - t) sigmoid(w)); solved here by bisection
+    def optimum(C, cp, t):
+        lo, hi = -100.0, 100.0
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            if mid - C * (cp * t / (1 + np.exp(mid)) - (1 - t) / (1 + np.exp(-mid))) > 0:
+                hi = mid
+            else:
+                lo = mid
+        return lo
+
+    for C in (1.0, 50.0):
+        for cp in (1.0, 2.0):
+            for t in (0.0, 0.3, 0.75, 1.0):
+                w = one_node(np.ones((1, 1)), [t], config=replace(LOGISTIC, C=C, positive_cost=cp))
+                assert w[0] == pytest.approx(optimum(C, cp, t), abs=2e-3)
+    # with a large cost the margin of a soft target approaches its log-odds log(Cp t / (1 - t))
+    w = one_node(np.ones((1, 1)), [0.75], config=replace(LOGISTIC, C=1e4, positive_cost=1.0))
+    assert w[0] == pytest.approx(np.log(3.0), abs=2e-3)
+
+
+def test_logistic_siblings_trained_side_by_side_equal_each_trained_alone():
+    rng = np.random.default_rng(7)
+    X = sp.hstack([sp.random(60, 10, density=0.3, random_state=8, format="csr"), np.ones((60, 1))], format="csr")
+    t = rng.choice([0.0, 0.0, 0.3, 1.0], size=(60, 5)).astype(np.float32)
+    t[:, 3] = 0.0
+    w = rng.uniform(0.5, 2.0, size=60)
+    active = sp.csr_matrix(np.ones((60, 1), dtype=np.float32))
+    together = train_level(X, sp.csr_matrix(t), active, np.zeros(5, dtype=np.int64), w, LOGISTIC).toarray()
+    for k in range(5):
+        np.testing.assert_allclose(together[k], one_node(X, t[:, k], w, config=LOGISTIC), atol=1e-4)
+
+
+def test_logistic_weak_rows_train_only_the_children_they_are_positives_of():
+    # rows whose target of the parent is below min_parent_target are no negatives of its children:
+    # the same weights as training each child on its strong rows and its own weak positives
+    rng = np.random.default_rng(3)
+    n = 50
+    X = sp.hstack([sp.random(n, 8, density=0.4, random_state=4, format="csr"), np.ones((n, 1))], format="csr")
+    t = np.where(rng.random((n, 3)) < 0.3, 1.0, 0.0).astype(np.float32)
+    parent = np.where(np.arange(n) < 35, 1.0, 0.2).astype(np.float32)
+    t[35:] *= 0.2  # a weak row's targets are at most its parent's
+    active = sp.csr_matrix(parent.reshape(-1, 1))
+    together = train_level(X, sp.csr_matrix(t), active, np.zeros(3, dtype=np.int64), np.ones(n), LOGISTIC).toarray()
+    for k in range(3):
+        rows = np.flatnonzero((np.arange(n) < 35) | (t[:, k] > 0))
+        alone = one_node(X[rows], t[rows, k], config=LOGISTIC)
+        np.testing.assert_allclose(together[k], alone, atol=1e-4)
+
+
+def test_an_unknown_loss_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="solver.loss must be one of squared-hinge, logistic"):
+        SolverConfig(loss="hinge")

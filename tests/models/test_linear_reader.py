@@ -1,5 +1,5 @@
-"""The numpy-only reader of a saved linear model (of words, or of words and character n-grams) gives
-the full model's predictions, and loads without scipy, scikit-learn, numba or torch."""
+"""The numpy-only reader of a saved linear model (of words, or of words and character n-grams; of
+the squared hinge, or of the logistic loss whose levels score by the sigmoid) gives the full model's predictions, and loads without scipy, scikit-learn, numba or torch."""
 
 from __future__ import annotations
 
@@ -10,16 +10,21 @@ import numpy as np
 import pytest
 
 from gandalf_xmc.data import load_dataset
+from gandalf_xmc.engine.linear_solver import SolverConfig
 from gandalf_xmc.models.linear import LinearConfig, XRLinear
 from gandalf_xmc.models.linear_reader import LinearReader
 
 
-@pytest.fixture(scope="module", params=[None, (3, 5)], ids=["words", "words and characters"])
+@pytest.fixture(
+    scope="module",
+    params=[(None, "squared-hinge"), ((3, 5), "squared-hinge"), (None, "logistic")],
+    ids=["words", "words and characters", "logistic loss"],
+)
 def saved(tmp_path_factory, request):
     ds = load_dataset("jargon")
-    model = XRLinear(LinearConfig(threads=1, leaf_size=20, branching=4, char_ngrams=request.param)).fit(
-        ds.train.texts, ds.train.Y, ds.label_texts, progress=False
-    )
+    chars, loss = request.param
+    config = LinearConfig(threads=1, leaf_size=20, branching=4, char_ngrams=chars, solver=SolverConfig(loss=loss))
+    model = XRLinear(config).fit(ds.train.texts, ds.train.Y, ds.label_texts, progress=False)
     d = tmp_path_factory.mktemp("m") / "model"
     model.save(d)
     return d, model, ds

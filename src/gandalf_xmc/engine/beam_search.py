@@ -1,7 +1,8 @@
 """Beam search down a label tree of sparse linear classifiers (the prediction of XR-Linear).
 
 A node's margin is ``z = w . x``; its level score is ``exp(-max(0, 1 - z)^3)`` (PECOS's
-``l3-hinge``), and a path's score is the product of the level scores along it. At each level the
+``l3-hinge``), or ``1 / (1 + exp(-z))`` for classifiers trained with the logistic loss (whose
+margins are log-odds), and a path's score is the product of the level scores along it. At each level the
 ``beam`` best nodes keep their children as candidates; the last level's candidates are labels.
 
 The weights are searched in chunks, one a parent (the root's chunk holds the top level): a
@@ -68,14 +69,29 @@ def _chunk_margins(q_idx, q_val, feat_lo, entry_lo, feat, feat_end, child, value
 
 
 @numba.njit(cache=True, nogil=True)
-def _level_score(z):
+def _level_score(z, sigmoid):
+    if sigmoid:
+        return 1.0 / (1.0 + math.exp(-z)) if z > -700.0 else 0.0
     h = 1.0 - z
     return math.exp(-h * h * h) if h > 0 else 1.0
 
 
 @numba.njit(cache=True, nogil=True)
 def _expand_in_chunks(
-    q_idx, q_val, parents, parent_scores, child_ptr, feat_lo, entry_lo, feat, feat_end, child, value, out_nodes, out_scores
+    q_idx,
+    q_val,
+    parents,
+    parent_scores,
+    child_ptr,
+    feat_lo,
+    entry_lo,
+    feat,
+    feat_end,
+    child,
+    value,
+    sigmoid,
+    out_nodes,
+    out_scores,
 ):
     """One query's step down a level in its chunk layout: its kept ``parents`` (-1: none) expand
     to their children, scored, and the best fill ``out_nodes`` / ``out_scores`` (ties: the tree's
@@ -98,7 +114,7 @@ def _expand_in_chunks(
         intact &= _chunk_margins(q_idx, q_val, feat_lo, entry_lo, feat, feat_end, child, value, p, z)
         for j in range(hi - lo):
             cand[at] = lo + j
-            scores[at] = parent_scores[r] * _level_score(z[j])
+            scores[at] = parent_scores[r] * _level_score(z[j], sigmoid)
             at += 1
     best = np.argsort(-scores, kind="mergesort")[: out_nodes.size]
     for r in range(best.size):
@@ -109,7 +125,7 @@ def _expand_in_chunks(
 
 @numba.njit(cache=True, parallel=True)
 def _chunks_level(
-    q_indptr, q_indices, q_data, parents, parent_scores, child_ptr, feat_lo, entry_lo, feat, feat_end, child, value, keep
+    q_indptr, q_indices, q_data, parents, parent_scores, child_ptr, feat_lo, entry_lo, feat, feat_end, child, value, sigmoid, keep
 ):
     """One level of the search in a level's chunk layout for every query (rows of ``parents``):
     the kept nodes, their path scores and the number of queries that met a damaged entry."""
@@ -131,6 +147,7 @@ def _chunks_level(
             feat_end,
             child,
             value,
+            sigmoid,
             out_nodes[i],
             out_scores[i],
         ):
@@ -139,7 +156,9 @@ def _chunks_level(
 
 
 @numba.njit(cache=True, nogil=True)
-def _chunks_level_one(q_idx, q_val, parents, parent_scores, child_ptr, feat_lo, entry_lo, feat, feat_end, child, value, keep):
+def _chunks_level_one(
+    q_idx, q_val, parents, parent_scores, child_ptr, feat_lo, entry_lo, feat, feat_end, child, value, sigmoid, keep
+):
     """:func:`_chunks_level` for a single query, without the thread pool's launch."""
     out_nodes = np.full((1, keep), -1, dtype=np.int64)
     out_scores = np.zeros((1, keep))
@@ -155,6 +174,7 @@ def _chunks_level_one(q_idx, q_val, parents, parent_scores, child_ptr, feat_lo, 
         feat_end,
         child,
         value,
+        sigmoid,
         out_nodes[0],
         out_scores[0],
     )
@@ -179,7 +199,7 @@ def _row_margin(q_idx, q_val, indptr, indices, data, node):
 
 
 @numba.njit(cache=True, parallel=True)
-def _rows_level(q_indptr, q_indices, q_data, parents, parent_scores, child_ptr, indptr, indices, data, keep):
+def _rows_level(q_indptr, q_indices, q_data, parents, parent_scores, child_ptr, indptr, indices, data, sigmoid, keep):
     """One level of the search on a level's CSR rows: each query's kept ``parents`` (-1: none)
     expand to their children, scored and cut to the ``keep`` best (the chunk kernel's order)."""
     n = q_indptr.size - 1
@@ -201,7 +221,8 @@ def _rows_level(q_indptr, q_indices, q_data, parents, parent_scores, child_ptr, 
                 continue
             for c in range(child_ptr[p], child_ptr[p + 1]):
                 cand[at] = c
-                scores[at] = parent_scores[i, r] * _level_score(_row_margin(q_idx, q_val, indptr, indices, data, c))
+                margin = _row_margin(q_idx, q_val, indptr, indices, data, c)
+                scores[at] = parent_scores[i, r] * _level_score(margin, sigmoid)
                 at += 1
         best = np.argsort(-scores, kind="mergesort")[:keep]
         for r in range(best.size):
@@ -220,7 +241,8 @@ class TreeWeights:
     non-final level's child offsets, and each level's layout for the search (:mod:`.level_chunks`):
     mapped from the level's directory where one was written (``chunk_dirs``), else laid out in
     memory; a level of more than ``chunk_entries`` weights without one is searched in its CSR rows
-    (each node's features looked up by bisection: the same results, slower)."""
+    (each node's features looked up by bisection: the same results, slower). ``sigmoid``: nodes
+    are scored by the sigmoid of their margins (classifiers of the logistic loss), not l3-hinge."""
 
     def __init__(
         self,
@@ -228,7 +250,9 @@ class TreeWeights:
         children: list[np.ndarray],
         chunk_entries: int = CHUNK_LAYOUT_ENTRIES,
         chunk_dirs: list[Path | None] | None = None,
+        sigmoid: bool = False,
     ):
+        self.sigmoid = bool(sigmoid)
         if len(children) != len(levels) - 1:
             raise ValueError("one children array per level but the last")
         self.levels = [_float32_csr(W) for W in levels]
@@ -258,15 +282,15 @@ class TreeWeights:
             for t, (W, child_ptr, chunks) in enumerate(zip(self.levels, self.bounds, self.chunks)):
                 keep = k if t == len(self.levels) - 1 else int(beam)
                 if chunks is None:
-                    parents, scores = _rows_level(*q, parents, scores, child_ptr, W.indptr, W.indices, W.data, keep)
+                    parents, scores = _rows_level(*q, parents, scores, child_ptr, W.indptr, W.indices, W.data, self.sigmoid, keep)
                     continue
                 if Q.shape[0] == 1:  # a single query (a server's request)
                     parents, scores, damaged = _chunks_level_one(  # type: ignore[call-arg]  # numba's stubs
-                        q[1], q[2], parents, scores, child_ptr, *chunks.arrays, keep
+                        q[1], q[2], parents, scores, child_ptr, *chunks.arrays, self.sigmoid, keep
                     )
                 else:
                     parents, scores, damaged = _chunks_level(  # type: ignore[call-arg]  # numba's stubs
-                        *q, parents, scores, child_ptr, *chunks.arrays, keep
+                        *q, parents, scores, child_ptr, *chunks.arrays, self.sigmoid, keep
                     )
                 if damaged:
                     raise DataFormatError(chunks.name, None, "the search layout is damaged (an entry out of its bounds)")

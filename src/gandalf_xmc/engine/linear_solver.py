@@ -1,10 +1,14 @@
-"""One-vs-rest L2-regularised squared-hinge classifiers of a tree level, by dual coordinate
-descent (LIBLINEAR's L2R_L2LOSS_SVC_DUAL), each trained only on its parent's active instances.
+"""One-vs-rest L2-regularised classifiers of a tree level, by dual coordinate descent, each
+trained only on its parent's active instances: squared hinge (LIBLINEAR's L2R_L2LOSS_SVC_DUAL, the
+default) or logistic loss (L2R_LR_DUAL, Yu, Huang and Lin 2011: each dual variable lies inside
+``(0, cost)`` and its one-variable problem is solved by a few Newton steps).
 
 A soft target ``t`` of instance i makes it a positive of cost ``Cp C t w_i`` and a negative of
 cost ``C (1 - t) w_i`` (``w_i`` its instance weight, ``Cp`` the positive cost factor), so the
 minimiser of the two squared hinges puts its margin at ``(Cp t - (1 - t)) / (Cp t + 1 - t)``
-(``2 t - 1`` for ``Cp = 1``): soft targets are learnt, not rounded. Weights at or below
+(``2 t - 1`` for ``Cp = 1``): soft targets are learnt, not rounded (with the logistic loss the
+two entries are the cross-entropy of the target ``t``, whose margin is ``log(Cp t / (1 - t))``).
+Weights at or below
 ``threshold`` in absolute value are dropped, so every classifier is a sparse vector.
 
 Siblings are trained side by side: the children of one parent share its instances, so they visit
@@ -27,6 +31,7 @@ first child)``, so the result does not depend on the thread count.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -40,6 +45,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import ConfigError
 from ..settings import check_ranges
 from .huge_pages import huge_empty, huge_full
 from .level_store import UnitBlocks, assemble_level
@@ -54,6 +60,13 @@ WEIGHT_PREFETCH_BYTES = 32 << 20
 FLOATS_PER_LINE = 16  # float32 values in a 64-byte cache line: one prefetch each
 # a thread's finished weights held in memory at most, when the caller gives a directory for more
 SPILL_BYTES = 256 << 20
+LOSSES = ("squared-hinge", "logistic")
+# the logistic loss's dual variables start at this share of their cost (at most LOGISTIC_START):
+# inside (0, cost), where its entropy terms are finite (LIBLINEAR's start)
+LOGISTIC_START_SHARE = 1e-3
+LOGISTIC_START = 1e-8
+LOGISTIC_NEWTON_STEPS = 20  # at most, a variable a visit (they converge in two or three)
+LOGISTIC_INNER_EPS = 1e-3  # a variable's derivative below this (or below eps): it is left where it is
 
 
 class LevelData(NamedTuple):
@@ -82,6 +95,7 @@ class SolverParams(NamedTuple):
     eps: float
     max_iter: int
     threshold: float
+    logistic: bool
 
 
 class Workspace(NamedTuple):
@@ -131,7 +145,9 @@ class SolverConfig:
     a positive entry (PECOS's ``Cp / Cn``: a label's few positives against its many negatives);
     ``min_parent_target``: an instance is a negative of a parent's children only where its target
     of the parent reaches it (a child's own positives always train it), so a label point is not a
-    negative throughout the clusters of its weak co-labels (hard targets are 1: no effect on them)."""
+    negative throughout the clusters of its weak co-labels (hard targets are 1: no effect on them);
+    ``loss``: ``squared-hinge`` or ``logistic`` (one of ``LOSSES``; a model trained with the
+    logistic loss scores a node by the sigmoid of its margin, see :mod:`.beam_search`)."""
 
     C: float = 1.0
     eps: float = 0.1
@@ -139,8 +155,11 @@ class SolverConfig:
     threshold: float = 0.1
     min_parent_target: float = 0.5
     positive_cost: float = 2.0
+    loss: str = "squared-hinge"
 
     def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ConfigError(f"solver.loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
         check_ranges(
             self,
             positive=("C", "eps", "max_iter", "positive_cost"),
@@ -219,7 +238,7 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, level, work, params, seed):
     x_indptr, x_indices, x_data, inst_weight = level.x_indptr, level.x_indices, level.x_data, level.inst_weight
     loc, seen, row_at = work.loc, work.seen, work.row_at
     C, positive_cost, min_parent_target, eps = params.C, params.positive_cost, params.min_parent_target, params.eps
-    max_iter = params.max_iter
+    max_iter, logistic = params.max_iter, params.logistic
     m, n_k = rows.size, k_hi - k_lo
     # the rows are laid out in the first pass's random order (see the passes below)
     state = np.uint64(seed) * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
@@ -264,6 +283,10 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, level, work, params, seed):
     alpha_pos = huge_full(pos_ptr[m], 0.0, np.float32)  # one a positive entry
     alpha_neg = huge_full(m * n_k, 0.0, np.float32).reshape((m, n_k))  # one an entry (a weak row's hard negatives stay 0)
     W = huge_full(n_shared * n_k, 0.0, np.float32).reshape((n_shared, n_k))  # rows of the features two or more rows use
+    if logistic:
+        _start_logistic(
+            l_indptr, l_indices, l_data, pos_ptr, pos_child, pos_t, cost, strong, positive_cost, alpha_pos, alpha_neg, W
+        )
     dots = np.zeros(n_k, dtype=np.float32)
     steps = np.zeros(n_k, dtype=np.float32)
     negative = np.zeros(n_k, dtype=np.bool_)  # the row's hard negatives of running children
@@ -321,7 +344,9 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, level, work, params, seed):
                     d = private_sq[a] * (np.float64(alpha_pos[q]) - alpha_neg[a, k])
                     for pp in range(lo, hi):
                         d += W[l_indices[pp], k] * l_data[pp]
-                    step = _positive_step(q, a, k, d, pos_t[q], sq, cw, positive_cost, alpha_pos, alpha_neg, pg_max, pg_min)
+                    step = _positive_step(
+                        q, a, k, d, pos_t[q], sq, cw, positive_cost, logistic, eps, alpha_pos, alpha_neg, pg_max, pg_min
+                    )
                     if step != 0.0:
                         for pp in range(lo, hi):
                             W[l_indices[pp], k] += np.float32(step) * l_data[pp]
@@ -341,26 +366,40 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, level, work, params, seed):
                 negative[k] = not done[k]
             for q in range(pos_ptr[a], pos_ptr[a + 1]):
                 negative[pos_child[q]] = False
-            # every hard negative at once, without branches (an entry at rest gets a zero step)
-            diag = 0.5 / cw
-            inv = 1.0 / (sq + diag)
             moved = 0
-            for k in range(n_k):
-                old = alpha_neg[a, k]
-                g = -dots[k] - 1.0 + diag * old
-                pg = g if old > 0.0 else min(g, 0.0)
-                pg = pg if negative[k] else 0.0
-                pg_max[k] = max(pg_max[k], pg)
-                pg_min[k] = min(pg_min[k], pg)
-                new = np.float32(max(old - g * inv, 0.0)) if abs(pg) > 1e-12 else old
-                alpha_neg[a, k] = new
-                steps[k] = old - new
-                moved += new != old
+            if logistic:  # each hard negative by its own Newton steps
+                tol = min(LOGISTIC_INNER_EPS, eps)
+                for k in range(n_k):
+                    steps[k] = 0.0
+                    if negative[k]:
+                        old = alpha_neg[a, k]
+                        new, g = _logistic_variable(old, -dots[k], sq, cw, tol)
+                        pg_max[k] = max(pg_max[k], g)
+                        pg_min[k] = min(pg_min[k], g)
+                        alpha_neg[a, k] = new
+                        steps[k] = old - new
+                        moved += new != old
+            else:  # every hard negative at once, without branches (an entry at rest gets a zero step)
+                diag = 0.5 / cw
+                inv = 1.0 / (sq + diag)
+                for k in range(n_k):
+                    old = alpha_neg[a, k]
+                    g = -dots[k] - 1.0 + diag * old
+                    pg = g if old > 0.0 else min(g, 0.0)
+                    pg = pg if negative[k] else 0.0
+                    pg_max[k] = max(pg_max[k], pg)
+                    pg_min[k] = min(pg_min[k], pg)
+                    new = np.float32(max(old - g * inv, 0.0)) if abs(pg) > 1e-12 else old
+                    alpha_neg[a, k] = new
+                    steps[k] = old - new
+                    moved += new != old
             for q in range(pos_ptr[a], pos_ptr[a + 1]):
                 k = pos_child[q]
                 if done[k]:
                     continue
-                step = _positive_step(q, a, k, dots[k], pos_t[q], sq, cw, positive_cost, alpha_pos, alpha_neg, pg_max, pg_min)
+                step = _positive_step(
+                    q, a, k, dots[k], pos_t[q], sq, cw, positive_cost, logistic, eps, alpha_pos, alpha_neg, pg_max, pg_min
+                )
                 steps[k] = np.float32(step)
                 moved += step != 0.0
             if moved:
@@ -455,10 +494,71 @@ def _private_lists(owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child, t
     return ptr, child, value
 
 
+@numba.njit(cache=True, nogil=True)
+def _start_logistic(l_indptr, l_indices, l_data, pos_ptr, pos_child, pos_t, cost, strong, positive_cost, alpha_pos, alpha_neg, W):
+    """The logistic loss's starting point: every entry's dual variable at ``LOGISTIC_START_SHARE``
+    of its cost (at most ``LOGISTIC_START``; the hard negatives of a strong row too, an entry of
+    cost 0 stays 0), and the shared weights ``W`` their signed sum, as the descent keeps them."""
+    m, n_k = alpha_neg.shape
+    signed = np.zeros(n_k, dtype=np.float32)
+    for a in range(m):
+        cw = cost[a]
+        for k in range(n_k):
+            if strong[a]:
+                alpha_neg[a, k] = np.float32(min(LOGISTIC_START_SHARE * cw, LOGISTIC_START))
+            signed[k] = -alpha_neg[a, k]
+        for q in range(pos_ptr[a], pos_ptr[a + 1]):
+            k, t = pos_child[q], np.float64(pos_t[q])
+            alpha_pos[q] = np.float32(min(LOGISTIC_START_SHARE * positive_cost * cw * t, LOGISTIC_START))
+            negative_cost = cw * (1.0 - t)
+            alpha_neg[a, k] = np.float32(min(LOGISTIC_START_SHARE * negative_cost, LOGISTIC_START)) if t < 1.0 else 0.0
+            signed[k] = alpha_pos[q] - alpha_neg[a, k]
+        for pp in range(l_indptr[a], l_indptr[a + 1]):
+            f, v = l_indices[pp], l_data[pp]
+            if strong[a]:
+                for k in range(n_k):
+                    W[f, k] += signed[k] * v
+            else:  # a weak row has entries for its positives only
+                for q in range(pos_ptr[a], pos_ptr[a + 1]):
+                    W[f, pos_child[q]] += signed[pos_child[q]] * v
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
-def _positive_step(q, a, k, d, t, sq, cw, positive_cost, alpha_pos, alpha_neg, pg_max, pg_min):
-    """LIBLINEAR's coordinate steps on a positive entry (cost Cp C t w) and, for a soft target, its
+def _logistic_variable(old, b, sq, c, tol):
+    """One dual variable of the logistic loss, of cost ``c``, moved to the minimum over ``(0, c)``
+    of ``sq (a - old)^2 / 2 + b (a - old) + a log a + (c - a) log(c - a)`` (``b``: the entry's sign
+    times the child's score; ``sq``: the row's squared norm). Solved for ``a`` or for ``c - a``,
+    whichever the minimum puts below ``c / 2``, by Newton steps that halve towards 0 at most
+    tenfold when a step would leave it (Yu, Huang and Lin 2011, section 3). Returns (the new
+    value in float32, the derivative at ``old``: 0 at the optimum, the stopping rule's gradient);
+    a derivative below ``tol`` in size ends the steps."""
+    if c <= 0.0:
+        return old, 0.0
+    edge = c * 1e-12  # a float32 variable next to 0 or c, kept inside where the logarithms are finite
+    here = min(max(np.float64(old), edge), c - edge)
+    g = b + math.log(here / (c - here))
+    if abs(g) < tol:
+        return old, g
+    flip = sq * (0.5 * c - here) + b < 0.0  # the derivative at c / 2 is negative: the minimum is above it
+    start, slope = (c - here, -b) if flip else (here, b)
+    z = 0.1 * start if start > 0.5 * c else start
+    for _ in range(LOGISTIC_NEWTON_STEPS):
+        gp = sq * (z - start) + slope + math.log(z / (c - z))
+        if abs(gp) < tol:
+            break
+        nz = z - gp / (sq + c / (z * (c - z)))
+        z = nz if 0.0 < nz < c else (0.1 * z if nz <= 0.0 else 0.5 * (z + c))
+    return np.float32(c - z if flip else z), g
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _positive_step(q, a, k, d, t, sq, cw, positive_cost, logistic, eps, alpha_pos, alpha_neg, pg_max, pg_min):
+    """The coordinate steps on a positive entry (cost Cp C t w) and, for a soft target, its
     negative entry (cost C (1 - t) w), given the child's score ``d``; returns the weight step."""
+    if logistic:
+        return _logistic_positive_step(
+            q, a, k, d, t, sq, cw, positive_cost, min(LOGISTIC_INNER_EPS, eps), alpha_pos, alpha_neg, pg_max, pg_min
+        )
     step = 0.0
     diag = 0.5 / (positive_cost * cw * t)
     old = alpha_pos[q]
@@ -482,6 +582,26 @@ def _positive_step(q, a, k, d, t, sq, cw, positive_cost, alpha_pos, alpha_neg, p
             new = np.float32(max(old - g / (sq + diag), 0.0))
             alpha_neg[a, k] = new
             step -= new - old
+    return step
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _logistic_positive_step(q, a, k, d, t, sq, cw, positive_cost, tol, alpha_pos, alpha_neg, pg_max, pg_min):
+    """:func:`_positive_step` for the logistic loss."""
+    old = alpha_pos[q]
+    new, g = _logistic_variable(old, d, sq, positive_cost * cw * t, tol)
+    pg_max[k] = max(pg_max[k], g)
+    pg_min[k] = min(pg_min[k], g)
+    alpha_pos[q] = new
+    step = np.float64(new) - old
+    if t < 1.0:
+        d += step * sq
+        old = alpha_neg[a, k]
+        new, g = _logistic_variable(old, -d, sq, cw * (1.0 - t), tol)
+        pg_max[k] = max(pg_max[k], g)
+        pg_min[k] = min(pg_min[k], g)
+        alpha_neg[a, k] = new
+        step -= np.float64(new) - old
     return step
 
 
@@ -658,6 +778,7 @@ def train_level(
         float(config.eps),
         int(config.max_iter),
         float(config.threshold),
+        config.loss == "logistic",
     )
 
     def work(i):

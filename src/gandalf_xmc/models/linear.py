@@ -269,7 +269,10 @@ class XRLinear(LabelledModel):
         )
         self._level_files = trained.files
         self.weights = TreeWeights(
-            trained.levels, [self.tree.children(t) for t in range(len(self.tree.bounds))], chunk_dirs=self._level_files
+            trained.levels,
+            [self.tree.children(t) for t in range(len(self.tree.bounds))],
+            chunk_dirs=self._level_files,
+            sigmoid=cfg.solver.loss == "logistic",
         )
 
     def _precomputed(self, rows, label_features, n_targets: int) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
@@ -367,7 +370,12 @@ class XRLinear(LabelledModel):
         for t, level in enumerate(levels):
             check_level_rows(d, t, level.shape[0], model.n_labels, bounds)
         model._level_files = [d / f"weights_level{t}" if (d / f"weights_level{t}").is_dir() else None for t in range(len(levels))]
-        model.weights = TreeWeights(levels, [model.tree.children(t) for t in range(len(bounds))], chunk_dirs=model._level_files)
+        model.weights = TreeWeights(
+            levels,
+            [model.tree.children(t) for t in range(len(bounds))],
+            chunk_dirs=model._level_files,
+            sigmoid=model.config.solver.loss == "logistic",
+        )
         model.load_labels(d, model.n_labels)
         return model
 

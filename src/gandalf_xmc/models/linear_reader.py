@@ -64,6 +64,7 @@ class LinearReader(LabelledModel):
         if not can_read(spec) or features.get("precomputed") is True:  # no texts to read: the full loader says so
             raise NeedsFullReader(d)
         self.config = spec["model"]
+        self.sigmoid = self.config.get("solver", {}).get("loss") == "logistic"  # the full model's level score
         self.n_labels = int(spec["n_labels"])
         self.vocabulary = {term: i for i, term in enumerate(features["vocabulary"])}
         self.ngram_max = int(features["ngram_max"])
@@ -112,8 +113,12 @@ class LinearReader(LabelledModel):
         cand = np.arange(self.levels[0].shape[0])
         parent = np.ones(cand.size)
         for t, level in enumerate(self.levels):
-            h = np.maximum(1.0 - self._margins(level, cand, ids, values), 0.0)
-            scores = parent * np.exp(-h * h * h)
+            margins = self._margins(level, cand, ids, values)
+            if self.sigmoid:
+                scores = parent / (1.0 + np.exp(-np.maximum(margins, -700.0)))
+            else:
+                h = np.maximum(1.0 - margins, 0.0)
+                scores = parent * np.exp(-h * h * h)
             keep = k if t == len(self.levels) - 1 else beam
             best = np.argsort(-scores, kind="mergesort")[:keep]
             if t == len(self.levels) - 1:
