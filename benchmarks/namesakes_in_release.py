@@ -23,6 +23,7 @@ from gandalf_xmc.data import load_dataset
 from gandalf_xmc.metrics.ranking import prepare
 from gandalf_xmc.models.base import folded_text
 from gandalf_xmc.models.registry import build_model, model_config
+from gandalf_xmc.workflow.fitting import fit_model
 from gandalf_xmc.workflow.validation import carve_validation
 
 
@@ -60,7 +61,7 @@ def main() -> None:
     hits = {}
     for augment in args.augments:
         model = build_model(model_config("linear", seed=args.seed))
-        model.fit(training_set(rest, augment_config(augment, args.seed)), label_texts=rest.label_texts, progress=False)
+        fit_model(model, training_set(rest, augment_config(augment, args.seed)), rest.label_texts, progress=False)
         prepared = prepare(model.predict(valid.texts, k=5), valid.Y, 1, valid.filter_pairs)
         hits[augment] = (prepared.hits[:, 0].astype(float), twin[prepared.kept_rows])
         h, t = hits[augment]

@@ -1,0 +1,198 @@
+"""Whether the training release foresees what label points do to a deployment's queries (issue 35,
+item 3): for each augmentation, the linear model's P@1 gain over none predicted on validation,
+beside the gain measured on the test split (reporting only: nothing is chosen on it).
+
+    python benchmarks/foresee.py                                  # the eight dev sets, seed 0
+    python benchmarks/foresee.py --datasets debian-new-packages gene-ontology-new-terms --seeds 0 1 2
+
+The prediction depends on what the deployment's queries are, which its owner knows:
+
+* **the catalogue's own items** (the random-split sets, whose test items are held-out items of the
+  same catalogue and whose filter file removes each item's own label, as ``predict --uid`` does):
+  the ``random`` protocol's gain;
+* **new items** (the new-items sets): the queries' own labels do not exist yet, and some of the
+  labels that do have exactly a query's text (an older version, a sibling) without being right.
+  So the prediction mixes two validations of the training release alone:
+  ``(1 - s) x`` the ``future`` protocol's gain (held-out items' own labels leave the label space)
+  ``+ s x`` the gain on held-out items whose own label stays, unfiltered, as a wrong namesake (the
+  label point "text of X -> X" puts X first: a miss), where ``s`` is the share of the deployment's
+  query texts that equal a label's text. ``s`` is read from unlabelled query texts (the dataset's
+  ``val`` split, its texts only; the test split is not read for it).
+
+Prints one table (dataset, augmentation, predicted gain and its parts, test gain with two paired
+standard errors over the test items, whether the signs agree) and writes
+``benchmarks/results/foresee.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+from suite import HERE, augment_config, valid_fraction
+
+from gandalf_xmc.augment import training_set
+from gandalf_xmc.data import load_dataset
+from gandalf_xmc.data.dataset import find_split_file
+from gandalf_xmc.data.suite import SUITE, build, is_available, suite_path
+from gandalf_xmc.metrics.ranking import prepare, remove_pairs
+from gandalf_xmc.models.base import folded_text
+from gandalf_xmc.models.registry import build_model, model_config
+from gandalf_xmc.workflow.fitting import fit_model
+from gandalf_xmc.workflow.validation import carve_validation
+
+AUGMENTS = ("none", "gandalf", "gandalf-tempered", "identity")
+NEW_ITEMS_SPLIT = "val"  # a new-items set's unlabelled sample of its deployment's queries
+
+
+def namesake_share(texts: list[str], label_texts: list[str]) -> float:
+    """The share of ``texts`` equal (case and spacing folded) to some label's text."""
+    labels = {folded_text(t) for t in label_texts}
+    return float(np.mean([folded_text(t) in labels for t in texts])) if texts else 0.0
+
+
+def top1_hits(model, split, filter_predictions: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Each scored point's top-1 hit (0/1) and which rows of ``split`` were scored (those with a
+    target once the filter pairs are removed). The filter pairs always leave the truth; with
+    ``filter_predictions`` False they stay in the predictions, where they can only be misses."""
+    truth = remove_pairs(sp.csr_matrix(split.Y), split.filter_pairs)
+    predictions = model.predict(split.texts, k=5)
+    prepared = prepare(predictions, truth, 1, split.filter_pairs if filter_predictions else None)
+    return prepared.hits[:, 0].astype(float), prepared.kept_rows
+
+
+def trained(rest, augment: str, seed: int):
+    model = build_model(model_config("linear", seed=seed))
+    return fit_model(model, training_set(rest, augment_config(augment, seed)), rest.label_texts, progress=False)
+
+
+def measure(dataset: str, seed: int, augments: tuple[str, ...]) -> list[dict]:
+    """Every augmentation's validation parts and test P@1 on ``dataset``."""
+    ds = load_dataset(dataset, splits=("trn", "tst"))
+    new_items = find_split_file(suite_path(dataset), NEW_ITEMS_SPLIT) is not None
+    frac = valid_fraction(ds.n_original_train or len(ds.train))
+    rest, valid = carve_validation(ds, frac, seed, "random")
+    own = set(ds.label_uids)
+    # held-out items that are labels too: their own label, unfiltered, plays a wrong namesake
+    own_rows = np.array([uid in own for uid in valid.uids])
+    share = None
+    if new_items:
+        queries = load_dataset(dataset, splits=("trn", NEW_ITEMS_SPLIT)).split(NEW_ITEMS_SPLIT).texts
+        share = namesake_share(queries, ds.label_texts)
+        future_rest, future_valid = carve_validation(ds, frac, seed, "future")
+    rows, test_of = [], {}
+    for augment in augments:
+        model = trained(rest, augment, seed)
+        hits, _ = top1_hits(model, valid)
+        unfiltered, kept = top1_hits(model, valid, filter_predictions=False)
+        row = {
+            "dataset": dataset,
+            "seed": seed,
+            "augment": augment,
+            "deployment": "new items" if new_items else "catalogue items",
+            "random": 100 * hits.mean(),
+            "namesake_kept": 100 * unfiltered[own_rows[kept]].mean() if own_rows[kept].any() else None,
+            "n_namesake_kept": int(own_rows[kept].sum()),
+            "share": share,
+        }
+        if new_items:
+            future_hits, _ = top1_hits(trained(future_rest, augment, seed), future_valid)
+            row["future"] = 100 * future_hits.mean()
+        test_of[augment], _ = top1_hits(trained(ds, augment, seed), ds.test)
+        row["test"] = 100 * test_of[augment].mean()
+        if augment != "none":  # the paired standard error of the test gain over none (the same items)
+            diff = test_of[augment] - test_of["none"]
+            row["test_gain_se"] = 100 * float(diff.std(ddof=1) / np.sqrt(diff.size))
+        rows.append(row)
+        print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+    return rows
+
+
+def predicted_gains(rows: list[dict]) -> list[dict]:
+    """Each augmentation's predicted and test P@1 gains over none (means over seeds)."""
+    out = []
+    for dataset in dict.fromkeys(r["dataset"] for r in rows):
+
+        def mean(augment: str, key: str, dataset=dataset) -> float:
+            return float(np.mean([r[key] for r in rows if r["dataset"] == dataset and r["augment"] == augment]))
+
+        sub = [r for r in rows if r["dataset"] == dataset]
+        new_items = sub[0]["deployment"] == "new items"
+        share = sub[0]["share"] or 0.0
+        for augment in dict.fromkeys(r["augment"] for r in sub if r["augment"] != "none"):
+            gains = {key: mean(augment, key) - mean("none", key) for key in ("random", "test")}
+            if new_items:
+                gains["future"] = mean(augment, "future") - mean("none", "future")
+                gains["namesake_kept"] = mean(augment, "namesake_kept") - mean("none", "namesake_kept")
+                predicted = (1 - share) * gains["future"] + share * gains["namesake_kept"]
+            else:
+                predicted = gains["random"]
+            test = gains["test"]
+            se = [r["test_gain_se"] for r in sub if r["augment"] == augment]
+            noise = 2 * float(np.sqrt(np.sum(np.square(se)))) / len(se)  # two standard errors of the mean over seeds
+            out.append(
+                {
+                    "dataset": dataset,
+                    "augment": augment,
+                    "deployment": sub[0]["deployment"],
+                    "share": share if new_items else None,
+                    **{f"{k}_gain": round(v, 2) for k, v in gains.items()},
+                    "predicted_gain": round(predicted, 2),
+                    "test_noise": round(noise, 2),
+                    "signs_agree": bool(np.sign(predicted) == np.sign(test)),
+                    "beyond_noise": bool(abs(test) > noise),
+                }
+            )
+    return out
+
+
+def table(gains: list[dict]) -> str:
+    lines = [
+        "| dataset | deployment | augmentation | random | future | namesake kept | s | predicted | test (2 SE) | same sign |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+
+    def cell(value) -> str:
+        return "" if value is None else f"{value:+.2f}"
+
+    for g in gains:
+        agree = ("yes" if g["signs_agree"] else "no") + ("" if g["beyond_noise"] else " (within noise)")
+        share = "" if g["share"] is None else f"{g['share']:.3f}"
+        lines.append(
+            f"| {g['dataset']} | {g['deployment']} | {g['augment']} | {cell(g['random_gain'])} | {cell(g.get('future_gain'))} | "
+            f"{cell(g.get('namesake_kept_gain'))} | {share} | {cell(g['predicted_gain'])} | "
+            f"{cell(g['test_gain'])} ({g['test_noise']:.2f}) | {agree} |"
+        )
+    judged = [g for g in gains if g["beyond_noise"]]
+    lines.append(
+        f"\nsigns agree in {sum(g['signs_agree'] for g in gains)} of {len(gains)} pairs; in "
+        f"{sum(g['signs_agree'] for g in judged)} of the {len(judged)} whose test gain is beyond two standard errors"
+    )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--datasets", nargs="+", default=[d.name for d in SUITE])
+    ap.add_argument("--augments", nargs="+", default=list(AUGMENTS))
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "foresee.json")
+    args = ap.parse_args()
+    augments = tuple(dict.fromkeys(["none", *args.augments]))
+    rows = []
+    for dataset in args.datasets:
+        if not is_available(dataset):
+            build(dataset)
+        for seed in args.seeds:
+            rows += measure(dataset, seed, augments)
+    gains = predicted_gains(rows)
+    print(table(gains))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"runs": rows, "gains": gains}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
