@@ -4,6 +4,7 @@ same TF-IDF features and the same metrics: one table per dataset.
     python benchmarks/peers.py                              # every suite dataset, its test split
     python benchmarks/peers.py --split valid --seeds 0 1 2  # validation splits (what tuning looks at)
     python benchmarks/peers.py --datasets jargon --training none gandalf
+    python benchmarks/peers.py --split valid --training none --tools gandalf pecos pecos-lr napkinxc napkinxc-l2
 
 The peers pin numpy < 2, so they live in their own virtual environment, made on first use in
 ``$GANDALF_CACHE/peers-venv`` (libpecos without its deep-learning dependencies, napkinxc). Each tool
@@ -46,6 +47,8 @@ HERE = Path(__file__).resolve().parent
 PEER_PACKAGES = ["numpy>=1.26,<2", "scipy>=1.10,<1.14", "scikit-learn>=1.3", "napkinxc==0.7.2"]
 PECOS = "libpecos==1.2.8"  # without its dependencies: XR-Linear needs only numpy, scipy and scikit-learn
 METRICS = ("P@1", "P@5", "PSP@1", "PSP@5")
+# the peers with their other loss: PECOS with the logistic loss (its l3-hinge scores kept), napkinXC with the squared hinge
+TOOLS = ("gandalf", "pecos", "napkinxc", "pecos-lr", "napkinxc-l2")
 
 PEER_CHILD = r"""
 import gzip, json, sys, time
@@ -87,17 +90,18 @@ if stage == "train":
     vecs = [v.fit(texts + label_texts) for v in vectorizers()]
     X = features(vecs, texts)
     t0 = time.perf_counter()
-    if tool == "pecos":
+    if tool.startswith("pecos"):
         from pecos.xmc import Indexer, LabelEmbeddingFactory
         from pecos.xmc.xlinear.model import XLinearModel
         Y = R.copy(); Y.data[:] = 1.0
         soft = bool((R.data != 1.0).any())
         C = Indexer.gen(LabelEmbeddingFactory.create(Y, X, method="pifa"), indexer_type="hierarchicalkmeans")
-        model = XLinearModel.train(X, Y, C=C, R=R if soft else None)
+        loss = {"solver_type": "L2R_LR_DUAL"} if tool == "pecos-lr" else {}
+        model = XLinearModel.train(X, Y, C=C, R=R if soft else None, **loss)
         model.save(f"{work}/model")
     else:
         from napkinxc.models import PLT
-        model = PLT(f"{work}/model", threads=2, seed=0)
+        model = PLT(f"{work}/model", threads=2, seed=0, loss="l2" if tool == "napkinxc-l2" else "log")
         model.fit(X, [r["target_ind"] for r in rows])
     train_seconds = time.perf_counter() - t0
     spec = {"vocabulary": sorted(vecs[0].vocabulary_, key=vecs[0].vocabulary_.get), "idf": vecs[0].idf_.tolist(),
@@ -114,7 +118,7 @@ else:
     if chars is not None:
         vecs[1].idf_ = np.array(spec["char_idf"])
     texts, _ = read(f"{data}/tst.json.gz")
-    if tool == "pecos":
+    if tool.startswith("pecos"):
         from pecos.xmc.xlinear.model import XLinearModel
         model = XLinearModel.load(f"{work}/model")
     else:
@@ -123,7 +127,7 @@ else:
         model.load()
     X = features(vecs, texts)
     t0 = time.perf_counter()
-    if tool == "pecos":
+    if tool.startswith("pecos"):
         P = model.predict(X, only_topk=10).tocsr()
     else:
         out = model.predict_proba(X, top_k=10)
@@ -336,7 +340,7 @@ def main() -> None:
     ap.add_argument("--split", choices=("valid", "test"), default="test")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0], help="validation splits (with --split valid)")
     ap.add_argument("--training", nargs="+", default=["none", "gandalf"], choices=("none", "gandalf"))
-    ap.add_argument("--tools", nargs="+", default=["gandalf", "pecos", "napkinxc"])
+    ap.add_argument("--tools", nargs="+", default=["gandalf", "pecos", "napkinxc"], choices=TOOLS)
     ap.add_argument(
         "--repeats", type=int, default=3, help="trainings of each tool (taking turns); a process time is their median"
     )
