@@ -22,3 +22,11 @@ def test_each_left_out_dataset_gets_the_value_best_on_the_others_ties_to_the_def
     assert [p["P@1"] - p["default_P@1"] for p in picks] == [0, -2, 0]
     assert lodo.most_often(picks, "1") == ("1", 2)
     assert lodo.most_often([{"chosen": "2"}, {"chosen": "3"}], "1") == ("2", 1)  # a tie without the default
+
+
+def test_a_value_that_is_an_object_sets_its_settings_together():
+    assert lodo.settings_of("default", None) == {}
+    assert lodo.settings_of("solver.loss", "logistic") == {"solver.loss": "logistic"}
+    assert lodo.settings_of("char_ngrams", [3, 5]) == {"char_ngrams": (3, 5)}
+    both = {"solver.loss": "logistic", "solver.C": 10.0}
+    assert lodo.settings_of("solver.loss", both) == both
