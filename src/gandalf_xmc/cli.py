@@ -592,7 +592,7 @@ def train(
         raise ConfigError("--valid-split and --valid-protocol exclude each other: the split given is the validation")
     ds = _load(data, splits=("trn",) if valid_split is None else ("trn", valid_split), derive_filters=derive_filters)
     config = model_config(model.value, seed=seed, epochs=epochs, device=device)
-    config = _with_encoder_precision(apply_settings(config, parse_settings(settings or [])), model.value, encoder_precision.value)
+    config = _with_encoder_precision(apply_settings(config, parse_settings(settings or [])), encoder_precision.value)
     graph_config = (graph, delta, top_k, shrinkage, point_weights, co_label_scale, self_scale)
     aug = _augment_config(training_set.value, seed, graph_config, label_point_weight, label_point_share, label_point_negatives)
     started = time.perf_counter()
@@ -628,23 +628,17 @@ def train(
     )
 
 
-def _with_encoder_precision(config, model: str, precision: str):
-    """``config`` with ``--encoder-precision`` applied (the dual-encoder's only)."""
+def _with_encoder_precision(config, precision: str):
+    """``config`` with ``--encoder-precision`` applied (the settings check where it applies)."""
     if precision == "auto":
         return config
     from dataclasses import replace
 
-    from .engine.devices import resolve_device
     from .errors import ConfigError
-    from .sentence import resolve_precision
 
-    if model != "dual-encoder":
-        raise ConfigError("--encoder-precision applies to the dual-encoder only")
-    try:
-        resolved = resolve_precision(precision, resolve_device(config.train.device).type)
-    except ValueError as exc:
-        raise ConfigError(f"--encoder-precision: {exc}") from None
-    return replace(config, encoder_precision=resolved)
+    if not hasattr(config, "encoder_precision"):
+        raise ConfigError("--encoder-precision applies to a model with a sentence encoder (dual-encoder) only")
+    return replace(config, encoder_precision=precision)
 
 
 def _augment_config(name: str, seed: int, graph_options: tuple, weight: float | None, share: float, negatives: bool):

@@ -91,6 +91,8 @@ class ModelConfig:
                 f"encoder_precision must be one of {', '.join((sentence.AUTO, *sentence.PRECISIONS))}, "
                 f"got {self.encoder_precision!r}"
             )
+        if self.encoder_precision != sentence.AUTO and FAMILIES[self.family].inputs != "minilm":
+            raise ConfigError(f"encoder_precision applies to a model with a sentence encoder (dual-encoder), not {self.family}")
 
 
 def config_for(
@@ -118,7 +120,10 @@ class NeuralXMC(LabelledModel):
             config = replace(config, dim=self.family.fixed_dim)
         self.device = resolve_device(config.train.device)  # checked now: a missing GPU is said before any work
         if self.family.inputs == "minilm":
-            precision = sentence.resolve_precision(config.encoder_precision, self.device.type)
+            try:
+                precision = sentence.resolve_precision(config.encoder_precision, self.device.type)
+            except ValueError as exc:  # a precision the device cannot run
+                raise ConfigError(f"encoder_precision: {exc}") from None
             config = replace(config, encoder_precision=precision)
         self.config = config  # a copy where the family fixes a setting: the caller's object is not changed
         self.featurizer: TextFeaturizer | None = None
