@@ -64,6 +64,7 @@ def test_predictions_equal_the_full_models(saved):
                 lg == lw or abs(sg - sw) < 1e-6 * max(sw, 1e-12) or any(abs(s - sg) <= 1e-6 * sg for s, lab in want if lab == lg)
             )
     assert reader.predict_labels(texts[:5], 3) == model.predict_labels(texts[:5], 3)
+    assert (XRLinear.load(d).predict(texts, k=10) != full).nnz == 0  # the full loader scores as trained
 
 
 def test_the_reader_imports_numpy_only(saved):
