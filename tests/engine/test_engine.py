@@ -44,24 +44,36 @@ def test_hard_targets_match_liblinear():
     np.testing.assert_allclose(ours, svc.coef_[0], atol=2e-4)
 
 
+def rows_with_own_features(n=60):
+    """``n`` rows over 5 shared features, one feature of each row's own and a bias; targets hard for
+    the first half, soft for the rest (a soft target t is the row twice: a positive of weight Cp t
+    and a negative of weight 1 - t), and the generator for more draws."""
+    rng = np.random.default_rng(7)
+    shared = sp.random(n, 5, density=0.5, random_state=8, format="csr")
+    own = sp.diags(rng.uniform(0.5, 1.5, size=n), format="csr")
+    X = sp.hstack([shared, own, np.ones((n, 1))], format="csr")
+    t = np.where(np.arange(n) < n // 2, (rng.random(n) > 0.5).astype(float), rng.uniform(0.05, 0.95, size=n))
+    return X, t, rng
+
+
+def as_weighted_rows(X, t, cp, weights):
+    """The rows with soft targets as weighted hard rows: (rows, labels 0/1, sample weights)."""
+    pos, neg = t > 0, t < 1
+    X2 = sp.vstack([X[pos], X[neg]], format="csr")
+    y2 = np.r_[np.ones(pos.sum()), np.zeros(neg.sum())]
+    return X2, y2, np.r_[cp * t[pos] * weights[pos], (1 - t[neg]) * weights[neg]]
+
+
 def test_features_of_one_row_equal_liblinear_with_hard_and_soft_targets():
     # each row has a feature no other row uses (the solver keeps those out of its weight block and
     # carries them in the row's dual variables). A soft target t is, in LIBLINEAR's terms, the row
     # twice: a positive of weight Cp t and a negative of weight 1 - t (sample weights), whose
     # optimum is the same; rows 0-29 hard, 30-59 soft.
-    rng = np.random.default_rng(7)
     n = 60
-    shared = sp.random(n, 5, density=0.5, random_state=8, format="csr")
-    own = sp.diags(rng.uniform(0.5, 1.5, size=n), format="csr")
-    X = sp.hstack([shared, own, np.ones((n, 1))], format="csr")
-    t = np.where(np.arange(n) < 30, (rng.random(n) > 0.5).astype(float), rng.uniform(0.05, 0.95, size=n))
+    X, t, _ = rows_with_own_features(n)
     cp = 2.0
-    config = replace(TIGHT, positive_cost=cp)
-    ours = one_node(X, t, config=config)
-    pos, neg = t > 0, t < 1
-    X2 = sp.vstack([X[pos], X[neg]], format="csr")
-    y2 = np.r_[np.ones(pos.sum()), np.zeros(neg.sum())]
-    w2 = np.r_[cp * t[pos], 1 - t[neg]]
+    ours = one_node(X, t, config=replace(TIGHT, positive_cost=cp))
+    X2, y2, w2 = as_weighted_rows(X, t, cp, np.ones(n))
     svc = LinearSVC(C=1.0, loss="squared_hinge", dual=True, fit_intercept=False, tol=1e-10, max_iter=1000000)
     svc.fit(X2, y2, sample_weight=w2)
     np.testing.assert_allclose(ours, svc.coef_[0], atol=2e-4)
@@ -590,19 +602,12 @@ def test_logistic_loss_with_soft_targets_and_private_features_matches_weighted_l
     # a soft target t is the cross-entropy of t: the row as a positive of weight Cp t and as a
     # negative of weight 1 - t; each row also has a feature no other row uses (kept in its dual
     # variables); instance weights scale both
-    rng = np.random.default_rng(7)
     n = 60
-    shared = sp.random(n, 5, density=0.5, random_state=8, format="csr")
-    own = sp.diags(rng.uniform(0.5, 1.5, size=n), format="csr")
-    X = sp.hstack([shared, own, np.ones((n, 1))], format="csr")
-    t = np.where(np.arange(n) < 30, (rng.random(n) > 0.5).astype(float), rng.uniform(0.05, 0.95, size=n))
+    X, t, rng = rows_with_own_features(n)
     w = rng.uniform(0.5, 2.0, size=n)
     cp = 2.0
     ours = one_node(X, t, weights=w, config=replace(LOGISTIC, positive_cost=cp))
-    pos, neg = t > 0, t < 1
-    X2 = sp.vstack([X[pos], X[neg]], format="csr")
-    y2 = np.r_[np.ones(pos.sum()), np.zeros(neg.sum())]
-    w2 = np.r_[cp * t[pos] * w[pos], (1 - t[neg]) * w[neg]]
+    X2, y2, w2 = as_weighted_rows(X, t, cp, w)
     primal = LogisticRegression(C=1.0, fit_intercept=False, tol=1e-12, max_iter=100000).fit(X2, y2, sample_weight=w2)
     np.testing.assert_allclose(ours, primal.coef_[0], atol=1e-3)
     assert np.all(ours[5 : 5 + n] != 0)
