@@ -46,8 +46,8 @@ GRID: dict[str, list] = {
     "solver.loss": [
         "squared-hinge",
         "logistic",
-        {"solver.loss": "logistic", "solver.C": 4.0},
         {"solver.loss": "logistic", "solver.C": 10.0},
+        {"solver.loss": "logistic", "solver.C": 32.0},
     ],
 }
 
