@@ -71,8 +71,8 @@ def trained(rest, augment: str, seed: int):
 
 def measure(dataset: str, seed: int, augments: tuple[str, ...]) -> list[dict]:
     """Every augmentation's validation parts and test P@1 on ``dataset``."""
-    ds = load_dataset(dataset, splits=("trn", "tst"))
     new_items = find_split_file(suite_path(dataset), NEW_ITEMS_SPLIT) is not None
+    ds = load_dataset(dataset, splits=("trn", "tst", NEW_ITEMS_SPLIT) if new_items else ("trn", "tst"))
     frac = valid_fraction(ds.n_original_train or len(ds.train))
     rest, valid = carve_validation(ds, frac, seed, "random")
     own = set(ds.label_uids)
@@ -80,8 +80,7 @@ def measure(dataset: str, seed: int, augments: tuple[str, ...]) -> list[dict]:
     own_rows = np.array([uid in own for uid in valid.uids])
     share = None
     if new_items:
-        queries = load_dataset(dataset, splits=("trn", NEW_ITEMS_SPLIT)).split(NEW_ITEMS_SPLIT).texts
-        share = namesake_share(queries, ds.label_texts)
+        share = namesake_share(ds.split(NEW_ITEMS_SPLIT).texts, ds.label_texts)  # its texts only
         future_rest, future_valid = carve_validation(ds, frac, seed, "future")
     rows, test_of = [], {}
     for augment in augments:

@@ -65,7 +65,7 @@ LOSSES = ("squared-hinge", "logistic")
 # inside (0, cost), where its entropy terms are finite (LIBLINEAR's start)
 LOGISTIC_START_SHARE = 1e-3
 LOGISTIC_START = 1e-8
-LOGISTIC_NEWTON_STEPS = 20  # at most, a variable a visit (they converge in two or three)
+LOGISTIC_NEWTON_STEPS = 20  # at most, a variable a visit
 LOGISTIC_INNER_EPS = 1e-3  # a variable's derivative below this (or below eps): it is left where it is
 
 
@@ -239,6 +239,7 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, level, work, params, seed):
     loc, seen, row_at = work.loc, work.seen, work.row_at
     C, positive_cost, min_parent_target, eps = params.C, params.positive_cost, params.min_parent_target, params.eps
     max_iter, logistic = params.max_iter, params.logistic
+    tol = min(LOGISTIC_INNER_EPS, eps)  # the logistic loss's one-variable problems stop there
     m, n_k = rows.size, k_hi - k_lo
     # the rows are laid out in the first pass's random order (see the passes below)
     state = np.uint64(seed) * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
@@ -345,7 +346,7 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, level, work, params, seed):
                     for pp in range(lo, hi):
                         d += W[l_indices[pp], k] * l_data[pp]
                     step = _positive_step(
-                        q, a, k, d, pos_t[q], sq, cw, positive_cost, logistic, eps, alpha_pos, alpha_neg, pg_max, pg_min
+                        q, a, k, d, pos_t[q], sq, cw, positive_cost, logistic, tol, alpha_pos, alpha_neg, pg_max, pg_min
                     )
                     if step != 0.0:
                         for pp in range(lo, hi):
@@ -368,7 +369,6 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, level, work, params, seed):
                 negative[pos_child[q]] = False
             moved = 0
             if logistic:  # each hard negative by its own Newton steps
-                tol = min(LOGISTIC_INNER_EPS, eps)
                 for k in range(n_k):
                     steps[k] = 0.0
                     if negative[k]:
@@ -398,7 +398,7 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, level, work, params, seed):
                 if done[k]:
                     continue
                 step = _positive_step(
-                    q, a, k, dots[k], pos_t[q], sq, cw, positive_cost, logistic, eps, alpha_pos, alpha_neg, pg_max, pg_min
+                    q, a, k, dots[k], pos_t[q], sq, cw, positive_cost, logistic, tol, alpha_pos, alpha_neg, pg_max, pg_min
                 )
                 steps[k] = np.float32(step)
                 moved += step != 0.0
@@ -552,13 +552,11 @@ def _logistic_variable(old, b, sq, c, tol):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _positive_step(q, a, k, d, t, sq, cw, positive_cost, logistic, eps, alpha_pos, alpha_neg, pg_max, pg_min):
+def _positive_step(q, a, k, d, t, sq, cw, positive_cost, logistic, tol, alpha_pos, alpha_neg, pg_max, pg_min):
     """The coordinate steps on a positive entry (cost Cp C t w) and, for a soft target, its
     negative entry (cost C (1 - t) w), given the child's score ``d``; returns the weight step."""
     if logistic:
-        return _logistic_positive_step(
-            q, a, k, d, t, sq, cw, positive_cost, min(LOGISTIC_INNER_EPS, eps), alpha_pos, alpha_neg, pg_max, pg_min
-        )
+        return _logistic_positive_step(q, a, k, d, t, sq, cw, positive_cost, tol, alpha_pos, alpha_neg, pg_max, pg_min)
     step = 0.0
     diag = 0.5 / (positive_cost * cw * t)
     old = alpha_pos[q]

@@ -39,7 +39,7 @@ from ..settings import check_ranges
 from ..sparse_ops import top_k_per_row
 from .base import LabelledModel
 from .knn import KNNConfig, TfidfKNN
-from .linear import PREDICT_BATCH, LinearConfig, XRLinear
+from .linear import LinearConfig, XRLinear
 from .spec import write_spec
 
 
@@ -301,10 +301,10 @@ class LinearKnnBlend(LabelledModel):
         """:meth:`predict` with the tree's features of each query computed once, also for whether
         the model knows a word of it."""
         texts = list(texts)
-        if self.tree.weights is None or not 0 < len(texts) <= PREDICT_BATCH:
+        rows = self.tree.one_batch_rows(texts)
+        if rows is None:
             return super().scores_and_known(texts, k)
-        rows = self.tree.features(texts)
-        return self._blended(texts, k, rows), (np.diff(rows.indptr) > 1).tolist()  # every row holds the bias
+        return self._blended(texts, k, rows), self.tree.known_rows(rows)
 
     def save(self, directory: str | Path) -> None:
         """The two parts in ``linear/`` and ``knn/``, the labels, the label texts' embeddings

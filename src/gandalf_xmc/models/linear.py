@@ -305,11 +305,21 @@ class XRLinear(LabelledModel):
 
     def scores_and_known(self, texts: Inputs, k: int) -> tuple[sp.csr_matrix, list[bool]]:
         """Each query featurised once for its scores and for whether the model knows a word of it."""
-        n = texts.shape[0] if is_feature_matrix(texts) else len(texts)
-        if self.weights is None or not 0 < n <= PREDICT_BATCH:
+        rows = self.one_batch_rows(texts)
+        if rows is None:
             return super().scores_and_known(texts, k)
-        Qb = self.features(texts)
-        return self.predict_features(Qb, k), (np.diff(Qb.indptr) > 1).tolist()  # every row holds the bias
+        return self.predict_features(rows, k), self.known_rows(rows)
+
+    def one_batch_rows(self, texts: Inputs) -> sp.csr_matrix | None:
+        """The texts' rows of :meth:`features` where a fitted model predicts them in one batch
+        (else None: the caller goes the usual way, batch by batch)."""
+        n = texts.shape[0] if is_feature_matrix(texts) else len(texts)
+        return self.features(texts) if self.weights is not None and 0 < n <= PREDICT_BATCH else None
+
+    @staticmethod
+    def known_rows(rows: sp.csr_matrix) -> list[bool]:
+        """For rows of :meth:`features`, whether each holds a feature of the query (every row holds the bias)."""
+        return (np.diff(rows.indptr) > 1).tolist()
 
     def _search(self, Qb: sp.csr_matrix, k: int) -> sp.csr_matrix:
         positions, scores = self.weights.search(Qb, self.config.beam, k)
