@@ -56,10 +56,14 @@ def namesake_share(texts: list[str], label_texts: list[str]) -> float:
 
 def top1_hits(model, split, filter_predictions: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Each scored point's top-1 hit (0/1) and which rows of ``split`` were scored (those with a
-    target once the filter pairs are removed). The filter pairs always leave the truth; with
+    target once the filter pairs are removed), by :func:`hits_of` ``model``'s predictions."""
+    return hits_of(model.predict(split.texts, k=5), split, filter_predictions)
+
+
+def hits_of(predictions, split, filter_predictions: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`top1_hits` of predictions already made. The filter pairs always leave the truth; with
     ``filter_predictions`` False they stay in the predictions, where they can only be misses."""
     truth = remove_pairs(sp.csr_matrix(split.Y), split.filter_pairs)
-    predictions = model.predict(split.texts, k=5)
     prepared = prepare(predictions, truth, 1, split.filter_pairs if filter_predictions else None)
     return prepared.hits[:, 0].astype(float), prepared.kept_rows
 
@@ -84,9 +88,9 @@ def measure(dataset: str, seed: int, augments: tuple[str, ...]) -> list[dict]:
         future_rest, future_valid = carve_validation(ds, frac, seed, "future")
     rows, test_of = [], {}
     for augment in augments:
-        model = trained(rest, augment, seed)
-        hits, _ = top1_hits(model, valid)
-        unfiltered, kept = top1_hits(model, valid, filter_predictions=False)
+        predictions = trained(rest, augment, seed).predict(valid.texts, k=5)  # scored twice: filtered, and not
+        hits, _ = hits_of(predictions, valid)
+        unfiltered, kept = hits_of(predictions, valid, filter_predictions=False)
         row = {
             "dataset": dataset,
             "seed": seed,
