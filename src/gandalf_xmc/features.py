@@ -201,12 +201,9 @@ class TextFeaturizer:
         times a single query's search. Same steps (lowercased words and their n-grams, sublinear
         tf times idf, l2 norm; the character block likewise, then the row); tested against the
         vectorizer."""
-        vocabulary, idf = self.vectorizer.vocabulary_, self.vectorizer.idf_
-        char_block = self.char_vectorizer
-        chars = None if char_block is None else (self.char_ngrams, char_block.vocabulary_, char_block.idf_)
         indptr, indices, data = [0], [], []
         for text in texts:
-            ids, values = feature_row(text, vocabulary, idf, self.ngram_max, chars)
+            ids, values = self._row_lists(text)
             indices.extend(ids)
             data.extend(values)
             indptr.append(len(indices))
@@ -216,6 +213,19 @@ class TextFeaturizer:
         )
         X.has_sorted_indices = True
         return X
+
+    def _row_lists(self, text: str) -> tuple[list[int], list[float]]:
+        char_block = self.char_vectorizer
+        chars = None if char_block is None else (self.char_ngrams, char_block.vocabulary_, char_block.idf_)
+        return feature_row(text, self.vectorizer.vocabulary_, self.vectorizer.idf_, self.ngram_max, chars)
+
+    def row(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """One text's row of :meth:`transform` as its feature ids (int32, ascending) and values
+        (float32), without a matrix: a single query's path."""
+        if self.vectorizer is None:
+            raise RuntimeError("fit the featurizer first")
+        ids, values = self._row_lists(text)
+        return np.asarray(ids, dtype=np.int32), np.asarray(values, dtype=np.float32)
 
     @property
     def n_features(self) -> int:

@@ -94,11 +94,59 @@ def top_k_per_row(S: sp.spmatrix, k: int, distinct: bool = False) -> sp.csr_matr
 def _top_k_of_one_row(S: sp.csr_matrix, k: int) -> sp.csr_matrix:
     """:func:`top_k_per_row` of a one-row ``S`` (duplicates summed): the entries ``row_top_k``
     keeps, in column order."""
-    n = S.indptr[1] - S.indptr[0]
-    indices, data = S.indices[S.indptr[0] : S.indptr[1]], S.data[S.indptr[0] : S.indptr[1]]
-    kept = row_top_k(indices, data, k) if n > k else np.arange(n)
-    order = kept[np.argsort(indices[kept], kind="stable")]
-    return sp.csr_matrix((data[order], indices[order], np.array([0, order.size], dtype=np.int64)), shape=S.shape)
+    cols, vals = top_k_of_row(S.indices[S.indptr[0] : S.indptr[1]], S.data[S.indptr[0] : S.indptr[1]], k)
+    return sp.csr_matrix((vals, cols, np.array([0, cols.size], dtype=np.int64)), shape=S.shape)
+
+
+def one_row(cols: np.ndarray, vals: np.ndarray, n_columns: int) -> sp.csr_matrix:
+    """A ``1 x n_columns`` float32 CSR of one row's ``cols`` (distinct, ascending) and ``vals``."""
+    out = sp.csr_matrix(
+        (np.asarray(vals, dtype=np.float32), np.asarray(cols, dtype=np.int32), np.array([0, len(cols)], dtype=np.int32)),
+        shape=(1, n_columns),
+    )
+    out.has_sorted_indices = True
+    return out
+
+
+def top_k_of_row(cols: np.ndarray, vals: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` largest entries of one sparse row given as distinct ``cols`` and their ``vals``
+    (ties: lower column), in column order: :func:`top_k_per_row`'s row without a matrix."""
+    kept = row_top_k(cols, vals, k) if vals.size > k else np.arange(vals.size)
+    order = kept[np.argsort(cols[kept], kind="stable")]
+    return cols[order], vals[order]
+
+
+@numba.njit(cache=True, nogil=True)
+def row_times(q_idx: np.ndarray, q_val: np.ndarray, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_columns: int):
+    """One sparse row (ids ``q_idx``, float32 values ``q_val``) times a float32 CSR matrix of
+    ``n_columns`` columns, summed as scipy's product sums it (float32, in the row's order, zero sums
+    left out): ``(columns, sums)``, the columns in order of first touch. A single query's product
+    without building matrices."""
+    total = 0
+    for t in range(q_idx.size):
+        total += indptr[q_idx[t] + 1] - indptr[q_idx[t]]
+    sums = np.zeros(n_columns, dtype=np.float32)
+    touched = np.zeros(n_columns, dtype=np.bool_)
+    cols = np.empty(total, dtype=np.int64)
+    m = 0
+    for t in range(q_idx.size):
+        v = q_val[t]
+        for p in range(indptr[q_idx[t]], indptr[q_idx[t] + 1]):
+            c = indices[p]
+            if not touched[c]:
+                touched[c] = True
+                cols[m] = c
+                m += 1
+            sums[c] += v * data[p]
+    out_cols = np.empty(m, dtype=np.int64)
+    out_sums = np.empty(m, dtype=np.float32)
+    n = 0
+    for i in range(m):
+        if sums[cols[i]] != 0:
+            out_cols[n] = cols[i]
+            out_sums[n] = sums[cols[i]]
+            n += 1
+    return out_cols[:n], out_sums[:n]
 
 
 def row_normalised(M: sp.spmatrix) -> sp.csr_matrix:

@@ -232,3 +232,31 @@ def test_a_query_is_featurised_once_for_its_answer_and_its_known_flag(fruit, mon
             )
             answers = model.predict_labels(queries, k=2)
         assert calls == [4] and [len(a) for a in answers] == [2, 0, 0, 2]
+
+
+def test_one_query_is_answered_without_matrices_with_the_batch_paths_bytes(fruit, monkeypatch):
+    """A single text (a server's request) goes a path without scipy matrices: its features are
+    never a matrix, and its scores are the bytes of its row in a batch of two (the batch path,
+    same features), for the blend with and without the vote, its tree and its knn (scores and
+    vote), and so are the known flags."""
+    queries = ["fresh apple", "", "zzzz qqqq", "ripe fig and kiwi", "kiwi kiwi kiwi lime", "big"]
+    for weight in (0.75, 0.0):
+        config = BlendConfig(**{**model_config("linear-knn", seed=0).__dict__, "knn_weight": weight})
+        blend = LinearKnnBlend(config).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, progress=False)
+        answers = [blend.predict, blend.tree.predict, blend.knn.predict, blend.knn.vote]
+        for k in (1, 3, 10):
+            for i, text in enumerate(queries):
+                pair = [text, queries[i - 1]]
+                batch = [answer(pair, k=k)[0] for answer in answers]
+                with monkeypatch.context() as patch:
+                    for featurizer in (blend.tree.featurizer, blend.knn.featurizer):
+                        patch.setattr(featurizer, "transform", lambda texts: pytest.fail("a single query became a matrix"))
+                    one = [answer([text], k=k) for answer in answers]
+                    for model in (blend, blend.tree):
+                        scores, known = model.scores_and_known([text], k)
+                        assert (scores != model.predict([text], k=k)).nnz == 0
+                        assert known == [i in (0, 3, 4, 5)]
+                for a, b in zip(one, batch):
+                    assert a.shape == b.shape and a.has_sorted_indices
+                    assert np.array_equal(a.indices, b.indices) and np.array_equal(a.data, b.data)
+                    assert a.data.dtype == np.float32

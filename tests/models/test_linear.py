@@ -19,7 +19,7 @@ from gandalf_xmc.engine.node_targets import SHORT_ROW, node_targets
 from gandalf_xmc.errors import ConfigError
 from gandalf_xmc.models.linear import LinearConfig, XRLinear
 from gandalf_xmc.models.registry import MODELS, load_trained
-from gandalf_xmc.sparse_ops import top_k_per_row
+from gandalf_xmc.sparse_ops import row_times, top_k_of_row, top_k_per_row
 from gandalf_xmc.workflow.fitting import fit_arguments, fit_model
 
 TEXTS = ["alpha beta", "gamma delta", "alpha gamma", "epsilon zeta", "beta zeta", "delta omega", "alpha alpha"]
@@ -74,6 +74,34 @@ def test_top_k_of_one_row_is_the_batch_paths_row_with_ties_duplicates_and_unsort
                 assert one.data.dtype == batch.data.dtype == np.float32 and one.has_sorted_indices
             assert np.array_equal(row.data, before[0]) and np.array_equal(row.indices, before[1])
     assert top_k_per_row(sp.csr_matrix((1, 5), dtype=np.float32), 3).nnz == 0
+
+
+def test_a_row_times_a_matrix_is_scipys_product_bit_for_bit():
+    """A single query's product without matrices (the knn's two products) gives scipy's float32
+    sums, zero sums left out (a cancellation in the last case), and its top-k is top_k_per_row's row."""
+    rng = np.random.default_rng(5)
+    M = sp.csr_matrix(random_sparse(rng, 50, 70, 0.2) - random_sparse(rng, 50, 70, 0.1), dtype=np.float32)
+    cases = []
+    for size in (0, 1, 7, 30):
+        ids = np.sort(rng.choice(50, size, replace=False)).astype(np.int32)
+        cases.append((M, ids, (rng.random(size) + 0.1).astype(np.float32)))
+    # column 3: 1 * 0.5 + 1 * -0.5 = 0, left out as scipy leaves it out; column 9 kept
+    cancel = sp.csr_matrix(np.array([[0, 0, 0, 0.5, 0, 0, 0, 0, 0, 1.0], [0, 0, 0, -0.5] + [0] * 6], dtype=np.float32))
+    cases.append((cancel, np.array([0, 1], dtype=np.int32), np.ones(2, dtype=np.float32)))
+    for A, ids, values in cases:
+        want = sp.csr_matrix((values, ids, [0, ids.size]), shape=(1, A.shape[0])) @ A
+        want.sort_indices()
+        cols, sums = row_times(ids, values, A.indptr, A.indices, A.data, A.shape[1])
+        order = np.argsort(cols)
+        assert np.array_equal(cols[order], want.indices) and np.array_equal(sums[order], want.data)
+        assert sums.dtype == np.float32
+        for k in (1, 5, 100):
+            top = top_k_per_row(want, k, distinct=True)
+            got = top_k_of_row(cols, sums, k)
+            assert np.array_equal(got[0], top.indices) and np.array_equal(got[1], top.data)
+    assert row_times(np.array([0, 1], np.int32), np.ones(2, np.float32), cancel.indptr, cancel.indices, cancel.data, 10)[
+        0
+    ].tolist() == [9]
 
 
 def test_node_targets_take_the_largest_target_of_a_nodes_labels():

@@ -274,6 +274,9 @@ class TreeWeights:
         if not (sp.isspmatrix_csr(Q) and Q.dtype == np.float32):  # a single query: skip needless copies
             Q = sp.csr_matrix(Q, dtype=np.float32)
         Q.sort_indices()
+        if Q.shape[0] == 1:  # a single query (a server's request)
+            positions, scores = self.search_one(Q.indices.astype(np.int32), Q.data, beam, k)
+            return positions[None, :], scores[None, :]
         k = int(min(k, self.n_positions))
         with threads_for(Q.shape[0]):
             q = (Q.indptr.astype(np.int64), Q.indices.astype(np.int32), Q.data)
@@ -284,17 +287,33 @@ class TreeWeights:
                 if chunks is None:
                     parents, scores = _rows_level(*q, parents, scores, child_ptr, W.indptr, W.indices, W.data, self.sigmoid, keep)
                     continue
-                if Q.shape[0] == 1:  # a single query (a server's request)
-                    parents, scores, damaged = _chunks_level_one(  # type: ignore[call-arg]  # numba's stubs
-                        q[1], q[2], parents, scores, child_ptr, *chunks.arrays, self.sigmoid, keep
-                    )
-                else:
-                    parents, scores, damaged = _chunks_level(  # type: ignore[call-arg]  # numba's stubs
-                        *q, parents, scores, child_ptr, *chunks.arrays, self.sigmoid, keep
-                    )
+                parents, scores, damaged = _chunks_level(  # type: ignore[call-arg]  # numba's stubs
+                    *q, parents, scores, child_ptr, *chunks.arrays, self.sigmoid, keep
+                )
                 if damaged:
                     raise DataFormatError(chunks.name, None, "the search layout is damaged (an entry out of its bounds)")
             return parents, scores.astype(np.float32)
+
+    def search_one(self, q_idx: np.ndarray, q_val: np.ndarray, beam: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`search` of one query given as its ascending feature ids (int32) and float32
+        values, without a matrix: ``(positions, scores)``, each of ``k`` entries."""
+        k = int(min(k, self.n_positions))
+        parents = np.zeros((1, 1), dtype=np.int64)  # the root
+        scores = np.ones((1, 1))
+        for t, (W, child_ptr, chunks) in enumerate(zip(self.levels, self.bounds, self.chunks)):
+            keep = k if t == len(self.levels) - 1 else int(beam)
+            if chunks is None:
+                q_ptr = np.array([0, q_idx.size], dtype=np.int64)
+                with threads_for(1):
+                    level = (W.indptr, W.indices, W.data)
+                    parents, scores = _rows_level(q_ptr, q_idx, q_val, parents, scores, child_ptr, *level, self.sigmoid, keep)
+                continue
+            parents, scores, damaged = _chunks_level_one(  # type: ignore[call-arg]  # numba's stubs
+                q_idx, q_val, parents, scores, child_ptr, *chunks.arrays, self.sigmoid, keep
+            )
+            if damaged:
+                raise DataFormatError(chunks.name, None, "the search layout is damaged (an entry out of its bounds)")
+        return parents[0], scores[0].astype(np.float32)
 
     def save(self, directory: Path, sources: list[Path | None] | None = None) -> None:
         """Write level ``t`` to ``directory / weights_level{t}`` (``.npy`` arrays and, for a large

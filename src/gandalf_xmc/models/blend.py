@@ -36,7 +36,7 @@ from ..engine.records import LabelPoints, TrainResult, Validation, validation_me
 from ..errors import ConfigError, DataFormatError
 from ..jsonio import read_json_file
 from ..settings import check_ranges
-from ..sparse_ops import top_k_per_row
+from ..sparse_ops import one_row, top_k_of_row, top_k_per_row
 from .base import LabelledModel
 from .knn import KNNConfig, TfidfKNN
 from .linear import LinearConfig, XRLinear
@@ -290,17 +290,46 @@ class LinearKnnBlend(LabelledModel):
         """Top-``k`` blended label scores for each text (``len(texts) x L`` CSR)."""
         if self.result is None and self.tree.weights is None:
             raise RuntimeError("fit or load the model first")
-        return self._blended(list(texts), k)
+        texts = list(texts)
+        row = self._one_query_row(texts)
+        return self._blended(texts, k) if row is None else self._blended_row(texts[0], row, k)
 
     def _blended(self, texts: list[str], k: int, tree_rows: sp.csr_matrix | None = None) -> sp.csr_matrix:
         tree, vote = self.parts(texts, k, tree_rows)
         text = self._text_part(texts, k) if self.text_weight else None
         return self.combine(tree, vote, self.knn_weight, k, text, self.text_weight)
 
+    def _one_query_row(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
+        """The tree's :meth:`~.linear.XRLinear.query_row` where ``texts`` is one text and the blend
+        has no text part (the encoder's time would dwarf what matrices cost); else None."""
+        return None if self.text_weight or self.tree.weights is None else self.tree.query_row(texts)
+
+    def _blended_row(self, text: str, row: tuple[np.ndarray, np.ndarray], k: int) -> sp.csr_matrix:
+        """:meth:`_blended` of one text without building matrices, the same numbers (:meth:`combine`'s
+        sum, its zero sums left out, and top ``k``); ``row``: its tree row."""
+        candidates = min(max(self.config.candidates, k), self.n_labels)
+        labels, scores = self.tree.labels_of_row(row, candidates)
+        if self.knn_weight:
+            voted, votes = self.knn.scores_of_text(text, candidates, share=True)
+            labels = np.concatenate([labels, voted])
+            scores = np.concatenate([scores, votes * self.knn_weight])
+            order = np.argsort(labels, kind="stable")  # the tree's entry first where both have a label
+            labels, scores = labels[order], scores[order]
+            twin = np.flatnonzero(labels[1:] == labels[:-1])
+            scores[twin] = scores[twin] + scores[twin + 1]
+            keep = np.ones(labels.size, dtype=bool)
+            keep[twin + 1] = False
+            keep &= scores != 0
+            labels, scores = labels[keep], scores[keep]
+        return one_row(*top_k_of_row(labels, scores, min(k, self.n_labels)), self.n_labels)
+
     def scores_and_known(self, texts, k: int) -> tuple[sp.csr_matrix, list[bool]]:
         """:meth:`predict` with the tree's features of each query computed once, also for whether
         the model knows a word of it."""
         texts = list(texts)
+        row = self._one_query_row(texts)
+        if row is not None:
+            return self._blended_row(texts[0], row, k), [row[0].size > 1]
         rows = self.tree.one_batch_rows(texts)
         if rows is None:
             return super().scores_and_known(texts, k)

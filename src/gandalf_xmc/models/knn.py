@@ -20,7 +20,7 @@ from ..errors import ConfigError
 from ..features import PrecomputedFeatures, TextFeaturizer, is_feature_matrix, load_featurizer
 from ..jsonio import read_json_file
 from ..settings import check_ranges
-from ..sparse_ops import row_normalised, top_k_per_row
+from ..sparse_ops import one_row, row_normalised, row_times, top_k_of_row, top_k_per_row
 from .base import Inputs, LabelledModel
 from .spec import write_spec
 
@@ -113,6 +113,8 @@ class TfidfKNN(LabelledModel):
             raise RuntimeError("fit the model before predicting")
         cfg = self.config
         rows = is_feature_matrix(texts)
+        if not rows and len(texts) == 1 and isinstance(self.featurizer, TextFeaturizer):
+            return one_row(*self.scores_of_text(texts[0], k, share), self.Y.shape[1])
         blocks = []
         for start in range(0, texts.shape[0] if rows else len(texts), cfg.batch_size):
             Q = self.featurizer.transform(texts[start : start + cfg.batch_size])
@@ -129,6 +131,24 @@ class TfidfKNN(LabelledModel):
         if not blocks:
             return sp.csr_matrix((0, self.Y.shape[1]), dtype=np.float32)
         return sp.vstack(blocks, format="csr", dtype=np.float32)
+
+    def scores_of_text(self, text: str, k: int, share: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """One text's row of :meth:`predict` (or of :meth:`vote`, ``share=True``) as its labels
+        (ascending) and float32 scores, the same numbers without building matrices (a server's
+        request)."""
+        if not isinstance(self.featurizer, TextFeaturizer) or self.XT is None or self.Y is None:
+            raise RuntimeError("fit the model on texts before predicting one")
+        cfg = self.config
+        ids, values = self.featurizer.row(text)
+        points, sims = row_times(ids, values, self.XT.indptr, self.XT.indices, self.XT.data, self.XT.shape[1])
+        points, sims = top_k_of_row(points, sims, cfg.n_neighbours)
+        sims = np.power(np.maximum(sims, 0.0), cfg.power)
+        labels, scores = row_times(points, sims, self.Y.indptr, self.Y.indices, self.Y.data, self.Y.shape[1])
+        labels, scores = top_k_of_row(labels, scores, k)
+        if share:  # the neighbours' weights added up as scipy's row sum adds them (numpy's reduceat)
+            total = np.add.reduceat(sims, [0]) if sims.size else np.zeros(1, dtype=np.float32)
+            scores = scores * (1.0 / np.where(total > 0, total, 1.0)).astype(np.float32)
+        return labels, scores
 
     def save(self, directory: str | Path) -> None:
         """Write the settings, the features and the index (JSON, ``.npy``, ``.npz``; no pickles)."""

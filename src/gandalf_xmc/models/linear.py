@@ -34,6 +34,7 @@ from ..engine.tree_levels import Scratch, remove_scratch, train_levels
 from ..errors import ConfigError
 from ..features import PrecomputedFeatures, TextFeaturizer, is_feature_matrix, load_featurizer
 from ..settings import check_ranges
+from ..sparse_ops import one_row
 from .base import Inputs, LabelledModel
 from .linear_check import check_level_rows, level_rows, read_saved
 from .spec import write_spec
@@ -290,6 +291,9 @@ class XRLinear(LabelledModel):
         """Top-``k`` labels of each text, ``len(texts) x L`` CSR of path scores (best = largest)."""
         if self.weights is None or self.tree is None:
             raise RuntimeError("fit or load the model first")
+        row = self.query_row(texts)
+        if row is not None:
+            return one_row(*self.labels_of_row(row, k), self.n_labels)
         blocks = []
         for start in range(0, texts.shape[0] if is_feature_matrix(texts) else len(texts), batch_size):
             blocks.append(self.predict_features(self.features(texts[start : start + batch_size]), k))
@@ -303,8 +307,30 @@ class XRLinear(LabelledModel):
         P.sort_indices()
         return P
 
+    def query_row(self, texts: Inputs) -> tuple[np.ndarray, np.ndarray] | None:
+        """Where ``texts`` is one text and the model reads texts, its row of :meth:`features` (bias
+        last) as feature ids (int32, ascending) and float32 values, without a matrix (a server's
+        request); else None."""
+        if is_feature_matrix(texts) or len(texts) != 1 or not isinstance(self.featurizer, TextFeaturizer):
+            return None
+        ids, values = self.featurizer.row(texts[0])
+        return np.append(ids, np.int32(self.featurizer.n_features)), np.append(values, np.float32(self.config.bias))
+
+    def labels_of_row(self, row: tuple[np.ndarray, np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The top-``k`` labels of a :meth:`query_row` and their path scores, in label order (the
+        entries of its row of :meth:`predict`)."""
+        assert self.weights is not None and self.tree is not None
+        positions, scores = self.weights.search_one(*row, self.config.beam, k)
+        ok = positions >= 0
+        labels = self.tree.order[positions[ok]]
+        order = np.argsort(labels, kind="stable")
+        return labels[order], scores[ok][order]
+
     def scores_and_known(self, texts: Inputs, k: int) -> tuple[sp.csr_matrix, list[bool]]:
         """Each query featurised once for its scores and for whether the model knows a word of it."""
+        row = self.query_row(texts) if self.weights is not None else None
+        if row is not None:
+            return one_row(*self.labels_of_row(row, k), self.n_labels), [row[0].size > 1]
         rows = self.one_batch_rows(texts)
         if rows is None:
             return super().scores_and_known(texts, k)
