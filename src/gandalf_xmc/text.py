@@ -2,7 +2,9 @@
 features, word sequences, synonym replacement), and a text's TF-IDF row written out."""
 
 import math
+import operator
 import re
+from collections import Counter
 
 TOKEN_PATTERN = r"(?u)\b\w+\b"
 WORD = re.compile(TOKEN_PATTERN)
@@ -51,15 +53,14 @@ def tfidf_row(text: str, vocabulary: dict[str, int], idf, ngram_max: int) -> tup
 
 
 def grams_row(grams: list[str], vocabulary: dict[str, int], idf) -> tuple[list[int], list[float]]:
-    """The TF-IDF row of a text's ``grams`` (sublinear tf times idf, l2 norm): ids ascending, values."""
-    counts: dict[int, int] = {}
-    for gram in grams:
-        j = vocabulary.get(gram)
-        if j is not None:
-            counts[j] = counts.get(j, 0) + 1
+    """The TF-IDF row of a text's ``grams`` (sublinear tf times ``idf``, a numpy array, l2 norm): ids
+    ascending, values."""
+    # counted and weighed in bulk (C loops, one indexing of idf): half the time of a loop a gram
+    counts = Counter(filter(None.__ne__, map(vocabulary.get, grams)))  # ids, None (unknown grams) left out
     ids = sorted(counts)
-    values = [(1.0 + math.log(counts[j])) * float(idf[j]) for j in ids]
-    norm = math.sqrt(sum(v * v for v in values))
+    weights = idf[ids].tolist() if ids else []
+    values = [w if counts[j] == 1 else (1.0 + math.log(counts[j])) * w for j, w in zip(ids, weights)]
+    norm = math.sqrt(sum(map(operator.mul, values, values)))
     return ids, [v / norm for v in values] if norm > 0 else values
 
 
