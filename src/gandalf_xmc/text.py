@@ -56,7 +56,7 @@ def grams_row(grams: list[str], vocabulary: dict[str, int], idf) -> tuple[list[i
     """The TF-IDF row of a text's ``grams`` (sublinear tf times ``idf``, a numpy array, l2 norm): ids
     ascending, values."""
     # counted and weighed in bulk (C loops, one indexing of idf): half the time of a loop a gram
-    counts = Counter(filter(None.__ne__, map(vocabulary.get, grams)))  # ids, None (unknown grams) left out
+    counts = Counter([j for j in map(vocabulary.get, grams) if j is not None])
     ids = sorted(counts)
     weights = idf[ids].tolist() if ids else []
     values = [w if counts[j] == 1 else (1.0 + math.log(counts[j])) * w for j, w in zip(ids, weights)]
