@@ -9,6 +9,8 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+from .row_ops import top_k_of_row
+
 SERIAL_BELOW = 256  # rows: smaller inputs (single queries) run on the calling thread only
 
 
@@ -108,20 +110,14 @@ def one_row(cols: np.ndarray, vals: np.ndarray, n_columns: int) -> sp.csr_matrix
     return out
 
 
-def top_k_of_row(cols: np.ndarray, vals: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` largest entries of one sparse row given as distinct ``cols`` and their ``vals``
-    (ties: lower column), in column order: :func:`top_k_per_row`'s row without a matrix."""
-    kept = row_top_k(cols, vals, k) if vals.size > k else np.arange(vals.size)
-    order = kept[np.argsort(cols[kept], kind="stable")]
-    return cols[order], vals[order]
-
-
 @numba.njit(cache=True, nogil=True)
-def row_times(q_idx: np.ndarray, q_val: np.ndarray, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_columns: int):
+def row_times_compiled(
+    q_idx: np.ndarray, q_val: np.ndarray, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_columns: int
+):
     """One sparse row (ids ``q_idx``, float32 values ``q_val``) times a float32 CSR matrix of
     ``n_columns`` columns, summed as scipy's product sums it (float32, in the row's order, zero sums
-    left out): ``(columns, sums)``, the columns in order of first touch. A single query's product
-    without building matrices."""
+    left out): ``(columns, sums)``, the columns in order of first touch. The compiled twin of
+    :func:`.row_ops.row_times`, for a server's single queries."""
     total = 0
     for t in range(q_idx.size):
         total += indptr[q_idx[t] + 1] - indptr[q_idx[t]]

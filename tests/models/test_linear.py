@@ -19,7 +19,8 @@ from gandalf_xmc.engine.node_targets import SHORT_ROW, node_targets
 from gandalf_xmc.errors import ConfigError
 from gandalf_xmc.models.linear import LinearConfig, XRLinear
 from gandalf_xmc.models.registry import MODELS, load_trained
-from gandalf_xmc.sparse_ops import row_times, top_k_of_row, top_k_per_row
+from gandalf_xmc.row_ops import row_times, top_k_of_row
+from gandalf_xmc.sparse_ops import row_times_compiled, top_k_per_row
 from gandalf_xmc.workflow.fitting import fit_arguments, fit_model
 
 TEXTS = ["alpha beta", "gamma delta", "alpha gamma", "epsilon zeta", "beta zeta", "delta omega", "alpha alpha"]
@@ -91,17 +92,18 @@ def test_a_row_times_a_matrix_is_scipys_product_bit_for_bit():
     for A, ids, values in cases:
         want = sp.csr_matrix((values, ids, [0, ids.size]), shape=(1, A.shape[0])) @ A
         want.sort_indices()
-        cols, sums = row_times(ids, values, A.indptr, A.indices, A.data, A.shape[1])
-        order = np.argsort(cols)
-        assert np.array_equal(cols[order], want.indices) and np.array_equal(sums[order], want.data)
-        assert sums.dtype == np.float32
-        for k in (1, 5, 100):
-            top = top_k_per_row(want, k, distinct=True)
-            got = top_k_of_row(cols, sums, k)
-            assert np.array_equal(got[0], top.indices) and np.array_equal(got[1], top.data)
-    assert row_times(np.array([0, 1], np.int32), np.ones(2, np.float32), cancel.indptr, cancel.indices, cancel.data, 10)[
-        0
-    ].tolist() == [9]
+        for product in (row_times, row_times_compiled):  # numpy's, and the compiled twin
+            cols, sums = product(ids, values, A.indptr, A.indices, A.data, A.shape[1])
+            order = np.argsort(cols)
+            assert np.array_equal(cols[order], want.indices) and np.array_equal(sums[order], want.data)
+            assert sums.dtype == np.float32
+            for k in (1, 5, 100):  # against the batch path's top k (a matrix of two rows)
+                top = top_k_per_row(sp.vstack([want, want], format="csr"), k, distinct=True)[0]
+                got = top_k_of_row(cols, sums, k)
+                assert np.array_equal(got[0], top.indices) and np.array_equal(got[1], top.data)
+    for product in (row_times, row_times_compiled):
+        args = (np.array([0, 1], np.int32), np.ones(2, np.float32), cancel.indptr, cancel.indices, cancel.data, 10)
+        assert product(*args)[0].tolist() == [9]
 
 
 def test_node_targets_take_the_largest_target_of_a_nodes_labels():

@@ -36,10 +36,11 @@ from ..engine.records import LabelPoints, TrainResult, Validation, validation_me
 from ..errors import ConfigError, DataFormatError
 from ..jsonio import read_json_file
 from ..settings import check_ranges
-from ..sparse_ops import one_row, top_k_of_row, top_k_per_row
+from ..sparse_ops import one_row, top_k_per_row
 from .base import LabelledModel
 from .knn import KNNConfig, TfidfKNN
 from .linear import LinearConfig, XRLinear
+from .one_query import blend_row
 from .spec import write_spec
 
 
@@ -309,19 +310,8 @@ class LinearKnnBlend(LabelledModel):
         sum, its zero sums left out, and top ``k``); ``row``: its tree row."""
         candidates = min(max(self.config.candidates, k), self.n_labels)
         labels, scores = self.tree.labels_of_row(row, candidates)
-        if self.knn_weight:
-            voted, votes = self.knn.scores_of_text(text, candidates, share=True)
-            labels = np.concatenate([labels, voted])
-            scores = np.concatenate([scores, votes * self.knn_weight])
-            order = np.argsort(labels, kind="stable")  # the tree's entry first where both have a label
-            labels, scores = labels[order], scores[order]
-            twin = np.flatnonzero(labels[1:] == labels[:-1])
-            scores[twin] = scores[twin] + scores[twin + 1]
-            keep = np.ones(labels.size, dtype=bool)
-            keep[twin + 1] = False
-            keep &= scores != 0
-            labels, scores = labels[keep], scores[keep]
-        return one_row(*top_k_of_row(labels, scores, min(k, self.n_labels)), self.n_labels)
+        voted, votes = self.knn.scores_of_text(text, candidates, share=True) if self.knn_weight else (labels[:0], scores[:0])
+        return one_row(*blend_row(labels, scores, voted, votes, self.knn_weight, min(k, self.n_labels)), self.n_labels)
 
     def scores_and_known(self, texts, k: int) -> tuple[sp.csr_matrix, list[bool]]:
         """:meth:`predict` with the tree's features of each query computed once, also for whether

@@ -20,8 +20,9 @@ from ..errors import ConfigError
 from ..features import PrecomputedFeatures, TextFeaturizer, is_feature_matrix, load_featurizer
 from ..jsonio import read_json_file
 from ..settings import check_ranges
-from ..sparse_ops import one_row, row_normalised, row_times, top_k_of_row, top_k_per_row
+from ..sparse_ops import one_row, row_normalised, row_times_compiled, top_k_per_row
 from .base import Inputs, LabelledModel
+from .one_query import knn_row
 from .spec import write_spec
 
 
@@ -140,15 +141,16 @@ class TfidfKNN(LabelledModel):
             raise RuntimeError("fit the model on texts before predicting one")
         cfg = self.config
         ids, values = self.featurizer.row(text)
-        points, sims = row_times(ids, values, self.XT.indptr, self.XT.indices, self.XT.data, self.XT.shape[1])
-        points, sims = top_k_of_row(points, sims, cfg.n_neighbours)
-        sims = np.power(np.maximum(sims, 0.0), cfg.power)
-        labels, scores = row_times(points, sims, self.Y.indptr, self.Y.indices, self.Y.data, self.Y.shape[1])
-        labels, scores = top_k_of_row(labels, scores, k)
-        if share:  # the neighbours' weights added up as scipy's row sum adds them (numpy's reduceat)
-            total = np.add.reduceat(sims, [0]) if sims.size else np.zeros(1, dtype=np.float32)
-            scores = scores * (1.0 / np.where(total > 0, total, 1.0)).astype(np.float32)
-        return labels, scores
+        points, targets = (
+            (self.XT.indptr, self.XT.indices, self.XT.data, self.XT.shape[1]),
+            (
+                self.Y.indptr,
+                self.Y.indices,
+                self.Y.data,
+                self.Y.shape[1],
+            ),
+        )
+        return knn_row(ids, values, points, targets, cfg.n_neighbours, cfg.power, k, share, row_times_compiled)
 
     def save(self, directory: str | Path) -> None:
         """Write the settings, the features and the index (JSON, ``.npy``, ``.npz``; no pickles)."""

@@ -77,7 +77,7 @@ def check_arrays(
     ``bounds`` one increasing array a level, from 0 to ``n_labels``, each level's cuts among the
     next one's (the nodes nest). Raises DataFormatError naming the file."""
     if idf is not None:
-        _check_idf(directory / "features_idf.npy", idf, n_terms, "a vocabulary term")
+        check_idf(directory / "features_idf.npy", idf, n_terms, "a vocabulary term")
     if (
         order.ndim != 1
         or order.size != n_labels
@@ -166,11 +166,11 @@ def read_char_idf(directory: Path, features: dict) -> np.ndarray | None:
         return None
     path = directory / "features_char_idf.npy"
     idf = load_array(path)
-    _check_idf(path, idf, len(features["char_vocabulary"]), "a character n-gram")
+    check_idf(path, idf, len(features["char_vocabulary"]), "a character n-gram")
     return idf
 
 
-def _check_idf(path: Path, idf: np.ndarray, n_terms: int, term: str) -> None:
+def check_idf(path: Path, idf: np.ndarray, n_terms: int, term: str) -> None:
     """``idf`` one finite positive value a term (``term`` names what a term is), else DataFormatError naming ``path``."""
     bad = idf.ndim != 1 or idf.size != n_terms or idf.dtype.kind != "f"
     if bad or (idf.size and not (np.isfinite(idf).all() and idf.min() > 0)):

@@ -1,0 +1,127 @@
+"""A saved linear-knn blend read and queried with numpy alone, for a fast cold start (``gandalf
+predict MODEL --text``), as :mod:`.linear_reader` reads a linear model: the tree by that reader,
+the neighbours' index from its ``.npz`` arrays, and the blend's sum by :mod:`.one_query`, the
+arithmetic the full model's single-query path runs. A blend with the label-text similarity needs
+the sentence encoder, so the full loader reads it."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DataFormatError
+from ..jsonio import read_json_file
+from ..text import feature_row
+from .base import LabelledModel
+from .linear_check import check_idf
+from .linear_reader import LinearReader, NeedsFullReader, _Rows
+from .one_query import CSRArrays, blend_row, knn_row
+
+
+def can_read(spec) -> bool:
+    """Whether a saved model is a blend this reader answers for: linear-knn without the text part."""
+    return isinstance(spec, dict) and spec.get("kind") == "linear-knn" and spec.get("text_weight", 0.0) == 0
+
+
+def _number(where: Path, spec: dict, name: str, whole: bool = False) -> float:
+    value = spec.get(name)
+    ok = not isinstance(value, bool) and isinstance(value, int if whole else (int, float))
+    if not ok or not math.isfinite(value) or value < (1 if whole else 0):
+        kind = "a whole number of at least 1" if whole else "a finite number >= 0"
+        raise DataFormatError(where, None, f"'{name}' must be {kind}, got {value!r}")
+    return value
+
+
+def read_csr(path: Path, shape: tuple[int | None, int | None]) -> CSRArrays:
+    """A CSR matrix saved by scipy's ``save_npz`` as its arrays and number of columns, without
+    scipy and without pickles, checked (``shape``'s known sides, offsets, column ids, finite float32
+    values) so that a damaged file is one line naming it, never a wrong answer."""
+    with np.load(path, allow_pickle=False) as f:
+        fmt = f["format"].item()
+        if (fmt.decode() if isinstance(fmt, bytes) else str(fmt)) != "csr":
+            raise DataFormatError(path, None, "expected a CSR matrix")
+        indptr, indices, data = f["indptr"], f["indices"], f["data"]
+        rows, columns = (int(x) for x in f["shape"])
+    problem = None
+    if any(want is not None and got != want for got, want in zip((rows, columns), shape)):
+        problem = f"a {rows:,} x {columns:,} matrix where {shape[0]} x {shape[1]} was expected"
+    elif indptr.ndim != 1 or indptr.size != rows + 1 or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
+        problem = "row offsets out of order"
+    elif not (indptr[-1] == indices.size == data.size) or indices.dtype.kind not in "iu" or data.dtype != np.float32:
+        problem = "entries do not match their offsets (or are not integer ids and float32 values)"
+    elif indices.size and (indices.min() < 0 or indices.max() >= columns):
+        problem = "a column id out of range"
+    elif not np.isfinite(data).all():
+        problem = "a value is not a finite number"
+    if problem:
+        raise DataFormatError(path, None, f"damaged model: {problem}")
+    return indptr, indices, data, columns
+
+
+class BlendReader(LabelledModel):
+    """The predictions of a saved :class:`~.blend.LinearKnnBlend` without the text part
+    (``predict`` returns its rows in CSR's shape, ``predict_labels`` as every model's)."""
+
+    kind = "linear-knn"
+
+    def __init__(self, directory: str | Path):
+        d = Path(directory)
+        spec = read_json_file(d / "model.json")
+        if not can_read(spec):
+            raise NeedsFullReader(d)
+        where = d / "model.json"
+        self.n_labels = int(_number(where, spec, "n_labels", whole=True))
+        self.knn_weight = float(_number(where, spec, "knn_weight"))
+        config = spec.get("model") if isinstance(spec.get("model"), dict) else {}
+        self.candidates = int(_number(where, config, "candidates", whole=True))
+        self.tree = LinearReader(d / "linear")
+        if self.tree.n_labels != self.n_labels:
+            raise DataFormatError(
+                d / "linear" / "model.json", None, f"{self.tree.n_labels:,} labels, the blend has {self.n_labels:,}"
+            )
+        self.points: CSRArrays | None = None
+        self.targets: CSRArrays | None = None
+        if self.knn_weight:
+            self._read_knn(d / "knn")
+        self.load_labels(d, self.n_labels)
+
+    def _read_knn(self, d: Path) -> None:
+        from ..engine.level_store import load_array
+
+        spec, features = read_json_file(d / "model.json"), read_json_file(d / "features.json")
+        config = spec.get("model") if isinstance(spec, dict) and isinstance(spec.get("model"), dict) else {}
+        self.n_neighbours = int(_number(d / "model.json", config, "n_neighbours", whole=True))
+        self.power = float(_number(d / "model.json", config, "power"))
+        if (
+            not isinstance(features, dict)
+            or features.get("precomputed") is True
+            or not isinstance(features.get("vocabulary"), list)
+        ):
+            raise NeedsFullReader(d)
+        self.ngram_max = int(_number(d / "features.json", features, "ngram_max", whole=True))
+        self.vocabulary = {str(term): i for i, term in enumerate(features["vocabulary"])}
+        self.idf = load_array(d / "features_idf.npy")
+        check_idf(d / "features_idf.npy", self.idf, len(self.vocabulary), "a word n-gram")
+        self.points = read_csr(d / "knn_points.npz", (len(self.vocabulary), None))
+        self.targets = read_csr(d / "knn_targets.npz", (self.points[3], self.n_labels))
+
+    def known_queries(self, texts: list[str]) -> list[bool]:
+        return self.tree.known_queries(texts)  # the tree's vocabulary decides, as the full blend's
+
+    def _row(self, text: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        candidates = min(max(self.candidates, k), self.n_labels)
+        labels, scores = self.tree._search(text, candidates)
+        voted, votes = labels[:0], scores[:0]
+        if self.knn_weight:
+            assert self.points is not None and self.targets is not None
+            ids, values = feature_row(text, self.vocabulary, self.idf, self.ngram_max)
+            row = np.asarray(ids, dtype=np.int32), np.asarray(values, dtype=np.float32)  # as TextFeaturizer.row
+            voted, votes = knn_row(*row, self.points, self.targets, self.n_neighbours, self.power, candidates, True)
+        return blend_row(labels, scores, voted, votes, self.knn_weight, min(k, self.n_labels))
+
+    def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> _Rows:
+        """Top-``k`` blended labels of each text, in CSR's shape (each row in label order)."""
+        rows = [self._row(t, int(k)) for t in texts]
+        return _Rows([r[0] for r in rows], [r[1] for r in rows], self.n_labels)
