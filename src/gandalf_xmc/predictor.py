@@ -71,8 +71,8 @@ class Predictor:
 def load_predictor(model_dir: str | Path, light: bool = False) -> Predictor:
     """A saved model directory (any kind), ready to answer queries. ``light``: a linear model is
     read with numpy alone (:mod:`gandalf_xmc.models.linear_reader`), which starts several times
-    faster and answers one query at a time, and so is a linear-knn blend without the label-text
-    similarity (:mod:`gandalf_xmc.models.blend_reader`); other models load as usual."""
+    faster and answers one query at a time, and so are a knn model and a linear-knn blend without
+    the label-text similarity (:mod:`gandalf_xmc.models.blend_reader`); other models load as usual."""
     d = Path(model_dir)
     if not d.is_dir():
         raise DataFormatError(d, None, "no such model directory")
@@ -95,13 +95,13 @@ def load_predictor(model_dir: str | Path, light: bool = False) -> Predictor:
 
 
 def _load_light(d: Path):
-    """The numpy-only reader for a model one can read (linear, linear-knn without the text part), else None."""
+    """The numpy-only reader for a model one can read (linear, knn, linear-knn without the text part), else None."""
     from .jsonio import read_json_file
 
     spec = read_json_file(d / "model.json")
     from .models import blend_reader, linear_reader
 
-    for module, reader in ((linear_reader, linear_reader.LinearReader), (blend_reader, blend_reader.BlendReader)):
+    for module, reader in ((linear_reader, linear_reader.LinearReader), (blend_reader, blend_reader.reader_for)):
         if module.can_read(spec):
             try:
                 return reader(d)

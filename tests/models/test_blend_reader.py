@@ -1,6 +1,6 @@
-"""The numpy-only reader of a saved linear-knn blend (without the label-text similarity) gives the
-full model's answers, its neighbours' vote bit for bit, loads without scipy, scikit-learn, numba or
-torch, and names a damaged index file."""
+"""The numpy-only readers of a saved knn model and linear-knn blend (without the label-text
+similarity) give the full models' answers, the neighbours' scores and vote bit for bit, load
+without scipy, scikit-learn, numba or torch, and name a damaged index file."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.errors import DataFormatError
 from gandalf_xmc.models.blend import BlendConfig, LinearKnnBlend
-from gandalf_xmc.models.blend_reader import BlendReader, can_read
+from gandalf_xmc.models.blend_reader import BlendReader, KnnReader, can_read
 from gandalf_xmc.models.registry import model_config
 from gandalf_xmc.predictor import load_predictor
 
@@ -46,37 +46,38 @@ def test_answers_equal_the_full_models(saved):
     assert reader.known_queries(texts) == model.known_queries(texts)
 
 
-def test_the_vote_is_the_full_models_bit_for_bit(saved):
-    from gandalf_xmc.models.one_query import knn_row
-    from gandalf_xmc.text import feature_row
-
+def test_the_neighbours_scores_and_vote_are_the_full_models_bit_for_bit(saved):
     d, model, ds = saved
-    reader = BlendReader(d)
-    if not reader.knn_weight:
-        assert reader.points is None  # a blend without the vote reads no index
-        return
-    for text in ds.test.texts[:200]:
-        ids, values = feature_row(text, reader.vocabulary, reader.idf, reader.ngram_max)
-        row = np.asarray(ids, dtype=np.int32), np.asarray(values, dtype=np.float32)
-        labels, votes = knn_row(*row, reader.points, reader.targets, reader.n_neighbours, reader.power, 100, True)
-        want = model.knn.vote([text, ""], k=100)[0]  # the batch path, scipy's products
+    reader = KnnReader(d / "knn")  # the blend's part, saved as a knn model of its own
+    texts = ds.test.texts[:200] + ["", "zzzz qqqq"]
+    light = reader.predict(texts, k=100)
+    for i, text in enumerate(texts):
+        want = model.knn.predict([text, ""], k=100)[0]  # the batch path: scipy's products
+        assert np.array_equal(light.indices[light.indptr[i] : light.indptr[i + 1]], want.indices)
+        assert np.array_equal(light.data[light.indptr[i] : light.indptr[i + 1]], want.data)
+        labels, votes = reader.scores(text, 100, share=True)
+        want = model.knn.vote([text, ""], k=100)[0]
         assert np.array_equal(labels, want.indices) and np.array_equal(votes, want.data)
+    assert reader.known_queries(texts) == model.knn.known_queries(texts)
+    assert reader.predict_labels(texts[:20], 3) == model.knn.predict_labels(texts[:20], 3)
+    assert (BlendReader(d).knn is None) == (model.knn_weight == 0)  # a blend without the vote reads no index
 
 
-def test_the_reader_imports_numpy_only(saved):
+@pytest.mark.parametrize("part", ["", "knn"])
+def test_the_readers_import_numpy_only(saved, part):
     d, _, _ = saved
     code = (
         "import sys; from gandalf_xmc.predictor import load_predictor; "
-        f"p = load_predictor({str(d)!r}, light=True); p.predict_labels(['hack'], 3); "
+        f"p = load_predictor({str(d / part)!r}, light=True); p.predict_labels(['hack'], 3); "
         "print(sorted(m for m in ('scipy', 'sklearn', 'numba', 'torch') if m in sys.modules), type(p.model).__name__)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == "[] BlendReader"
+    assert out == ("[] KnnReader" if part else "[] BlendReader")
 
 
 def test_a_blend_with_the_text_part_is_left_to_the_full_loader():
-    assert can_read({"kind": "linear-knn", "text_weight": 0.0}) and can_read({"kind": "linear-knn"})
-    assert not can_read({"kind": "linear-knn", "text_weight": 0.2}) and not can_read({"kind": "knn"})
+    assert can_read({"kind": "linear-knn", "text_weight": 0.0}) and can_read({"kind": "linear-knn"}) and can_read({"kind": "knn"})
+    assert not can_read({"kind": "linear-knn", "text_weight": 0.2}) and not can_read({"kind": "linear"})
 
 
 @pytest.mark.parametrize("damage", ["a column out of range", "offsets out of order", "labels of another model"])
@@ -97,5 +98,6 @@ def test_a_damaged_index_is_named_in_one_line(saved, tmp_path, damage):
     else:
         arrays["shape"] = arrays["shape"] + np.array([0, 1])
     np.savez(copy / "knn" / name, **arrays)
-    with pytest.raises(DataFormatError, match=name):
-        load_predictor(copy, light=True)
+    for model_dir in (copy, copy / "knn"):  # the blend, and its part as a knn model
+        with pytest.raises(DataFormatError, match=name):
+            load_predictor(model_dir, light=True)

@@ -1,7 +1,7 @@
-"""A saved linear-knn blend read and queried with numpy alone, for a fast cold start (``gandalf
-predict MODEL --text``), as :mod:`.linear_reader` reads a linear model: the tree by that reader,
-the neighbours' index from its ``.npz`` arrays, and the blend's sum by :mod:`.one_query`, the
-arithmetic the full model's single-query path runs. A blend with the label-text similarity needs
+"""A saved knn model or linear-knn blend read and queried with numpy alone, for a fast cold start
+(``gandalf predict MODEL --text``), as :mod:`.linear_reader` reads a linear model: the neighbours'
+index from its ``.npz`` arrays, the tree by that reader, and the scores by :mod:`.one_query`, the
+arithmetic the full models' single-query paths run. A blend with the label-text similarity needs
 the sentence encoder, so the full loader reads it."""
 
 from __future__ import annotations
@@ -21,8 +21,16 @@ from .one_query import CSRArrays, blend_row, knn_row
 
 
 def can_read(spec) -> bool:
-    """Whether a saved model is a blend this reader answers for: linear-knn without the text part."""
-    return isinstance(spec, dict) and spec.get("kind") == "linear-knn" and spec.get("text_weight", 0.0) == 0
+    """Whether a saved model is one these readers answer for: knn, or linear-knn without the text part."""
+    if not isinstance(spec, dict):
+        return False
+    return spec.get("kind") == "knn" or (spec.get("kind") == "linear-knn" and spec.get("text_weight", 0.0) == 0)
+
+
+def reader_for(directory: Path):
+    """The reader of a model :func:`can_read` accepts (raises NeedsFullReader for one it cannot read)."""
+    spec = read_json_file(directory / "model.json")
+    return KnnReader(directory) if isinstance(spec, dict) and spec.get("kind") == "knn" else BlendReader(directory)
 
 
 def _number(where: Path, spec: dict, name: str, whole: bool = False) -> float:
@@ -60,6 +68,51 @@ def read_csr(path: Path, shape: tuple[int | None, int | None]) -> CSRArrays:
     return indptr, indices, data, columns
 
 
+class KnnReader(LabelledModel):
+    """The predictions of a saved :class:`~.knn.TfidfKNN` of texts (``predict`` returns its rows in
+    CSR's shape, ``predict_labels`` as every model's); ``read_labels=False``: the part of a blend,
+    whose labels the blend holds."""
+
+    kind = "knn"
+
+    def __init__(self, directory: str | Path, n_labels: int | None = None, read_labels: bool = True):
+        from ..engine.level_store import load_array
+
+        d = Path(directory)
+        spec, features = read_json_file(d / "model.json"), read_json_file(d / "features.json")
+        if not isinstance(features, dict) or not isinstance(features.get("vocabulary"), list):
+            raise NeedsFullReader(d)  # precomputed feature rows: the full loader reads (or refuses) them
+        config = spec.get("model") if isinstance(spec, dict) and isinstance(spec.get("model"), dict) else {}
+        self.n_neighbours = int(_number(d / "model.json", config, "n_neighbours", whole=True))
+        self.power = float(_number(d / "model.json", config, "power"))
+        self.n_labels = int(_number(d / "model.json", spec, "n_labels", whole=True)) if n_labels is None else n_labels
+        self.ngram_max = int(_number(d / "features.json", features, "ngram_max", whole=True))
+        self.vocabulary = {str(term): i for i, term in enumerate(features["vocabulary"])}
+        self.idf = load_array(d / "features_idf.npy")
+        check_idf(d / "features_idf.npy", self.idf, len(self.vocabulary), "a word n-gram")
+        self.points = read_csr(d / "knn_points.npz", (len(self.vocabulary), None))
+        self.targets = read_csr(d / "knn_targets.npz", (self.points[3], self.n_labels))
+        if read_labels:
+            self.load_labels(d, self.n_labels)
+
+    def row(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """The text's TF-IDF row, as ``TextFeaturizer.row`` gives it."""
+        ids, values = feature_row(text, self.vocabulary, self.idf, self.ngram_max)
+        return np.asarray(ids, dtype=np.int32), np.asarray(values, dtype=np.float32)
+
+    def scores(self, text: str, k: int, share: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """The text's top ``k`` labels and scores (``share``: the vote), in label order."""
+        return knn_row(*self.row(text), self.points, self.targets, self.n_neighbours, self.power, k, share)
+
+    def known_queries(self, texts: list[str]) -> list[bool]:
+        return [self.row(t)[0].size > 0 for t in texts]
+
+    def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> _Rows:
+        """Top-``k`` labels of each text, in CSR's shape (each row in label order)."""
+        rows = [self.scores(t, min(int(k), self.n_labels)) for t in texts]
+        return _Rows([r[0] for r in rows], [r[1] for r in rows], self.n_labels)
+
+
 class BlendReader(LabelledModel):
     """The predictions of a saved :class:`~.blend.LinearKnnBlend` without the text part
     (``predict`` returns its rows in CSR's shape, ``predict_labels`` as every model's)."""
@@ -69,7 +122,7 @@ class BlendReader(LabelledModel):
     def __init__(self, directory: str | Path):
         d = Path(directory)
         spec = read_json_file(d / "model.json")
-        if not can_read(spec):
+        if not (can_read(spec) and spec.get("kind") == "linear-knn"):
             raise NeedsFullReader(d)
         where = d / "model.json"
         self.n_labels = int(_number(where, spec, "n_labels", whole=True))
@@ -78,34 +131,10 @@ class BlendReader(LabelledModel):
         self.candidates = int(_number(where, config, "candidates", whole=True))
         self.tree = LinearReader(d / "linear")
         if self.tree.n_labels != self.n_labels:
-            raise DataFormatError(
-                d / "linear" / "model.json", None, f"{self.tree.n_labels:,} labels, the blend has {self.n_labels:,}"
-            )
-        self.points: CSRArrays | None = None
-        self.targets: CSRArrays | None = None
-        if self.knn_weight:
-            self._read_knn(d / "knn")
+            problem = f"{self.tree.n_labels:,} labels, the blend has {self.n_labels:,}"
+            raise DataFormatError(d / "linear" / "model.json", None, problem)
+        self.knn = KnnReader(d / "knn", self.n_labels, read_labels=False) if self.knn_weight else None
         self.load_labels(d, self.n_labels)
-
-    def _read_knn(self, d: Path) -> None:
-        from ..engine.level_store import load_array
-
-        spec, features = read_json_file(d / "model.json"), read_json_file(d / "features.json")
-        config = spec.get("model") if isinstance(spec, dict) and isinstance(spec.get("model"), dict) else {}
-        self.n_neighbours = int(_number(d / "model.json", config, "n_neighbours", whole=True))
-        self.power = float(_number(d / "model.json", config, "power"))
-        if (
-            not isinstance(features, dict)
-            or features.get("precomputed") is True
-            or not isinstance(features.get("vocabulary"), list)
-        ):
-            raise NeedsFullReader(d)
-        self.ngram_max = int(_number(d / "features.json", features, "ngram_max", whole=True))
-        self.vocabulary = {str(term): i for i, term in enumerate(features["vocabulary"])}
-        self.idf = load_array(d / "features_idf.npy")
-        check_idf(d / "features_idf.npy", self.idf, len(self.vocabulary), "a word n-gram")
-        self.points = read_csr(d / "knn_points.npz", (len(self.vocabulary), None))
-        self.targets = read_csr(d / "knn_targets.npz", (self.points[3], self.n_labels))
 
     def known_queries(self, texts: list[str]) -> list[bool]:
         return self.tree.known_queries(texts)  # the tree's vocabulary decides, as the full blend's
@@ -113,12 +142,7 @@ class BlendReader(LabelledModel):
     def _row(self, text: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         candidates = min(max(self.candidates, k), self.n_labels)
         labels, scores = self.tree._search(text, candidates)
-        voted, votes = labels[:0], scores[:0]
-        if self.knn_weight:
-            assert self.points is not None and self.targets is not None
-            ids, values = feature_row(text, self.vocabulary, self.idf, self.ngram_max)
-            row = np.asarray(ids, dtype=np.int32), np.asarray(values, dtype=np.float32)  # as TextFeaturizer.row
-            voted, votes = knn_row(*row, self.points, self.targets, self.n_neighbours, self.power, candidates, True)
+        voted, votes = self.knn.scores(text, candidates, share=True) if self.knn is not None else (labels[:0], scores[:0])
         return blend_row(labels, scores, voted, votes, self.knn_weight, min(k, self.n_labels))
 
     def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> _Rows:
