@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 from .errors import ConfigError
 from .sparse_ops import row_normalised
-from .text import TOKEN_PATTERN, char_ngrams, feature_row, word_ngrams
+from .text import TOKEN_PATTERN, CharGramIds, char_ngrams, feature_row, word_ngrams
 
 FEW_TEXTS = 16  # up to this many texts, transform without the vectorizer (see _transform_few)
 
@@ -147,6 +147,7 @@ class TextFeaturizer:
         self.char_ngrams = tuple(char_ngrams) if char_ngrams else None
         self.vectorizer: Any = None  # a WordTfidf, or scikit-learn's TfidfVectorizer with max_features
         self.char_vectorizer: Any = None
+        self._char_ids: CharGramIds | None = None  # a single query's character n-gram ids, by word
 
     def _new_vectorizer(self, vocabulary=None):
         if self.max_features is None or vocabulary is not None:
@@ -201,22 +202,21 @@ class TextFeaturizer:
         times a single query's search. Same steps (lowercased words and their n-grams, sublinear
         tf times idf, l2 norm; the character block likewise, then the row); tested against the
         vectorizer."""
-        indptr, indices, data = [0], [], []
-        for text in texts:
-            ids, values = self._row_lists(text)
-            indices.extend(ids)
-            data.extend(values)
-            indptr.append(len(indices))
-        X = sp.csr_matrix(
-            (np.asarray(data, dtype=np.float32), np.asarray(indices, dtype=np.int32), np.asarray(indptr, dtype=np.int32)),
-            shape=(len(texts), self.n_features),
-        )
+        rows = [self._row_arrays(text) for text in texts]
+        indptr = np.zeros(len(texts) + 1, dtype=np.int32)
+        np.cumsum([ids.size for ids, _ in rows], out=indptr[1:])
+        indices = np.concatenate([ids for ids, _ in rows]).astype(np.int32) if rows else np.zeros(0, np.int32)
+        data = np.concatenate([values for _, values in rows]).astype(np.float32) if rows else np.zeros(0, np.float32)
+        X = sp.csr_matrix((data, indices, indptr), shape=(len(texts), self.n_features))
         X.has_sorted_indices = True
         return X
 
-    def _row_lists(self, text: str) -> tuple[list[int], list[float]]:
-        char_block = self.char_vectorizer
-        chars = None if char_block is None else (self.char_ngrams, char_block.vocabulary_, char_block.idf_)
+    def _row_arrays(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        char_block, chars = self.char_vectorizer, None
+        if char_block is not None:
+            if self._char_ids is None or self._char_ids.vocabulary is not char_block.vocabulary_:  # fitted or loaded since
+                self._char_ids = CharGramIds((self.char_ngrams[0], self.char_ngrams[1]), char_block.vocabulary_)
+            chars = (self._char_ids, char_block.idf_)
         return feature_row(text, self.vectorizer.vocabulary_, self.vectorizer.idf_, self.ngram_max, chars)
 
     def row(self, text: str) -> tuple[np.ndarray, np.ndarray]:
@@ -224,8 +224,8 @@ class TextFeaturizer:
         (float32), without a matrix: a single query's path."""
         if self.vectorizer is None:
             raise RuntimeError("fit the featurizer first")
-        ids, values = self._row_lists(text)
-        return np.asarray(ids, dtype=np.int32), np.asarray(values, dtype=np.float32)
+        ids, values = self._row_arrays(text)
+        return ids.astype(np.int32), values.astype(np.float32)
 
     @property
     def n_features(self) -> int:

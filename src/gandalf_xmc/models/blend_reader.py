@@ -98,7 +98,7 @@ class KnnReader(LabelledModel):
     def row(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """The text's TF-IDF row, as ``TextFeaturizer.row`` gives it."""
         ids, values = feature_row(text, self.vocabulary, self.idf, self.ngram_max)
-        return np.asarray(ids, dtype=np.int32), np.asarray(values, dtype=np.float32)
+        return ids.astype(np.int32), values.astype(np.float32)
 
     def scores(self, text: str, k: int, share: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """The text's top ``k`` labels and scores (``share``: the vote), in label order."""

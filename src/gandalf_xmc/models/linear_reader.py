@@ -16,7 +16,7 @@ import numpy as np
 
 from ..engine.level_store import map_level
 from ..errors import DataFormatError
-from ..text import feature_row
+from ..text import CharGramIds, feature_row
 from .base import LabelledModel
 from .linear_check import check_level_rows, level_rows, read_char_idf, read_saved
 
@@ -69,10 +69,11 @@ class LinearReader(LabelledModel):
         self.vocabulary = {term: i for i, term in enumerate(features["vocabulary"])}
         self.ngram_max = int(features["ngram_max"])
         char_idf = read_char_idf(d, features)
-        self.chars = None  # (n-gram range, vocabulary, idf) of the character block, if the model has one
+        self.chars = None  # (n-gram ids, idf) of the character block, if the model has one
         if char_idf is not None:
-            self.chars = (tuple(features["char_ngrams"]), {t: i for i, t in enumerate(features["char_vocabulary"])}, char_idf)
-        self.n_features = len(self.vocabulary) + (0 if self.chars is None else len(self.chars[1]))
+            char_vocabulary = {t: i for i, t in enumerate(features["char_vocabulary"])}
+            self.chars = (CharGramIds(tuple(features["char_ngrams"]), char_vocabulary), char_idf)
+        self.n_features = len(self.vocabulary) + (0 if self.chars is None else len(self.chars[0].vocabulary))
         self.levels = [
             _CSR(d, t, self.n_features + 1, level_rows(t, self.n_labels, self.bounds)) for t in range(int(spec["n_levels"]))
         ]
@@ -85,10 +86,7 @@ class LinearReader(LabelledModel):
     def features(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """The query's (feature ids ascending, values), the bias feature last."""
         ids, values = feature_row(text, self.vocabulary, self.idf, self.ngram_max, self.chars)
-        return (
-            np.array([*ids, self.n_features], dtype=np.int64),
-            np.array([*values, float(self.config["bias"])], dtype=np.float32),
-        )
+        return np.append(ids, self.n_features).astype(np.int64), np.append(values, float(self.config["bias"])).astype(np.float32)
 
     def known_queries(self, texts: list[str]) -> list[bool]:
         return [self.features(t)[0].size > 1 for t in texts]  # more than the bias feature
