@@ -62,8 +62,8 @@ def grams_row(grams: list[str], vocabulary: dict[str, int], idf) -> tuple[np.nda
 def ids_row(ids: list[int], idf) -> tuple[np.ndarray, np.ndarray]:
     """The TF-IDF row of a text whose known grams have the feature ``ids`` (a repeat for each
     occurrence): sublinear tf times ``idf`` (a numpy array), l2 norm; ids ascending (int64) and
-    values (float64). In numpy, a few passes instead of a Python loop a feature, and the same
-    floats: logs by ``math.log``, squares summed one after the other as Python's ``sum`` adds them."""
+    values (float64). In numpy, a few passes instead of a Python loop a feature, with that loop's
+    floats: logs by ``math.log``, squares summed one after the other."""
     ordered = np.sort(np.asarray(ids, dtype=np.int64))
     if not ordered.size:
         return ordered, np.zeros(0)

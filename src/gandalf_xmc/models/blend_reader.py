@@ -16,7 +16,7 @@ from ..jsonio import read_json_file
 from ..text import feature_row
 from .base import LabelledModel
 from .linear_check import check_idf
-from .linear_reader import LinearReader, NeedsFullReader, _Rows
+from .linear_reader import LinearReader, NeedsFullReader, RankedRows
 from .one_query import CSRArrays, blend_row, knn_row
 
 
@@ -54,7 +54,8 @@ def read_csr(path: Path, shape: tuple[int | None, int | None]) -> CSRArrays:
         rows, columns = (int(x) for x in f["shape"])
     problem = None
     if any(want is not None and got != want for got, want in zip((rows, columns), shape)):
-        problem = f"a {rows:,} x {columns:,} matrix where {shape[0]} x {shape[1]} was expected"
+        expected = " x ".join("any" if side is None else f"{side:,}" for side in shape)
+        problem = f"a {rows:,} x {columns:,} matrix where {expected} was expected"
     elif indptr.ndim != 1 or indptr.size != rows + 1 or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
         problem = "row offsets out of order"
     elif not (indptr[-1] == indices.size == data.size) or indices.dtype.kind not in "iu" or data.dtype != np.float32:
@@ -107,10 +108,10 @@ class KnnReader(LabelledModel):
     def known_queries(self, texts: list[str]) -> list[bool]:
         return [self.row(t)[0].size > 0 for t in texts]
 
-    def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> _Rows:
+    def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> RankedRows:
         """Top-``k`` labels of each text, in CSR's shape (each row in label order)."""
         rows = [self.scores(t, min(int(k), self.n_labels)) for t in texts]
-        return _Rows([r[0] for r in rows], [r[1] for r in rows], self.n_labels)
+        return RankedRows([r[0] for r in rows], [r[1] for r in rows], self.n_labels)
 
 
 class BlendReader(LabelledModel):
@@ -145,7 +146,7 @@ class BlendReader(LabelledModel):
         voted, votes = self.knn.scores(text, candidates, share=True) if self.knn is not None else (labels[:0], scores[:0])
         return blend_row(labels, scores, voted, votes, self.knn_weight, min(k, self.n_labels))
 
-    def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> _Rows:
+    def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> RankedRows:
         """Top-``k`` blended labels of each text, in CSR's shape (each row in label order)."""
         rows = [self._row(t, int(k)) for t in texts]
-        return _Rows([r[0] for r in rows], [r[1] for r in rows], self.n_labels)
+        return RankedRows([r[0] for r in rows], [r[1] for r in rows], self.n_labels)

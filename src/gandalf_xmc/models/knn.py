@@ -20,7 +20,7 @@ from ..errors import ConfigError
 from ..features import PrecomputedFeatures, TextFeaturizer, is_feature_matrix, load_featurizer
 from ..jsonio import read_json_file
 from ..settings import check_ranges
-from ..sparse_ops import one_row, row_normalised, row_times_compiled, top_k_per_row
+from ..sparse_ops import csr_arrays, one_row, row_normalised, row_times_compiled, top_k_per_row
 from .base import Inputs, LabelledModel
 from .one_query import knn_row
 from .spec import write_spec
@@ -141,15 +141,7 @@ class TfidfKNN(LabelledModel):
             raise RuntimeError("fit the model on texts before predicting one")
         cfg = self.config
         ids, values = self.featurizer.row(text)
-        points, targets = (
-            (self.XT.indptr, self.XT.indices, self.XT.data, self.XT.shape[1]),
-            (
-                self.Y.indptr,
-                self.Y.indices,
-                self.Y.data,
-                self.Y.shape[1],
-            ),
-        )
+        points, targets = csr_arrays(self.XT), csr_arrays(self.Y)
         return knn_row(ids, values, points, targets, cfg.n_neighbours, cfg.power, k, share, row_times_compiled)
 
     def save(self, directory: str | Path) -> None:

@@ -130,10 +130,10 @@ class LinearReader(LabelledModel):
         """Top-``k`` labels of each text as a CSR-like object with ``indptr``, ``indices`` and ``data``."""
         k = min(int(k), self.n_labels)
         rows = [self._search(t, k) for t in texts]
-        return _Rows([r[0] for r in rows], [r[1] for r in rows], self.n_labels)
+        return RankedRows([r[0] for r in rows], [r[1] for r in rows], self.n_labels)
 
 
-class _Rows:
+class RankedRows:
     """Ranked rows in CSR's shape (what :meth:`LabelledModel.predict_labels` reads)."""
 
     def __init__(self, labels: list[np.ndarray], scores: list[np.ndarray], n_labels: int):
