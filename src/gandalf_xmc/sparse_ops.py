@@ -115,10 +115,23 @@ def one_row(cols: np.ndarray, vals: np.ndarray, n_columns: int) -> sp.csr_matrix
     return out
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def scatter_add(indptr, indices, data, row, weight, acc, mark, touched, n_touched):
+    """``acc += weight * row`` for row ``row`` of a CSR matrix's arrays, each column met for the
+    first time marked in ``mark`` and listed in ``touched`` after the ``n_touched`` listed already;
+    returns the new count (the sparse accumulator of a row-by-row sparse product)."""
+    for q in range(indptr[row], indptr[row + 1]):
+        j = indices[q]
+        if not mark[j]:
+            mark[j] = True
+            touched[n_touched] = j
+            n_touched += 1
+        acc[j] += weight * data[q]
+    return n_touched
+
+
 @numba.njit(cache=True, nogil=True)
-def row_times_compiled(
-    q_idx: np.ndarray, q_val: np.ndarray, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_columns: int
-):
+def row_times_compiled(q_idx, q_val, indptr, indices, data, n_columns):
     """One sparse row (ids ``q_idx``, float32 values ``q_val``) times a float32 CSR matrix of
     ``n_columns`` columns, summed as scipy's product sums it (float32, in the row's order, zero sums
     left out): ``(columns, sums)``, the columns in order of first touch. The compiled twin of
@@ -127,25 +140,18 @@ def row_times_compiled(
     for t in range(q_idx.size):
         total += indptr[q_idx[t] + 1] - indptr[q_idx[t]]
     sums = np.zeros(n_columns, dtype=np.float32)
-    touched = np.zeros(n_columns, dtype=np.bool_)
-    cols = np.empty(total, dtype=np.int64)
+    mark = np.zeros(n_columns, dtype=np.bool_)
+    touched = np.empty(total, dtype=np.int64)
     m = 0
     for t in range(q_idx.size):
-        v = q_val[t]
-        for p in range(indptr[q_idx[t]], indptr[q_idx[t] + 1]):
-            c = indices[p]
-            if not touched[c]:
-                touched[c] = True
-                cols[m] = c
-                m += 1
-            sums[c] += v * data[p]
+        m = scatter_add(indptr, indices, data, q_idx[t], q_val[t], sums, mark, touched, m)
     out_cols = np.empty(m, dtype=np.int64)
     out_sums = np.empty(m, dtype=np.float32)
     n = 0
     for i in range(m):
-        if sums[cols[i]] != 0:
-            out_cols[n] = cols[i]
-            out_sums[n] = sums[cols[i]]
+        if sums[touched[i]] != 0:
+            out_cols[n] = touched[i]
+            out_sums[n] = sums[touched[i]]
             n += 1
     return out_cols[:n], out_sums[:n]
 

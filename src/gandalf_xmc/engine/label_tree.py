@@ -21,7 +21,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from ..sparse_ops import grown, row_top_k
+from ..sparse_ops import grown, row_top_k, scatter_add
 
 
 @dataclass
@@ -182,14 +182,7 @@ def _label_vector_rows(
     for lab in range(lo, hi):
         n_t = 0
         for p in range(yt_indptr[lab], yt_indptr[lab + 1]):
-            r, v = yt_indices[p], yt_data[p]
-            for q in range(x_indptr[r], x_indptr[r + 1]):
-                j = x_indices[q]
-                if not mark[j]:
-                    mark[j] = True
-                    touched[n_t] = j
-                    n_t += 1
-                acc[j] += v * x_data[q]
+            n_t = scatter_add(x_indptr, x_indices, x_data, yt_indices[p], yt_data[p], acc, mark, touched, n_t)
         _unit(acc, touched, n_t, 0)
         z_lo, z_hi = z_indptr[lab], z_indptr[lab + 1]
         if use_text:

@@ -17,6 +17,8 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+from ..sparse_ops import scatter_add
+
 # How a row entry is normalised (kernel argument ``mode``).
 _CONDITIONAL = 0  # G_ji / (G_jj + alpha): P[label i | label j]
 _SYMMETRIC = 1  # 0.5 * (G_ji / G_jj + G_ji / G_ii): GLaS's symmetrised conditionals
@@ -31,14 +33,7 @@ def _row_entries(j, y_indptr, y_indices, y_data, c_indptr, c_points, c_data, wei
     n_touched = 0
     for p in range(c_indptr[j], c_indptr[j + 1]):
         s = c_points[p]
-        wsj = weights[s] * c_data[p]
-        for q in range(y_indptr[s], y_indptr[s + 1]):
-            i = y_indices[q]
-            if not mark[i]:
-                mark[i] = True
-                touched[n_touched] = i
-                n_touched += 1
-            acc[i] += wsj * y_data[q]
+        n_touched = scatter_add(y_indptr, y_indices, y_data, s, weights[s] * c_data[p], acc, mark, touched, n_touched)
     return n_touched
 
 
