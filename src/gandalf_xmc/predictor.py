@@ -101,12 +101,13 @@ def _load_light(d: Path):
     spec = read_json_file(d / "model.json")
     from .models import blend_reader, linear_reader
 
-    for module, reader in ((linear_reader, linear_reader.LinearReader), (blend_reader, blend_reader.reader_for)):
-        if module.can_read(spec):
-            try:
-                return reader(d)
-            except linear_reader.NeedsFullReader:
-                return None
+    try:
+        if linear_reader.can_read(spec):
+            return linear_reader.LinearReader(d)
+        if blend_reader.can_read(spec):
+            return blend_reader.reader_for(d, spec)
+    except linear_reader.NeedsFullReader:
+        pass
     return None
 
 

@@ -96,8 +96,7 @@ def top_k_per_row(S: sp.spmatrix, k: int, distinct: bool = False) -> sp.csr_matr
 def _top_k_of_one_row(S: sp.csr_matrix, k: int) -> sp.csr_matrix:
     """:func:`top_k_per_row` of a one-row ``S`` (duplicates summed): the entries
     :func:`.row_ops.top_k_of_row` keeps (``row_top_k``'s), in column order."""
-    cols, vals = top_k_of_row(S.indices[S.indptr[0] : S.indptr[1]], S.data[S.indptr[0] : S.indptr[1]], k)
-    return sp.csr_matrix((vals, cols, np.array([0, cols.size], dtype=np.int64)), shape=S.shape)
+    return one_row(*top_k_of_row(S.indices[S.indptr[0] : S.indptr[1]], S.data[S.indptr[0] : S.indptr[1]], k), S.shape[1])
 
 
 def csr_arrays(M: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:

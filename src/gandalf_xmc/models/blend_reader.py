@@ -11,11 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engine.level_store import check_level, load_array
 from ..errors import DataFormatError
 from ..jsonio import read_json_file
 from ..text import feature_row
 from .base import LabelledModel
-from .linear_check import check_idf
+from .linear_check import check_idf, read_npz_csr
 from .linear_reader import LinearReader, NeedsFullReader, RankedRows
 from .one_query import CSRArrays, blend_row, knn_row
 
@@ -27,10 +28,10 @@ def can_read(spec) -> bool:
     return spec.get("kind") == "knn" or (spec.get("kind") == "linear-knn" and spec.get("text_weight", 0.0) == 0)
 
 
-def reader_for(directory: Path):
-    """The reader of a model :func:`can_read` accepts (raises NeedsFullReader for one it cannot read)."""
-    spec = read_json_file(directory / "model.json")
-    return KnnReader(directory) if isinstance(spec, dict) and spec.get("kind") == "knn" else BlendReader(directory)
+def reader_for(directory: Path, spec: dict):
+    """The reader of a model whose ``model.json`` (``spec``, read by the caller) :func:`can_read`
+    accepts (raises NeedsFullReader for one it cannot read)."""
+    return KnnReader(directory, spec=spec) if spec.get("kind") == "knn" else BlendReader(directory, spec)
 
 
 def _number(where: Path, spec: dict, name: str, whole: bool = False) -> float:
@@ -44,28 +45,18 @@ def _number(where: Path, spec: dict, name: str, whole: bool = False) -> float:
 
 def read_csr(path: Path, shape: tuple[int | None, int | None]) -> CSRArrays:
     """A CSR matrix saved by scipy's ``save_npz`` as its arrays and number of columns, without
-    scipy and without pickles, checked (``shape``'s known sides, offsets, column ids, finite float32
-    values) so that a damaged file is one line naming it, never a wrong answer."""
-    with np.load(path, allow_pickle=False) as f:
-        fmt = f["format"].item()
-        if (fmt.decode() if isinstance(fmt, bytes) else str(fmt)) != "csr":
-            raise DataFormatError(path, None, "expected a CSR matrix")
-        indptr, indices, data = f["indptr"], f["indices"], f["data"]
-        rows, columns = (int(x) for x in f["shape"])
-    problem = None
+    scipy and without pickles, checked (``shape``'s known sides, then as a tree level is checked:
+    offsets, column ids, finite float32 values) so that a damaged file is one line naming it."""
+    indptr, indices, data, (rows, columns) = read_npz_csr(path)
     if any(want is not None and got != want for got, want in zip((rows, columns), shape)):
         expected = " x ".join("any" if side is None else f"{side:,}" for side in shape)
-        problem = f"a {rows:,} x {columns:,} matrix where {expected} was expected"
-    elif indptr.ndim != 1 or indptr.size != rows + 1 or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
-        problem = "row offsets out of order"
-    elif not (indptr[-1] == indices.size == data.size) or indices.dtype.kind not in "iu" or data.dtype != np.float32:
-        problem = "entries do not match their offsets (or are not integer ids and float32 values)"
-    elif indices.size and (indices.min() < 0 or indices.max() >= columns):
-        problem = "a column id out of range"
-    elif not np.isfinite(data).all():
-        problem = "a value is not a finite number"
-    if problem:
-        raise DataFormatError(path, None, f"damaged model: {problem}")
+        raise DataFormatError(path, None, f"damaged model: a {rows:,} x {columns:,} matrix where {expected} was expected")
+    try:
+        if indptr.size != rows + 1:
+            raise ValueError(f"{path.name}: {indptr.size - 1:,} row offsets for {rows:,} rows")
+        check_level(indptr, indices, data, columns, path.name, check_entries=max(indices.size, 1))
+    except ValueError as exc:
+        raise DataFormatError(path, None, f"damaged model: {exc}") from None
     return indptr, indices, data, columns
 
 
@@ -76,11 +67,10 @@ class KnnReader(LabelledModel):
 
     kind = "knn"
 
-    def __init__(self, directory: str | Path, n_labels: int | None = None, read_labels: bool = True):
-        from ..engine.level_store import load_array
-
+    def __init__(self, directory: str | Path, n_labels: int | None = None, read_labels: bool = True, spec: dict | None = None):
         d = Path(directory)
-        spec, features = read_json_file(d / "model.json"), read_json_file(d / "features.json")
+        spec = read_json_file(d / "model.json") if spec is None else spec
+        features = read_json_file(d / "features.json")
         if not isinstance(features, dict) or not isinstance(features.get("vocabulary"), list):
             raise NeedsFullReader(d)  # precomputed feature rows: the full loader reads (or refuses) them
         config = spec.get("model") if isinstance(spec, dict) and isinstance(spec.get("model"), dict) else {}
@@ -120,9 +110,9 @@ class BlendReader(LabelledModel):
 
     kind = "linear-knn"
 
-    def __init__(self, directory: str | Path):
+    def __init__(self, directory: str | Path, spec: dict | None = None):
         d = Path(directory)
-        spec = read_json_file(d / "model.json")
+        spec = read_json_file(d / "model.json") if spec is None else spec
         if not (can_read(spec) and spec.get("kind") == "linear-knn"):
             raise NeedsFullReader(d)
         where = d / "model.json"

@@ -180,3 +180,14 @@ def check_idf(path: Path, idf: np.ndarray, n_terms: int, term: str) -> None:
             f"expected {n_terms:,} finite positive values (one {term}), "
             f"got {idf.size:,} {idf.dtype.name} values" + ("" if idf.size != n_terms else " with a bad one"),
         )
+
+
+def read_npz_csr(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, int]]:
+    """The arrays and shape of a CSR matrix saved by scipy's ``save_npz``, read without scipy and
+    without pickles (unchecked: the caller checks them for what it reads them for)."""
+    with np.load(path, allow_pickle=False) as f:
+        fmt = f["format"].item()
+        if (fmt.decode() if isinstance(fmt, bytes) else str(fmt)) != "csr":
+            raise ValueError(f"{path.name}: expected a CSR matrix")
+        rows, columns = (int(x) for x in f["shape"])
+        return f["indptr"], f["indices"], f["data"], (rows, columns)

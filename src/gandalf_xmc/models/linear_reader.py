@@ -18,7 +18,7 @@ from ..engine.level_store import map_level
 from ..errors import DataFormatError
 from ..text import CharGramIds, feature_row
 from .base import LabelledModel
-from .linear_check import check_level_rows, level_rows, read_char_idf, read_saved
+from .linear_check import check_level_rows, level_rows, read_char_idf, read_npz_csr, read_saved
 
 
 def can_read(spec) -> bool:
@@ -42,14 +42,7 @@ class _CSR:
             self.indptr, self.indices, self.data = map_level(folder, n_columns, n_rows)
             self.shape = (self.indptr.size - 1, n_columns)
             return
-        path = d / f"weights_level{level}.npz"
-        with np.load(path, allow_pickle=False) as f:
-            fmt = f["format"].item()
-            if (fmt.decode() if isinstance(fmt, bytes) else str(fmt)) != "csr":
-                raise ValueError(f"{path.name}: expected a CSR matrix")
-            self.indptr, self.indices, self.data = f["indptr"], f["indices"], f["data"]
-            rows, columns = (int(x) for x in f["shape"])
-            self.shape = (rows, columns)
+        self.indptr, self.indices, self.data, self.shape = read_npz_csr(d / f"weights_level{level}.npz")
 
 
 class LinearReader(LabelledModel):
