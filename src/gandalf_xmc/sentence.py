@@ -93,6 +93,14 @@ def _model(precision: str = "float32", device: str = "cpu"):
     return _MODELS[precision, device]
 
 
+def trainable_model(device: str = "cpu"):
+    """A fresh float32 copy of the sentence model on ``device``, to be fine-tuned: the cached
+    model that :func:`embed` uses stays as it is."""
+    import copy
+
+    return copy.deepcopy(_model("float32", "cpu")).to(device)
+
+
 def _embed_direct(texts: list[str], precision: str = "float32", device: str = "cpu") -> np.ndarray:
     """The same embeddings as the model's ``encode`` (tokenise, BERT, mean over tokens, l2 norm),
     called directly: for a single query the per-call overhead of ``encode`` is a sizeable share."""

@@ -25,12 +25,12 @@ from ..errors import CheckpointError, TrainingDiverged
 from .records import LabelPoints, TrainConfig, TrainResult
 
 
-def _save(path: Path, state: dict) -> None:
+def save_checkpoint(path: Path, state: dict) -> None:
     with atomic_path(path) as tmp:
         torch.save(state, tmp)
 
 
-def _load_checkpoint(path: Path) -> dict:
+def load_checkpoint(path: Path) -> dict:
     """A checkpoint written by :func:`run`, read without unpickling arbitrary objects: a model
     directory may come from someone else, and ``weights_only`` refuses anything but tensors and
     plain containers. A damaged or foreign file is a :class:`CheckpointError`."""
@@ -114,13 +114,13 @@ def run(
             result.best_score, result.best_epoch = score, epoch
             stale = 0
             if ckpt is not None:
-                _save(ckpt / "best.pt", {"model": module.state_dict(), "epoch": epoch})
+                save_checkpoint(ckpt / "best.pt", {"model": module.state_dict(), "epoch": epoch})
             else:
                 best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
         else:
             stale += 1
         if ckpt is not None:
-            _save(
+            save_checkpoint(
                 ckpt / "last.pt",
                 {
                     "model": module.state_dict(),
@@ -134,7 +134,7 @@ def run(
         if progress:
             _say_epoch(epoch, record)
     if ckpt is not None and (ckpt / "best.pt").exists():
-        module.load_state_dict(_load_checkpoint(ckpt / "best.pt")["model"])
+        module.load_state_dict(load_checkpoint(ckpt / "best.pt")["model"])
     elif best_state is not None:
         module.load_state_dict(best_state)
     module.eval()
@@ -152,7 +152,7 @@ def _resumed(ckpt: Path | None, module: torch.nn.Module, optimizers: dict) -> tu
             None,
             "nothing to resume: no checkpoint (train without --resume)",
         )
-    state = _load_checkpoint(ckpt / "last.pt")
+    state = load_checkpoint(ckpt / "last.pt")
     try:
         module.load_state_dict(state["model"])
         for name, opt in optimizers.items():

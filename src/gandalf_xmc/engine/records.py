@@ -88,6 +88,7 @@ class TrainResult:
     seconds: float = 0.0
     examples_per_second: float = 0.0
     device: str = "cpu"  # where it trained (engine.devices.describe)
+    encoder_history: list[dict] = field(default_factory=list)  # a fine-tuned encoder's epochs (ngame), before history's
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from ..features import TextFeaturizer
 from ..settings import check_ranges
 from .astec import BagOfEmbeddings
 from .base import LabelledModel
+from .contrastive import ContrastiveConfig, TunedEncoder, fine_tune
 from .dual_encoder import FrozenEmbeddings
 from .inception import InceptionEncoder, WordVocabulary, token_bags
 from .network import XMCNetwork
@@ -31,13 +32,15 @@ from .spec import read_result, read_spec, write_spec
 @dataclass(frozen=True)
 class Family:
     """A model family: its encoder, what it reads (``tfidf`` rows, ``minilm`` embeddings or word ids,
-    ``words``) and whether its label classifiers start from the label texts' vectors."""
+    ``words``), whether its label classifiers start from the label texts' vectors and whether its
+    sentence encoder is fine-tuned first (NGAME's first stage, :mod:`.contrastive`)."""
 
     build: Callable[[int, int, float], torch.nn.Module]  # (n_features, dim, dropout) -> encoder
     inputs: str
     fixed_dim: int | None = None
     init_from_label_text: bool = False
     train_defaults: dict = field(default_factory=dict)  # TrainConfig fields this family changes
+    tunes_encoder: bool = False
 
     def train_config(self, **overrides) -> TrainConfig:
         """The family's training settings, then ``overrides``."""
@@ -58,6 +61,15 @@ FAMILIES: dict[str, Family] = {
         True,
         {"lr": 0.001, "correction_l2": 0.1, "epochs": 4, "patience": 2},
     ),
+    # the dual-encoder's classifier stage on an encoder fine-tuned first (NGAME + Renee)
+    "ngame": Family(
+        lambda n, d, p: FrozenEmbeddings(),
+        "minilm",
+        sentence.EMBEDDING_DIM,
+        True,
+        {"lr": 0.001, "correction_l2": 0.1, "epochs": 4, "patience": 2},
+        tunes_encoder=True,
+    ),
 }
 
 
@@ -76,6 +88,7 @@ class ModelConfig:
     # at construction, so that a saved model keeps it), float32, bfloat16 or int8
     encoder_precision: str = sentence.AUTO
     train: TrainConfig = field(default_factory=TrainConfig)
+    contrastive: ContrastiveConfig = field(default_factory=ContrastiveConfig)  # the ngame family's first stage
 
     def __post_init__(self) -> None:
         check_ranges(
@@ -93,6 +106,8 @@ class ModelConfig:
             )
         if self.encoder_precision != sentence.AUTO and FAMILIES[self.family].inputs != "minilm":
             raise ConfigError(f"encoder_precision applies to a model with a sentence encoder (dual-encoder), not {self.family}")
+        if self.encoder_precision == "int8" and FAMILIES[self.family].tunes_encoder:
+            raise ConfigError("encoder_precision int8 is PyTorch's quantisation of the packaged encoder; ngame's is fine-tuned")
 
 
 def config_for(
@@ -129,6 +144,7 @@ class NeuralXMC(LabelledModel):
         self.featurizer: TextFeaturizer | None = None
         self.tokens: WordVocabulary | None = None
         self.network: XMCNetwork | None = None
+        self.tuned: TunedEncoder | None = None  # the ngame family's fine-tuned sentence encoder
         self.assign: np.ndarray | None = None
         self.members: np.ndarray | None = None
         self.result: TrainResult | None = None
@@ -139,6 +155,10 @@ class NeuralXMC(LabelledModel):
 
     def features(self, texts: list[str], progress: bool = False) -> sp.csr_matrix | np.ndarray:
         """The model's input for texts: TF-IDF rows, sentence embeddings or word ids."""
+        if self.family.tunes_encoder:
+            if self.tuned is None:
+                raise RuntimeError("fit or load the model first")
+            return self.tuned.embed(texts, self.config.encoder_precision, progress=progress)
         if self.family.inputs == "minilm":
             device = str(self.device)
             return sentence.embed(texts, progress=progress, precision=self.config.encoder_precision, device=device)
@@ -197,6 +217,23 @@ class NeuralXMC(LabelledModel):
             self.featurizer = TextFeaturizer(max_features=cfg.max_features).fit(list(texts) + list(label_texts))
         if self.family.inputs == "words":
             self.tokens = WordVocabulary().fit(list(texts) + list(label_texts))
+        if self.family.tunes_encoder:  # first stage: on the original points (label points join the classifiers)
+            original = np.arange(len(texts)) if label_points is None else np.flatnonzero(~label_points.mask)
+            if original.size < 2:  # a training set of label points alone (z-only): they are what there is
+                original = np.arange(len(texts))
+            self.tuned = TunedEncoder(cfg.contrastive.max_length, self.device)
+            self.tuned_history: list[dict] = fine_tune(
+                self.tuned,
+                [texts[i] for i in original],
+                Y[original],
+                list(label_texts),
+                cfg.contrastive,
+                cfg.train.seed,
+                cfg.train.gpu_precision,
+                checkpoint_dir,
+                resume,
+                progress,
+            )
         X = self.features(texts, progress)
         Z = self.features(label_texts, progress)
         Y = sp.csr_matrix(Y, dtype=np.float32)
@@ -239,6 +276,8 @@ class NeuralXMC(LabelledModel):
             label_points=label_points,
         )
         self.result.device = describe(self.device)
+        if self.tuned is not None:
+            self.result.encoder_history = self.tuned_history
         return self
 
     def to(self, device: str) -> NeuralXMC:
@@ -248,6 +287,8 @@ class NeuralXMC(LabelledModel):
             raise RuntimeError("fit or load the model first")
         self.device = resolve_device(device)
         self.network.to(self.device)
+        if self.tuned is not None:
+            self.tuned.to(self.device)
         return self
 
     def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> sp.csr_matrix:
@@ -276,6 +317,8 @@ class NeuralXMC(LabelledModel):
         np.save(d / "clusters.npy", self.assign)
         self.save_labels(d)
         torch.save({name: t.cpu() for name, t in self.network.state_dict().items()}, d / "weights.pt")
+        if self.tuned is not None:
+            torch.save({name: t.cpu() for name, t in self.tuned.state_dict().items()}, d / "encoder.pt")
 
     @classmethod
     def load(cls, directory: str | Path) -> NeuralXMC:
@@ -294,5 +337,9 @@ class NeuralXMC(LabelledModel):
         model.network = model._build(int(spec["n_features"]), int(spec["n_labels"]), model.members.shape[0])
         model.network.load_state_dict(torch.load(d / "weights.pt", weights_only=True, map_location="cpu"))
         model.network.eval()
+        if model.family.tunes_encoder:
+            model.tuned = TunedEncoder(model.config.contrastive.max_length)
+            model.tuned.load_state_dict(torch.load(d / "encoder.pt", weights_only=True, map_location="cpu"))
+            model.tuned.eval()
         model.load_labels(d, int(spec["n_labels"]))
         return model

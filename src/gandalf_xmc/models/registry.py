@@ -188,6 +188,16 @@ MODELS: dict[str, ModelEntry] = {
             takes=("label_points", "batch_transform", "feature_mix"),
         ),
         ModelEntry(
+            "ngame",
+            "all-MiniLM-L6-v2 fine-tuned on the points and their label texts (NGAME), then label-text-initialised classifiers",
+            "gandalf_xmc.models.neural_xmc",
+            "NeuralXMC",
+            True,
+            "neural",
+            on_gpu=True,
+            takes=("label_points", "batch_transform", "feature_mix"),
+        ),
+        ModelEntry(
             "knn", "TF-IDF k nearest training points, training-free (a reference)", "gandalf_xmc.models.knn", "TfidfKNN", False
         ),
         ModelEntry(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import MISSING, asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +22,17 @@ def write_spec(directory: str | Path, kind: str, config, result: TrainResult | N
 
 
 def read_spec(directory: str | Path, config_class) -> tuple[Any, dict]:
-    """The saved settings as ``config_class`` (with its ``TrainConfig``) and the whole spec."""
+    """The saved settings as ``config_class`` (its nested settings, such as ``TrainConfig``, rebuilt
+    from their objects; a nested group that a model saved before it existed takes its defaults)
+    and the whole spec."""
     spec = json.loads((Path(directory) / "model.json").read_text())
-    m = spec["model"]
-    return config_class(**{**m, "train": TrainConfig(**m["train"])}), spec
+    m = dict(spec["model"])
+    m["train"] = TrainConfig(**m["train"])
+    for f in fields(config_class):
+        nested = f.default_factory if f.default_factory is not MISSING else None
+        if f.name != "train" and isinstance(m.get(f.name), dict) and is_dataclass(nested):
+            m[f.name] = nested(**m[f.name])
+    return config_class(**m), spec
 
 
 def read_result(spec: dict) -> TrainResult | None:

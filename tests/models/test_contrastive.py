@@ -1,0 +1,167 @@
+"""NGAME's first stage: mined batches, the in-batch loss by hand, fine-tuning, resume, the ngame family."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")  # the [neural] extra
+import scipy.sparse as sp
+
+from gandalf_xmc import sentence
+from gandalf_xmc.errors import ConfigError
+from gandalf_xmc.models.contrastive import CHECKPOINT, ContrastiveConfig, TunedEncoder, batch_loss, fine_tune, mined_batches
+from gandalf_xmc.models.neural_xmc import FAMILIES, ModelConfig, NeuralXMC
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GANDALF_CACHE", str(tmp_path / "cache"))
+
+
+class TableEncoder(torch.nn.Module):
+    """Texts -> fixed vectors (a stand-in for the encoder, so that the loss can be computed by hand)."""
+
+    def __init__(self, table: dict[str, list[float]]):
+        super().__init__()
+        self.table = table
+
+    def forward(self, texts):
+        return torch.tensor([self.table[t] for t in texts], dtype=torch.float32)
+
+
+def test_mined_batches_cover_every_row_once_and_group_similar_rows():
+    rng = np.random.default_rng(0)
+    a = rng.normal([5.0, 0.0], 0.1, size=(8, 2))
+    b = rng.normal([-5.0, 0.0], 0.1, size=(8, 2))
+    vectors = np.vstack([a, b]).astype(np.float32)
+    batches = mined_batches(vectors, 8, np.random.default_rng(1))
+    assert sorted(np.concatenate(batches).tolist()) == list(range(16))
+    assert all(1 <= g.size <= 8 for g in batches)
+    # the two far-apart groups are never mixed: each batch's negatives are its own group's
+    assert all(set(g.tolist()) <= set(range(8)) or set(g.tolist()) <= set(range(8, 16)) for g in batches)
+    again = mined_batches(vectors, 8, np.random.default_rng(1))
+    assert [g.tolist() for g in again] == [g.tolist() for g in batches]
+
+
+def test_batch_loss_is_the_masked_in_batch_softmax_computed_by_hand():
+    # three points; point 0 owns labels 0 and 1, point 1 owns label 1, point 2 owns label 2
+    texts = ["p0", "p1", "p2"]
+    label_texts = ["l0", "l1", "l2"]
+    vec = {"p0": [1.0, 0.0], "p1": [0.6, 0.8], "p2": [0.0, 1.0], "l0": [0.8, 0.6], "l1": [0.0, 1.0], "l2": [1.0, 0.0]}
+    Y = sp.csr_matrix(np.array([[1, 1, 0], [0, 1, 0], [0, 0, 1]], dtype=np.float32))
+    rows = np.array([0, 1, 2])
+    rng = np.random.default_rng(3)
+    draws = np.random.default_rng(3).random(3)
+    drawn0 = [0, 1][int(draws[0] * 2)]  # what batch_loss draws for point 0 (the others own one label)
+    loss = float(batch_loss(TableEncoder(vec), texts, label_texts, Y, rows, rng, temperature=0.5))
+    labels = sorted({drawn0, 1, 2})
+    want = 0.0
+    for i, own_drawn in enumerate([drawn0, 1, 2]):
+        logits = []
+        for j in labels:
+            if j != own_drawn and Y[i, j] > 0:
+                continue  # a false negative: the point's own label, masked out
+            logits.append((np.dot(vec[texts[i]], vec[label_texts[j]]) / 0.5, j == own_drawn))
+        z = np.array([x for x, _ in logits])
+        pos = [x for x, is_pos in logits if is_pos][0]
+        want += -(pos - np.log(np.exp(z).sum()))
+    assert loss == pytest.approx(want / 3, rel=1e-6)
+
+
+def test_the_encoder_before_tuning_embeds_as_the_sentence_model():
+    texts = ["a red apple", "deep sea whale watching tours in the north atlantic", "x"]
+    encoder = TunedEncoder(max_length=256)
+    np.testing.assert_allclose(encoder.embed(texts), sentence.embed(texts, cache=False), atol=1e-5)
+
+
+def _pairs():
+    texts = [
+        "fresh red apples",
+        "crisp green apples",
+        "whale watching trip",
+        "a blue whale",
+        "steel claw hammer",
+        "hammer a nail",
+    ]
+    label_texts = ["apple", "whale", "hammer"]
+    Y = sp.csr_matrix(np.array([[1, 0, 0], [1, 0, 0], [0, 1, 0], [0, 1, 0], [0, 0, 1], [0, 0, 1]], dtype=np.float32))
+    return texts, Y, label_texts
+
+
+def test_fine_tuning_draws_points_towards_their_label_texts_and_resumes_to_the_same_weights(tmp_path):
+    texts, Y, label_texts = _pairs()
+    config = ContrastiveConfig(epochs=2, batch_size=3, lr=1e-4, warmup=0.0)
+
+    def margin(encoder):  # own label's cosine minus the best other label's, averaged over the points
+        S = encoder.embed(texts) @ encoder.embed(label_texts).T
+        own = S[np.arange(len(texts)), Y.indices]
+        other = np.where(Y.toarray() > 0, -np.inf, S).max(1)
+        return float((own - other).mean())
+
+    unbroken = TunedEncoder(32)
+    before = margin(unbroken)
+    history = fine_tune(unbroken, texts, Y, label_texts, config, seed=0, progress=False)
+    assert [h["epoch"] for h in history] == [0, 1] and all(np.isfinite(h["loss"]) for h in history)
+    assert margin(unbroken) > before + 0.05
+
+    broken = TunedEncoder(32)
+    one = ContrastiveConfig(epochs=1, batch_size=3, lr=1e-4, warmup=0.0)
+    fine_tune(broken, texts, Y, label_texts, one, seed=0, checkpoint_dir=tmp_path, progress=False)
+    assert (tmp_path / CHECKPOINT).exists()
+    resumed = TunedEncoder(32)
+    history = fine_tune(resumed, texts, Y, label_texts, config, seed=0, checkpoint_dir=tmp_path, resume=True, progress=False)
+    assert [h["epoch"] for h in history] == [0, 1]
+    for (name, a), (_, b) in zip(unbroken.state_dict().items(), resumed.state_dict().items()):
+        assert torch.equal(a, b), name
+
+
+def test_fine_tuning_refuses_what_it_cannot_learn_from():
+    texts, Y, label_texts = _pairs()
+    with pytest.raises(ConfigError, match="two training points"):
+        fine_tune(TunedEncoder(32), texts[:1], Y[:1], label_texts, ContrastiveConfig(epochs=1), progress=False)
+    with pytest.raises(ConfigError, match="batch_size"):
+        ContrastiveConfig(batch_size=1)
+    with pytest.raises(ConfigError, match="int8"):
+        ModelConfig(family="ngame", encoder_precision="int8")
+
+
+def test_ngame_saves_its_tuned_encoder_and_predicts_alike_after_loading(tmp_path):
+    texts, Y, label_texts = _pairs()
+    config = ModelConfig(
+        family="ngame",
+        max_cluster_size=2,
+        encoder_precision="float32",
+        train=FAMILIES["ngame"].train_config(epochs=1, device="cpu"),
+        contrastive=ContrastiveConfig(epochs=1, batch_size=3, lr=1e-4),
+    )
+    model = NeuralXMC(config).fit(texts, Y, label_texts, progress=False)
+    assert len(model.result.encoder_history) == 1
+    tuned = model.features(["a hammer"])
+    assert not np.allclose(tuned, sentence.embed(["a hammer"], cache=False), atol=1e-3)  # the tuned encoder, not the packaged one
+    model.save(tmp_path / "m")
+    loaded = NeuralXMC.load(tmp_path / "m")
+    assert loaded.config.contrastive == config.contrastive
+    queries = ["a hammer for nails", "apples from the orchard"]
+    np.testing.assert_allclose(loaded.predict(queries, k=2).toarray(), model.predict(queries, k=2).toarray(), rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_ngame_fine_tunes_on_a_gpu_in_bfloat16_and_loads_on_the_cpu(tmp_path):
+    texts, Y, label_texts = _pairs()
+    config = ModelConfig(
+        family="ngame",
+        max_cluster_size=2,
+        train=FAMILIES["ngame"].train_config(epochs=1, device="cuda"),
+        contrastive=ContrastiveConfig(epochs=2, batch_size=3, lr=1e-4),
+    )
+    model = NeuralXMC(config).fit(texts, Y, label_texts, progress=False)
+    assert model.tuned is not None and model.tuned.device.type == "cuda"
+    assert model.config.encoder_precision == "bfloat16" and model.result.device.startswith("cuda")
+    assert all(np.isfinite(h["loss"]) for h in model.result.encoder_history)
+    model.save(tmp_path / "m")
+    loaded = NeuralXMC.load(tmp_path / "m")
+    assert loaded.tuned is not None and loaded.tuned.device.type == "cpu"
+    queries = ["a hammer for nails", "apples from the orchard"]
+    on_gpu, on_cpu = model.predict(queries, k=1), loaded.predict(queries, k=1)
+    assert on_gpu.indices.tolist() == on_cpu.indices.tolist()  # bfloat16 on the GPU, on the CPU too (the saved precision)
