@@ -92,7 +92,8 @@ def run_one(
     gpu = _reset_gpu_peak(device)
     t0 = time.perf_counter()
     chosen = None
-    if augment == "auto" or hasattr(entry(model).load_module(), "refit_config"):  # validation chooses for it
+    chooses = hasattr(entry(model).load_module(), "refit_config") and not entry(model).in_epochs
+    if augment == "auto" or chooses:  # validation chooses for it (the blend's weights); a neural model trains once
         import tempfile
 
         from gandalf_xmc.workflow.pipeline import train_model

@@ -185,3 +185,22 @@ def unique_int(values: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(a[1:], a[:-1], out=keep[1:])
     return a[keep]
+
+
+def text_scores(queries: np.ndarray, label_vectors: np.ndarray, k: int) -> sp.csr_matrix:
+    """Each query's top ``k`` cosines (clipped at 0) to the label vectors, as a CSR (rows of
+    ``queries`` and ``label_vectors`` are unit-length embeddings), a block of queries at a time."""
+    n, L = queries.shape[0], label_vectors.shape[0]
+    k = min(k, L)
+    step = max(1, (1 << 24) // max(L, 1))  # about 64 MB of scores a block
+    blocks = []
+    for start in range(0, n, step):
+        S = np.maximum(queries[start : start + step] @ label_vectors.T, 0.0)
+        top = np.argpartition(-S, k - 1, axis=1)[:, :k]
+        rows = np.repeat(np.arange(S.shape[0]), k)
+        blocks.append(sp.csr_matrix((S[np.arange(S.shape[0])[:, None], top].ravel(), (rows, top.ravel())), shape=S.shape))
+    if not blocks:
+        return sp.csr_matrix((0, L), dtype=np.float32)
+    out = sp.vstack(blocks, format="csr", dtype=np.float32)
+    out.eliminate_zeros()
+    return out

@@ -165,3 +165,40 @@ def test_ngame_fine_tunes_on_a_gpu_in_bfloat16_and_loads_on_the_cpu(tmp_path):
     queries = ["a hammer for nails", "apples from the orchard"]
     on_gpu, on_cpu = model.predict(queries, k=1), loaded.predict(queries, k=1)
     assert on_gpu.indices.tolist() == on_cpu.indices.tolist()  # bfloat16 on the GPU, on the CPU too (the saved precision)
+
+
+def _scripted(monkeypatch, scores):
+    """zero_shot_metrics returns the given P@1 for the packaged encoder, then after each epoch."""
+    import gandalf_xmc.models.contrastive as contrastive
+
+    calls = iter(scores)
+    monkeypatch.setattr(contrastive, "zero_shot_metrics", lambda *a: {"P@1": next(calls)})
+
+
+@pytest.mark.parametrize(("scores", "kept"), [((50.0, 40.0, 45.0), -1), ((10.0, 30.0, 20.0), 0)])
+def test_validation_keeps_the_best_encoder_the_packaged_one_included(monkeypatch, scores, kept):
+    from gandalf_xmc.engine.records import TrainConfig, TrainResult, Validation
+    from gandalf_xmc.models.contrastive import chosen_epochs
+    from gandalf_xmc.models.neural_xmc import refit_config
+
+    texts, Y, label_texts = _pairs()
+    valid = Validation(["a hammer"], sp.csr_matrix(np.array([[0, 0, 1]], dtype=np.float32)), np.ones(3))
+    _scripted(monkeypatch, scores)
+    encoder = TunedEncoder(32)
+    history = fine_tune(
+        encoder, texts, Y, label_texts, ContrastiveConfig(epochs=2, batch_size=3, lr=1e-4), valid=valid, progress=False
+    )
+    assert [h["epoch"] for h in history] == [-1, 0, 1] and [h["P@1"] for h in history] == list(scores)
+    assert [h["kept"] for h in history] == [e == kept for e in (-1, 0, 1)]
+    assert chosen_epochs(history) == kept + 1
+    # the kept weights, computed again by an independent route: the packaged encoder, or one epoch's run
+    want = TunedEncoder(32)
+    if kept == 0:
+        fine_tune(want, texts, Y, label_texts, ContrastiveConfig(epochs=1, batch_size=3, lr=1e-4), progress=False)
+    for (name, a), (_, b) in zip(encoder.state_dict().items(), want.state_dict().items()):
+        assert torch.equal(a, b), name
+    config = ModelConfig(family="ngame", contrastive=ContrastiveConfig(epochs=2))
+    result = TrainResult(best_epoch=0, best_score=0.0, encoder_history=history)
+    assert refit_config(config, result).contrastive.epochs == kept + 1
+    assert refit_config(ModelConfig(family="astec", train=TrainConfig()), result) == ModelConfig(family="astec")
+    assert fine_tune(TunedEncoder(32), texts, Y, label_texts, ContrastiveConfig(epochs=0), progress=False) == []

