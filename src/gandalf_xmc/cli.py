@@ -637,7 +637,7 @@ def _with_encoder_precision(config, precision: str):
     from .errors import ConfigError
 
     if not hasattr(config, "encoder_precision"):
-        raise ConfigError("--encoder-precision applies to a model with a sentence encoder (dual-encoder) only")
+        raise ConfigError("--encoder-precision applies to a model with a sentence encoder (dual-encoder, ngame) only")
     return replace(config, encoder_precision=precision)
 
 

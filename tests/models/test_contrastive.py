@@ -202,3 +202,60 @@ def test_validation_keeps_the_best_encoder_the_packaged_one_included(monkeypatch
     assert refit_config(config, result).contrastive.epochs == kept + 1
     assert refit_config(ModelConfig(family="astec", train=TrainConfig()), result) == ModelConfig(family="astec")
     assert fine_tune(TunedEncoder(32), texts, Y, label_texts, ContrastiveConfig(epochs=0), progress=False) == []
+
+
+def _ngame_config(epochs: int) -> ModelConfig:
+    return ModelConfig(
+        family="ngame",
+        max_cluster_size=2,
+        encoder_precision="float32",
+        train=FAMILIES["ngame"].train_config(epochs=2, device="cpu"),
+        contrastive=ContrastiveConfig(epochs=epochs, batch_size=3, lr=1e-4),
+    )
+
+
+def test_ngame_without_fine_tuning_is_the_dual_encoder_to_the_bit():
+    from dataclasses import replace
+
+    texts, Y, label_texts = _pairs()
+    ngame = NeuralXMC(_ngame_config(0)).fit(texts, Y, label_texts, progress=False)
+    dual = NeuralXMC(replace(_ngame_config(0), family="dual-encoder")).fit(texts, Y, label_texts, progress=False)
+    assert ngame.tuned is None
+    queries = ["a hammer for nails", "apples from the orchard", "whales"]
+    np.testing.assert_array_equal(ngame.predict(queries, k=3).toarray(), dual.predict(queries, k=3).toarray())
+
+
+def test_ngame_keeps_the_packaged_encoder_where_its_classifiers_validate_better(monkeypatch, tmp_path):
+    from dataclasses import replace
+
+    from gandalf_xmc.engine.records import Validation
+    from gandalf_xmc.models.contrastive import chosen_epochs
+    from gandalf_xmc.models.neural_xmc import refit_config
+
+    texts, Y, label_texts = _pairs()
+    valid = Validation(
+        ["claw hammer", "red apple", "whale song"],
+        sp.csr_matrix(np.array([[0, 0, 1], [1, 0, 0], [0, 1, 0]], dtype=np.float32)),
+        np.ones(3),
+    )
+    _scripted(monkeypatch, (10.0, 20.0))  # the zero-shot ranking keeps the tuned encoder (epoch 0)...
+    noise = np.random.default_rng(0)
+
+    def useless(self, texts, *args, **kwargs):  # ...whose vectors say nothing, so its classifiers lose
+        vectors = noise.normal(size=(len(texts), sentence.EMBEDDING_DIM)).astype(np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    monkeypatch.setattr(TunedEncoder, "embed", useless)
+    model = NeuralXMC(_ngame_config(1)).fit(texts, Y, label_texts, valid=valid, progress=False)
+    last = model.result.encoder_history[-1]
+    assert last["stage"] == "classifiers" and last["packaged"] > last["tuned"] and last["kept"] is False
+    assert model.tuned is None and chosen_epochs(model.result.encoder_history) == 0
+    assert refit_config(model.config, model.result).contrastive.epochs == 0
+    dual = NeuralXMC(replace(_ngame_config(0), family="dual-encoder")).fit(texts, Y, label_texts, valid=valid, progress=False)
+    queries = ["a hammer for nails", "apples from the orchard"]
+    np.testing.assert_array_equal(model.predict(queries, k=3).toarray(), dual.predict(queries, k=3).toarray())
+    model.save(tmp_path / "m")
+    assert not (tmp_path / "m" / "encoder.pt").exists()
+    np.testing.assert_array_equal(
+        NeuralXMC.load(tmp_path / "m").predict(queries, k=3).toarray(), dual.predict(queries, k=3).toarray()
+    )

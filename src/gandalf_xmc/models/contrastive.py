@@ -154,8 +154,13 @@ def zero_shot_metrics(encoder: TunedEncoder, label_texts: list[str], valid: Vali
 
 
 def chosen_epochs(history: list[dict]) -> int:
-    """How many epochs of fine-tuning the run kept (0: the packaged encoder), from its records."""
-    return next((int(h["epoch"]) + 1 for h in history if h.get("kept")), len([h for h in history if h["epoch"] >= 0]))
+    """How many epochs of fine-tuning a run kept (0: the packaged encoder), from its records: the
+    epoch records of :func:`fine_tune`, then, where the model compared its classifiers on the tuned
+    and the packaged encoder, that record (``stage`` ``classifiers``)."""
+    if any(h.get("stage") == "classifiers" and not h["kept"] for h in history):
+        return 0
+    epochs = [h for h in history if "epoch" in h]
+    return next((int(h["epoch"]) + 1 for h in epochs if h.get("kept")), len([h for h in epochs if h["epoch"] >= 0]))
 
 
 def fine_tune(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -105,7 +106,7 @@ class ModelConfig:
                 f"got {self.encoder_precision!r}"
             )
         if self.encoder_precision != sentence.AUTO and FAMILIES[self.family].inputs != "minilm":
-            raise ConfigError(f"encoder_precision applies to a model with a sentence encoder (dual-encoder), not {self.family}")
+            raise ConfigError(f"encoder_precision applies to a sentence encoder (dual-encoder, ngame), not {self.family}")
         if self.encoder_precision == "int8" and FAMILIES[self.family].tunes_encoder:
             raise ConfigError("encoder_precision int8 is PyTorch's quantisation of the packaged encoder; ngame's is fine-tuned")
 
@@ -163,9 +164,7 @@ class NeuralXMC(LabelledModel):
 
     def features(self, texts: list[str], progress: bool = False) -> sp.csr_matrix | np.ndarray:
         """The model's input for texts: TF-IDF rows, sentence embeddings or word ids."""
-        if self.family.tunes_encoder:
-            if self.tuned is None:
-                raise RuntimeError("fit or load the model first")
+        if self.tuned is not None:  # ngame's tuned encoder (where validation kept the packaged one, as the dual-encoder)
             return self.tuned.embed(texts, self.config.encoder_precision, progress=progress)
         if self.family.inputs == "minilm":
             device = str(self.device)
@@ -213,7 +212,48 @@ class NeuralXMC(LabelledModel):
         (:class:`~gandalf_xmc.augment.LabelMix` or :class:`~gandalf_xmc.augment.SynonymReplacement`)
         transforms every training batch; ``feature_mix`` (:class:`~gandalf_xmc.augment.FeatureMix`)
         adds its mixed points once (families that read TF-IDF rows or sentence embeddings only).
+
+        ngame with ``valid`` trains its classifiers twice, on the tuned encoder and on the packaged
+        one (the dual-encoder), and keeps the better on validation.
         """
+        began = time.perf_counter()
+        args = (inputs, Y, label_texts, valid, sample_weight)
+        rest = dict(progress=progress, label_points=label_points, batch_transform=batch_transform, feature_mix=feature_mix)
+        self._fit(*args, checkpoint_dir=checkpoint_dir, resume=resume, **rest)
+        if self.tuned is None or valid is None or self.result is None:
+            if self.family.tunes_encoder and self.result is not None:
+                self.result.seconds = time.perf_counter() - began  # the encoder's fine-tuning included
+            return self
+        packaged = NeuralXMC(replace(self.config, contrastive=replace(self.config.contrastive, epochs=0)))
+        packaged_dir = None if checkpoint_dir is None else Path(checkpoint_dir) / "packaged"
+        packaged._fit(*args, checkpoint_dir=packaged_dir, resume=resume, **rest)
+        assert packaged.result is not None
+        tuned_score, packaged_score = self.result.best_score, packaged.result.best_score
+        history = self.result.encoder_history
+        if packaged_score > tuned_score:  # fine-tuning did not pay on validation: the dual-encoder's model
+            self.config, self.tuned, self.network, self.result = packaged.config, None, packaged.network, packaged.result
+            self.assign, self.members = packaged.assign, packaged.members
+        self.result.encoder_history = [
+            *history,
+            {"stage": "classifiers", "tuned": tuned_score, "packaged": packaged_score, "kept": self.tuned is not None},
+        ]
+        self.result.seconds = time.perf_counter() - began  # both runs and the encoder's fine-tuning
+        return self
+
+    def _fit(
+        self,
+        inputs,
+        Y: sp.spmatrix,
+        label_texts: list[str] | None = None,
+        valid: Validation | None = None,
+        sample_weight: np.ndarray | None = None,
+        checkpoint_dir: str | Path | None = None,
+        resume: bool = False,
+        progress: bool = True,
+        label_points: LabelPoints | None = None,
+        batch_transform=None,
+        feature_mix=None,
+    ) -> None:
         texts = inputs
         if label_texts is None:
             raise ConfigError("fit needs the labels' texts (label_texts=dataset.label_texts)")
@@ -225,12 +265,14 @@ class NeuralXMC(LabelledModel):
             self.featurizer = TextFeaturizer(max_features=cfg.max_features).fit(list(texts) + list(label_texts))
         if self.family.inputs == "words":
             self.tokens = WordVocabulary().fit(list(texts) + list(label_texts))
-        if self.family.tunes_encoder:  # first stage: on the original points (label points join the classifiers)
+        encoder_history: list[dict] = []
+        # first stage: on the original points (label points join the classifiers)
+        if self.family.tunes_encoder and cfg.contrastive.epochs > 0:
             original = np.arange(len(texts)) if label_points is None else np.flatnonzero(~label_points.mask)
             if original.size < 2:  # a training set of label points alone (z-only): they are what there is
                 original = np.arange(len(texts))
             self.tuned = TunedEncoder(cfg.contrastive.max_length, self.device)
-            self.tuned_history: list[dict] = fine_tune(
+            encoder_history = fine_tune(
                 self.tuned,
                 [texts[i] for i in original],
                 Y[original],
@@ -244,6 +286,8 @@ class NeuralXMC(LabelledModel):
                 valid,
                 cfg.train.select_metric,
             )
+            if chosen_epochs(encoder_history) == 0:  # validation kept the packaged encoder: the dual-encoder's vectors
+                self.tuned = None
         X = self.features(texts, progress)
         Z = self.features(label_texts, progress)
         Y = sp.csr_matrix(Y, dtype=np.float32)
@@ -286,9 +330,7 @@ class NeuralXMC(LabelledModel):
             label_points=label_points,
         )
         self.result.device = describe(self.device)
-        if self.tuned is not None:
-            self.result.encoder_history = self.tuned_history
-        return self
+        self.result.encoder_history = encoder_history
 
     def to(self, device: str) -> NeuralXMC:
         """Predict on ``device`` from now on (``auto``, ``cpu``, ``cuda``, ``cuda:N``); a loaded model
@@ -317,8 +359,15 @@ class NeuralXMC(LabelledModel):
     def save(self, directory: str | Path) -> None:
         """Write config, features, clusters and weights into ``directory``."""
         assert self.network is not None and self.assign is not None
+        encoder = {"encoder": "tuned" if self.tuned is not None else "packaged"} if self.family.tunes_encoder else {}
         d = write_spec(
-            directory, self.kind, self.config, self.result, n_labels=int(self.assign.size), n_features=self._n_features()
+            directory,
+            self.kind,
+            self.config,
+            self.result,
+            n_labels=int(self.assign.size),
+            n_features=self._n_features(),
+            **encoder,
         )
         if self.featurizer is not None:
             self.featurizer.save(d)
@@ -347,7 +396,7 @@ class NeuralXMC(LabelledModel):
         model.network = model._build(int(spec["n_features"]), int(spec["n_labels"]), model.members.shape[0])
         model.network.load_state_dict(torch.load(d / "weights.pt", weights_only=True, map_location="cpu"))
         model.network.eval()
-        if model.family.tunes_encoder:
+        if spec.get("encoder") == "tuned":
             model.tuned = TunedEncoder(model.config.contrastive.max_length)
             model.tuned.load_state_dict(torch.load(d / "encoder.pt", weights_only=True, map_location="cpu"))
             model.tuned.eval()

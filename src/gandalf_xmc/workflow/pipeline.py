@@ -207,6 +207,7 @@ def _train_into(
             "best_epoch": validated.best_epoch,
             "epochs": len(validated.history) if in_epochs else None,
             "metrics": {k: v for k, v in best.items() if "@" in k},
+            **({"encoder": validated.encoder_history} if validated.encoder_history else {}),  # what ngame's validation kept
         }
         if refitting:
             shutil.rmtree(out / "checkpoints" / "final", ignore_errors=True)  # an earlier request's final run
