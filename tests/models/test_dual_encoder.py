@@ -162,7 +162,7 @@ def test_int8_dual_encoder_from_the_cli_travels_with_the_model(tiny_dir, tmp_pat
         ["train", "--model", "linear", "--data", str(tiny_dir), "--encoder-precision", "int8", "--out", str(tmp_path / "l")],
         capsys,
     )
-    assert code == 2 and "dual-encoder) only" in out + err
+    assert code == 2 and "(dual-encoder, ngame) only" in out + err
 
 
 def test_loading_the_encoder_shows_no_bar_and_leaves_the_setting_as_it_was(capfd, monkeypatch):
