@@ -217,43 +217,8 @@ class NeuralXMC(LabelledModel):
         one (the dual-encoder), and keeps the better on validation.
         """
         began = time.perf_counter()
-        args = (inputs, Y, label_texts, valid, sample_weight)
+        given = (inputs, Y, label_texts, valid, sample_weight)  # as given: the body below rebinds some
         rest = dict(progress=progress, label_points=label_points, batch_transform=batch_transform, feature_mix=feature_mix)
-        self._fit(*args, checkpoint_dir=checkpoint_dir, resume=resume, **rest)
-        if self.tuned is None or valid is None or self.result is None:
-            if self.family.tunes_encoder and self.result is not None:
-                self.result.seconds = time.perf_counter() - began  # the encoder's fine-tuning included
-            return self
-        packaged = NeuralXMC(replace(self.config, contrastive=replace(self.config.contrastive, epochs=0)))
-        packaged_dir = None if checkpoint_dir is None else Path(checkpoint_dir) / "packaged"
-        packaged._fit(*args, checkpoint_dir=packaged_dir, resume=resume, **rest)
-        assert packaged.result is not None
-        tuned_score, packaged_score = self.result.best_score, packaged.result.best_score
-        history = self.result.encoder_history
-        if packaged_score > tuned_score:  # fine-tuning did not pay on validation: the dual-encoder's model
-            self.config, self.tuned, self.network, self.result = packaged.config, None, packaged.network, packaged.result
-            self.assign, self.members = packaged.assign, packaged.members
-        self.result.encoder_history = [
-            *history,
-            {"stage": "classifiers", "tuned": tuned_score, "packaged": packaged_score, "kept": self.tuned is not None},
-        ]
-        self.result.seconds = time.perf_counter() - began  # both runs and the encoder's fine-tuning
-        return self
-
-    def _fit(
-        self,
-        inputs,
-        Y: sp.spmatrix,
-        label_texts: list[str] | None = None,
-        valid: Validation | None = None,
-        sample_weight: np.ndarray | None = None,
-        checkpoint_dir: str | Path | None = None,
-        resume: bool = False,
-        progress: bool = True,
-        label_points: LabelPoints | None = None,
-        batch_transform=None,
-        feature_mix=None,
-    ) -> None:
         texts = inputs
         if label_texts is None:
             raise ConfigError("fit needs the labels' texts (label_texts=dataset.label_texts)")
@@ -331,6 +296,27 @@ class NeuralXMC(LabelledModel):
         )
         self.result.device = describe(self.device)
         self.result.encoder_history = encoder_history
+        if self.tuned is not None and valid is not None:
+            packaged = NeuralXMC(replace(cfg, contrastive=replace(cfg.contrastive, epochs=0)))
+            packaged_dir = None if checkpoint_dir is None else Path(checkpoint_dir) / "packaged"
+            self._keep_the_better(packaged.fit(*given, checkpoint_dir=packaged_dir, resume=resume, **rest))
+        if self.family.tunes_encoder:
+            self.result.seconds = time.perf_counter() - began  # the encoder's fine-tuning (and both classifier runs) included
+        return self
+
+    def _keep_the_better(self, packaged: NeuralXMC) -> None:
+        """ngame: this model's classifiers on the tuned encoder, or ``packaged``'s on the packaged one
+        where they validate better (the dual-encoder's model); the comparison joins the encoder's records."""
+        assert self.result is not None and packaged.result is not None
+        tuned_score, packaged_score = self.result.best_score, packaged.result.best_score
+        history = self.result.encoder_history
+        if packaged_score > tuned_score:  # fine-tuning did not pay on validation
+            self.config, self.tuned, self.network, self.result = packaged.config, None, packaged.network, packaged.result
+            self.assign, self.members = packaged.assign, packaged.members
+        self.result.encoder_history = [
+            *history,
+            {"stage": "classifiers", "tuned": tuned_score, "packaged": packaged_score, "kept": self.tuned is not None},
+        ]
 
     def to(self, device: str) -> NeuralXMC:
         """Predict on ``device`` from now on (``auto``, ``cpu``, ``cuda``, ``cuda:N``); a loaded model
