@@ -62,16 +62,9 @@ FAMILIES: dict[str, Family] = {
         True,
         {"lr": 0.001, "correction_l2": 0.1, "epochs": 4, "patience": 2},
     ),
-    # the dual-encoder's classifier stage on an encoder fine-tuned first (NGAME + Renee)
-    "ngame": Family(
-        lambda n, d, p: FrozenEmbeddings(),
-        "minilm",
-        sentence.EMBEDDING_DIM,
-        True,
-        {"lr": 0.001, "correction_l2": 0.1, "epochs": 4, "patience": 2},
-        tunes_encoder=True,
-    ),
 }
+# the dual-encoder's classifier stage on an encoder fine-tuned first (NGAME + Renee)
+FAMILIES["ngame"] = replace(FAMILIES["dual-encoder"], tunes_encoder=True)
 
 
 @dataclass
