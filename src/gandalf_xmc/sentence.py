@@ -107,13 +107,23 @@ def _embed_direct(texts: list[str], precision: str = "float32", device: str = "c
     import torch
 
     transformer = _model(precision, device)[0]
-    enc = transformer.tokenizer(texts, padding=True, truncation=True, max_length=transformer.max_seq_length, return_tensors="pt")
-    enc = {name: t.to(device) for name, t in enc.items()}
     with torch.inference_mode():
-        tokens = transformer.auto_model(**enc).last_hidden_state.float()
-        mask = enc["attention_mask"].unsqueeze(-1).to(tokens.dtype)
-        mean = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-        return torch.nn.functional.normalize(mean, dim=1).cpu().numpy()
+        return sentence_vectors(transformer.tokenizer, transformer.auto_model, texts, transformer.max_seq_length).cpu().numpy()
+
+
+def sentence_vectors(tokenizer, bert, texts: list[str], max_length: int):
+    """The sentence model's head: ``texts`` tokenised (cut at ``max_length`` tokens), through
+    ``bert`` on its device, the mean over tokens, l2-normalised; a float32 tensor (with gradients
+    where enabled: a fine-tuned encoder trains through it)."""
+    import torch
+
+    device = next(bert.parameters()).device
+    enc = tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    enc = {name: t.to(device) for name, t in enc.items()}
+    tokens = bert(**enc).last_hidden_state.float()
+    mask = enc["attention_mask"].unsqueeze(-1).to(tokens.dtype)
+    mean = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+    return torch.nn.functional.normalize(mean, dim=1)
 
 
 def embed(

@@ -92,11 +92,7 @@ class TunedEncoder(nn.Module):
 
     def forward(self, texts: list[str]) -> torch.Tensor:
         """``len(texts) x 384`` l2-normalised embeddings (float32), with gradients when enabled."""
-        enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
-        enc = {name: t.to(self.device) for name, t in enc.items()}
-        tokens = self.bert(**enc).last_hidden_state.float()
-        mask = enc["attention_mask"].unsqueeze(-1).to(tokens.dtype)
-        return F.normalize((tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9), dim=1)
+        return sentence.sentence_vectors(self.tokenizer, self.bert, texts, self.max_length)
 
     @torch.no_grad()
     def embed(self, texts: list[str], precision: str = "float32", batch_size: int = 256, progress: bool = False) -> np.ndarray:
