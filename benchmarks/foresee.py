@@ -13,7 +13,8 @@ The prediction depends on what the deployment's queries are, which its owner kno
 * **new items** (the new-items sets): the queries' own labels do not exist yet, and some of the
   labels that do have exactly a query's text (an older version, a sibling) without being right.
   So the prediction mixes two validations of the training release alone:
-  ``(1 - s) x`` the ``future`` protocol's gain (held-out items' own labels leave the label space)
+  ``(1 - s) x`` the ``future`` protocol's gain (held-out items' own labels leave the label space;
+  whole families of them where the data's group key names families: ``future-family``)
   ``+ s x`` the gain on held-out items whose own label stays, unfiltered, as a wrong namesake (the
   label point "text of X -> X" puts X first: a miss), where ``s`` is the share of the deployment's
   query texts that equal a label's text. ``s`` is read from unlabelled query texts (the dataset's
@@ -37,7 +38,7 @@ from suite import HERE, augment_config, valid_fraction
 from gandalf_xmc.augment import training_set
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.data.dataset import find_split_file
-from gandalf_xmc.data.suite import SUITE, build, is_available, suite_path
+from gandalf_xmc.data.suite import BY_NAME, SUITE, build, is_available, suite_path
 from gandalf_xmc.metrics.ranking import prepare, remove_pairs
 from gandalf_xmc.models.base import folded_text
 from gandalf_xmc.models.registry import build_model, model_config
@@ -82,10 +83,11 @@ def measure(dataset: str, seed: int, augments: tuple[str, ...]) -> list[dict]:
     own = set(ds.label_uids)
     # held-out items that are labels too: their own label, unfiltered, plays a wrong namesake
     own_rows = np.array([uid in own for uid in valid.uids])
-    share = None
+    share, future_protocol = None, None
     if new_items:
         share = namesake_share(ds.split(NEW_ITEMS_SPLIT).texts, ds.label_texts)  # its texts only
-        future_rest, future_valid = carve_validation(ds, frac, seed, "future")
+        future_protocol = "future-family" if BY_NAME[dataset].group_is_family else "future"
+        future_rest, future_valid = carve_validation(ds, frac, seed, future_protocol)
     rows, test_of = [], {}
     for augment in augments:
         predictions = trained(rest, augment, seed).predict(valid.texts, k=5)  # scored twice: filtered, and not
@@ -100,6 +102,7 @@ def measure(dataset: str, seed: int, augments: tuple[str, ...]) -> list[dict]:
             "namesake_kept": 100 * unfiltered[own_rows[kept]].mean() if own_rows[kept].any() else None,
             "n_namesake_kept": int(own_rows[kept].sum()),
             "share": share,
+            "future_protocol": future_protocol,
         }
         if new_items:
             future_hits, _ = top1_hits(trained(future_rest, augment, seed), future_valid)
@@ -142,6 +145,7 @@ def predicted_gains(rows: list[dict]) -> list[dict]:
                     "augment": augment,
                     "deployment": sub[0]["deployment"],
                     "share": share if new_items else None,
+                    "future_protocol": sub[0].get("future_protocol"),
                     **{f"{k}_gain": round(v, 2) for k, v in gains.items()},
                     "predicted_gain": round(predicted, 2),
                     "test_noise": round(noise, 2),
@@ -164,8 +168,9 @@ def table(gains: list[dict]) -> str:
     for g in gains:
         agree = ("yes" if g["signs_agree"] else "no") + ("" if g["beyond_noise"] else " (within noise)")
         share = "" if g["share"] is None else f"{g['share']:.3f}"
+        future = cell(g.get("future_gain")) + (" (families)" if g.get("future_protocol") == "future-family" else "")
         lines.append(
-            f"| {g['dataset']} | {g['deployment']} | {g['augment']} | {cell(g['random_gain'])} | {cell(g.get('future_gain'))} | "
+            f"| {g['dataset']} | {g['deployment']} | {g['augment']} | {cell(g['random_gain'])} | {future} | "
             f"{cell(g.get('namesake_kept_gain'))} | {share} | {cell(g['predicted_gain'])} | "
             f"{cell(g['test_gain'])} ({g['test_noise']:.2f}) | {agree} |"
         )

@@ -128,6 +128,46 @@ def test_future_protocol_takes_held_out_items_out_of_the_label_space():
         assert valid.filter_pairs.size == 0
 
 
+def test_future_family_protocol_holds_out_whole_families_and_their_labels():
+    """Items built together (a family: their group key) are held out together, and every label that
+    is a held-out item leaves the label space: a held-out item's sibling is no answer either."""
+    labels = ["a1", "a2", "b1", "c1", "c2", "d1"]
+    uids = ["a1", "a2", "b1", "c1", "c2", "d1", "x"]
+    groups = ["a", "a", "b", "c", "c", "d", "x"]
+    Y = sp.csr_matrix(
+        np.array(
+            [
+                [0, 1, 0, 0, 0, 1],
+                [1, 0, 1, 0, 0, 0],
+                [0, 0, 0, 1, 0, 1],
+                [0, 0, 1, 0, 1, 0],
+                [0, 0, 0, 1, 0, 1],
+                [1, 0, 0, 0, 0, 0],
+                [0, 1, 1, 0, 1, 0],
+            ],
+            dtype=np.float32,
+        )
+    )
+    fp = np.array([[i, i] for i in range(6)])
+    ds = XMCDataset(
+        "toy", labels, [f"text {u}" for u in labels], {"trn": Split(uids, [f"text {u}" for u in uids], Y, fp, groups=groups)}
+    )
+    seen = set()
+    for seed in range(8):
+        rest, valid = carve_validation(ds, 0.3, seed, "future-family")
+        held = set(valid.uids)
+        families = {g for u, g in zip(uids, groups) if u in held}
+        assert held == {u for u, g in zip(uids, groups) if g in families}  # whole families, nothing else
+        assert set(rest.train.uids) == set(uids) - held
+        keep = [j for j, u in enumerate(labels) if u not in held]
+        assert rest.label_uids == [labels[j] for j in keep]
+        rows = {u: i for i, u in enumerate(uids)}
+        assert valid.Y.toarray().tolist() == [Y.toarray()[rows[u], keep].tolist() for u in valid.uids]
+        assert valid.filter_pairs.size == 0
+        seen.add(frozenset(families))
+    assert len(seen) > 2  # the seed chooses the families
+
+
 def test_future_protocol_is_for_benchmarks_only(tiny_dir, tmp_path):
     import pytest
 

@@ -24,6 +24,7 @@ class SuiteDataset:
     shipped: bool
     builder: str | None = None
     test_split: str = "random"  # "new-items": trains on an older release, tests on what a newer one adds
+    group_is_family: bool = False  # the group key names the items built together (a source package)
 
     @property
     def split_files(self) -> tuple[str, ...]:
@@ -40,7 +41,14 @@ SUITE: tuple[SuiteDataset, ...] = (
     SuiteDataset("gcide", "dictionary (English)", shipped=False, builder="gcide"),
     SuiteDataset("cmake-help", "software reference documentation", shipped=False, builder="cmake_help"),
     SuiteDataset("python-api", "software API reference", shipped=False, builder="python_api"),
-    SuiteDataset("debian-new-packages", "software packages", shipped=False, builder="debian_new", test_split="new-items"),
+    SuiteDataset(
+        "debian-new-packages",
+        "software packages",
+        shipped=False,
+        builder="debian_new",
+        test_split="new-items",
+        group_is_family=True,
+    ),
     SuiteDataset(
         "gene-ontology-new-terms", "biology (ontology terms)", shipped=False, builder="gene_ontology_new", test_split="new-items"
     ),

@@ -9,13 +9,16 @@ A protocol says which points are held out, so that validation resembles what the
   point (TF-IDF cosine >= ``NEAR_DUPLICATE``) or a sibling of one (the same set of labels) leaves
   the training part, as items new to a catalogue have no copies in it.
 
-One protocol changes the label space and is for the benchmarks only (:data:`BENCHMARK_PROTOCOLS`;
+Two protocols change the label space and are for the benchmarks only (:data:`BENCHMARK_PROTOCOLS`;
 ``gandalf train`` keeps the model it validates, and that model must know every label):
 
 * ``future``: a uniform share, held out *as if it did not exist yet*: the labels that are
   held-out items leave the label space (their columns, their label points, their filter pairs),
   so a held-out item is scored on the other labels only, with nothing filtered: an older label of
-  the same text is a miss, as it is for an item that a later release adds.
+  the same text is a miss, as it is for an item that a later release adds;
+* ``future-family``: the same with whole groups held out, where the group key names a family (the
+  items built together, as a Debian source package's): a release adds a family with its members,
+  so a new item's siblings are missing from the label space too.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ PROTOCOLS = {
 }
 BENCHMARK_PROTOCOLS = {
     "future": "a uniform share, as if it did not exist yet: its own labels leave the label space",
+    "future-family": "whole groups (families), as if they did not exist yet: their labels leave the label space",
 }
 NEAR_DUPLICATE = 0.8  # TF-IDF cosine at which two texts count as copies of one item
 
@@ -57,7 +61,7 @@ def carve_validation(dataset: XMCDataset, fraction: float, seed: int, protocol: 
     n = dataset.n_original
     n_valid = int(round(fraction * n))
     rng = np.random.default_rng(seed)
-    if protocol == "group":
+    if protocol in ("group", "future-family"):
         valid_mask = _group_holdout(tr.groups[:n] if tr.groups else None, n_valid, rng)
     else:
         valid_mask = np.zeros(n, dtype=bool)
@@ -87,7 +91,7 @@ def carve_validation(dataset: XMCDataset, fraction: float, seed: int, protocol: 
         path=dataset.path,
         propensity=dataset.propensity,
     )
-    if protocol == "future":
+    if protocol in BENCHMARK_PROTOCOLS:
         if len(tr) > n:
             raise ConfigError(
                 "the future protocol cannot drop labels from label points already in the training "
