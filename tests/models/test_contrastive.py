@@ -116,6 +116,38 @@ def test_fine_tuning_draws_points_towards_their_label_texts_and_resumes_to_the_s
         assert torch.equal(a, b), name
 
 
+def test_a_cpu_epoch_fine_tunes_on_its_seeded_sample_of_points(monkeypatch):
+    import gandalf_xmc.models.contrastive as contrastive
+
+    texts, Y, label_texts = _pairs()
+    embedded: list[set[int]] = []  # the points each epoch embeds to mine its batches
+    trained: set[int] = set()  # the points any batch trained on
+    real_loss, real_embed = contrastive.batch_loss, TunedEncoder.embed
+
+    def recording_loss(encoder, texts_, label_texts_, Y_, rows, rng, temperature):
+        trained.update(rows.tolist())
+        return real_loss(encoder, texts_, label_texts_, Y_, rows, rng, temperature)
+
+    def recording_embed(self, texts_, *args, **kwargs):
+        embedded.append({texts.index(t) for t in texts_})
+        return real_embed(self, texts_, *args, **kwargs)
+
+    monkeypatch.setattr(contrastive, "batch_loss", recording_loss)
+    monkeypatch.setattr(TunedEncoder, "embed", recording_embed)
+    config = ContrastiveConfig(epochs=2, batch_size=2, lr=1e-4, cpu_pairs_per_epoch=4)
+    history = fine_tune(TunedEncoder(32), texts, Y, label_texts, config, seed=3, progress=False)
+    assert [h["pairs"] for h in history] == [4, 4]
+    # the sample an epoch draws, computed apart: seeded by the seed and the epoch
+    want = [set(np.random.default_rng([3, epoch, 11]).choice(np.arange(6), 4, replace=False).tolist()) for epoch in (0, 1)]
+    assert embedded == want and trained <= want[0] | want[1]
+    embedded.clear()
+    every = ContrastiveConfig(epochs=1, batch_size=2, cpu_pairs_per_epoch=0)
+    assert fine_tune(TunedEncoder(32), texts, Y, label_texts, every, progress=False)[0]["pairs"] == 6
+    assert embedded == [set(range(6))]
+    assert contrastive.pairs_per_epoch(config, torch.device("cuda"), 6) == 6  # a GPU epoch takes every point
+    assert contrastive.pairs_per_epoch(config, torch.device("cpu"), 3) == 3
+
+
 def test_fine_tuning_refuses_what_it_cannot_learn_from():
     texts, Y, label_texts = _pairs()
     with pytest.raises(ConfigError, match="two training points"):

@@ -11,6 +11,8 @@ point's embedding lies nearer its labels' texts than the other labels' texts of 
   first, by ranking every label by its text's cosine to a validation text (its validation P@1,
   or ``select_metric``); the best is kept, the packaged encoder included, so fine-tuning that does
   not help on validation is undone.
+* **On the CPU** an epoch takes a seeded sample of ``cpu_pairs_per_epoch`` points (0: every one),
+  so that a run on a CPU stays within minutes; on a GPU every point.
 * The encoder's head is the sentence model's (mean over tokens, l2 norm), so that before tuning it
   embeds as :func:`gandalf_xmc.sentence.embed` does; texts are cut at ``max_length`` tokens.
 
@@ -57,12 +59,15 @@ class ContrastiveConfig:
     max_length: int = 32  # tokens kept of a text, in training and when embedding
     # the word embeddings are half the encoder's weights: AdamW would update all 11.7M each step
     tune_word_embeddings: bool = False
+    # on the CPU an epoch fine-tunes on a seeded sample of this many points (0: every point), so
+    # that a CPU run stays within minutes; a GPU epoch takes every point
+    cpu_pairs_per_epoch: int = 4096
 
     def __post_init__(self) -> None:
         check_ranges(
             self,
             positive=("batch_size", "lr", "temperature", "max_length"),
-            non_negative=("epochs", "weight_decay"),
+            non_negative=("epochs", "weight_decay", "cpu_pairs_per_epoch"),
             below_one=("warmup",),
         )
         if self.batch_size < 2:
@@ -159,6 +164,14 @@ def chosen_epochs(history: list[dict]) -> int:
     return next((int(h["epoch"]) + 1 for h in epochs if h.get("kept")), len([h for h in epochs if h["epoch"] >= 0]))
 
 
+def pairs_per_epoch(config: ContrastiveConfig, device: torch.device, n_points: int) -> int:
+    """How many of ``n_points`` an epoch fine-tunes on: every one on a GPU; on the CPU
+    ``cpu_pairs_per_epoch`` of them (every one where that is 0 or more than there are)."""
+    if device.type == "cpu" and 0 < config.cpu_pairs_per_epoch < n_points:
+        return max(2, config.cpu_pairs_per_epoch)
+    return n_points
+
+
 def fine_tune(
     encoder: TunedEncoder,
     texts: list[str],
@@ -221,13 +234,15 @@ def fine_tune(
     if valid is not None and start == 0:
         history.append({"epoch": -1})
         consider(-1, history[-1])
-    warmup_steps = max(1, int(config.warmup * points.size / config.batch_size))
+    per_epoch = pairs_per_epoch(config, encoder.device, points.size)
+    warmup_steps = max(1, int(config.warmup * per_epoch / config.batch_size))
     encoder.train()
     for epoch in range(start, config.epochs):
         began = time.perf_counter()
         rng = np.random.default_rng([seed, epoch, 11])
-        vectors = encoder.embed([texts[i] for i in points], precision="float32")
-        batches = [points[b] for b in mined_batches(vectors, config.batch_size, rng) if b.size > 1]
+        drawn = points if per_epoch == points.size else np.sort(rng.choice(points, per_epoch, replace=False))
+        vectors = encoder.embed([texts[i] for i in drawn], precision="float32")
+        batches = [drawn[b] for b in mined_batches(vectors, config.batch_size, rng) if b.size > 1]
         total = 0.0
         bar = tqdm(batches, disable=not progress, desc=f"encoder epoch {epoch + 1}/{config.epochs}", leave=False)
         gpus = [encoder.device] if encoder.device.type == "cuda" else []
@@ -246,7 +261,13 @@ def fine_tune(
                 bar.set_postfix(loss=f"{total / (step + 1):.3f}")
         seconds = time.perf_counter() - began
         history.append(
-            {"epoch": epoch, "loss": total / max(1, len(batches)), "seconds": seconds, "pairs_per_second": points.size / seconds}
+            {
+                "epoch": epoch,
+                "loss": total / max(1, len(batches)),
+                "pairs": int(drawn.size),
+                "seconds": seconds,
+                "pairs_per_second": drawn.size / seconds,
+            }
         )
         if valid is not None:
             consider(epoch, history[-1])
