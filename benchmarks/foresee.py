@@ -18,11 +18,14 @@ The prediction depends on what the deployment's queries are, which its owner kno
   ``+ s x`` the gain on held-out items whose own label stays, unfiltered, as a wrong namesake (the
   label point "text of X -> X" puts X first: a miss), where ``s`` is the share of the deployment's
   query texts that equal a label's text. ``s`` is read from unlabelled query texts (the dataset's
-  ``val`` split, its texts only; the test split is not read for it).
+  ``val`` split, its texts only; the test split is not read for it). The share comes from a
+  sample of the deployment's queries drawn by family, so the forecast also carries its value at
+  both ends of a 90% interval of ``s`` (the families resampled); where the two ends differ in
+  sign, the forecast is "undecided".
 
 Prints one table (dataset, augmentation, predicted gain and its parts, test gain with two paired
 standard errors over the test items, whether the signs agree) and writes
-``benchmarks/results/foresee.json``.
+``benchmarks/results/foresee.json``; ``--runs FILE`` tabulates an earlier run's rows again.
 """
 
 from __future__ import annotations
@@ -55,6 +58,24 @@ def namesake_share(texts: list[str], label_texts: list[str]) -> float:
     return float(np.mean([folded_text(t) in labels for t in texts])) if texts else 0.0
 
 
+def namesake_share_interval(
+    texts: list[str], groups: list[str] | None, label_texts: list[str], seed: int = 0, resamples: int = 1000
+) -> tuple[float, float]:
+    """A 90% interval of :func:`namesake_share` over ``resamples`` draws of whole families (the
+    ``groups``, where the sample was drawn by family; else each text its own)."""
+    labels = {folded_text(t) for t in label_texts}
+    hit = np.array([folded_text(t) in labels for t in texts], dtype=float)
+    if not hit.size:
+        return 0.0, 0.0
+    _, family = np.unique(np.asarray(groups if groups else range(hit.size), dtype=str), return_inverse=True)
+    hits, sizes = np.bincount(family, hit), np.bincount(family).astype(float)
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, sizes.size, size=(resamples, sizes.size))
+    shares = hits[draws].sum(1) / sizes[draws].sum(1)
+    low, high = np.percentile(shares, [5, 95])
+    return float(low), float(high)
+
+
 def top1_hits(model, split, filter_predictions: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Each scored point's top-1 hit (0/1) and which rows of ``split`` were scored (those with a
     target once the filter pairs are removed), by :func:`hits_of` ``model``'s predictions."""
@@ -83,9 +104,12 @@ def measure(dataset: str, seed: int, augments: tuple[str, ...]) -> list[dict]:
     own = set(ds.label_uids)
     # held-out items that are labels too: their own label, unfiltered, plays a wrong namesake
     own_rows = np.array([uid in own for uid in valid.uids])
-    share, future_protocol = None, None
+    share, interval, future_protocol = None, None, None
     if new_items:
-        share = namesake_share(ds.split(NEW_ITEMS_SPLIT).texts, ds.label_texts)  # its texts only
+        queries = ds.split(NEW_ITEMS_SPLIT)  # its texts and families only
+        share = namesake_share(queries.texts, ds.label_texts)
+        families = queries.groups if BY_NAME[dataset].group_is_family else None
+        interval = namesake_share_interval(queries.texts, families, ds.label_texts)
         future_protocol = "future-family" if BY_NAME[dataset].group_is_family else "future"
         future_rest, future_valid = carve_validation(ds, frac, seed, future_protocol)
     rows, test_of = [], {}
@@ -102,6 +126,7 @@ def measure(dataset: str, seed: int, augments: tuple[str, ...]) -> list[dict]:
             "namesake_kept": 100 * unfiltered[own_rows[kept]].mean() if own_rows[kept].any() else None,
             "n_namesake_kept": int(own_rows[kept].sum()),
             "share": share,
+            "share_interval": interval,
             "future_protocol": future_protocol,
         }
         if new_items:
@@ -128,14 +153,20 @@ def predicted_gains(rows: list[dict]) -> list[dict]:
         sub = [r for r in rows if r["dataset"] == dataset]
         new_items = sub[0]["deployment"] == "new items"
         share = sub[0]["share"] or 0.0
+        interval = sub[0].get("share_interval") or (share, share)
         for augment in dict.fromkeys(r["augment"] for r in sub if r["augment"] != "none"):
             gains = {key: mean(augment, key) - mean("none", key) for key in ("random", "test")}
             if new_items:
                 gains["future"] = mean(augment, "future") - mean("none", "future")
                 gains["namesake_kept"] = mean(augment, "namesake_kept") - mean("none", "namesake_kept")
-                predicted = (1 - share) * gains["future"] + share * gains["namesake_kept"]
+
+                def at(s: float, gains=gains) -> float:
+                    return (1 - s) * gains["future"] + s * gains["namesake_kept"]
+
+                predicted, ends = at(share), [at(s) for s in interval]
             else:
                 predicted = gains["random"]
+                ends = [predicted, predicted]
             test = gains["test"]
             se = [r["test_gain_se"] for r in sub if r["augment"] == augment]
             noise = 2 * float(np.sqrt(np.sum(np.square(se)))) / len(se)  # two standard errors of the mean over seeds
@@ -145,9 +176,12 @@ def predicted_gains(rows: list[dict]) -> list[dict]:
                     "augment": augment,
                     "deployment": sub[0]["deployment"],
                     "share": share if new_items else None,
+                    "share_interval": [round(s, 3) for s in interval] if new_items else None,
                     "future_protocol": sub[0].get("future_protocol"),
                     **{f"{k}_gain": round(v, 2) for k, v in gains.items()},
                     "predicted_gain": round(predicted, 2),
+                    "predicted_range": [round(e, 2) for e in ends],
+                    "decided": bool(np.sign(ends[0]) == np.sign(ends[1])),  # one sign across the share's interval
                     "test_noise": round(noise, 2),
                     "signs_agree": bool(np.sign(predicted) == np.sign(test)),
                     "beyond_noise": bool(abs(test) > noise),
@@ -166,18 +200,26 @@ def table(gains: list[dict]) -> str:
         return "" if value is None else f"{value:+.2f}"
 
     for g in gains:
-        agree = ("yes" if g["signs_agree"] else "no") + ("" if g["beyond_noise"] else " (within noise)")
+        agree = ("yes" if g["signs_agree"] else "no") if g.get("decided", True) else "undecided"
+        agree += "" if g["beyond_noise"] else " (within noise)"
         share = "" if g["share"] is None else f"{g['share']:.3f}"
+        if g.get("share_interval"):
+            share += f" ({g['share_interval'][0]:.3f}-{g['share_interval'][1]:.3f})"
+        predicted = cell(g["predicted_gain"])
+        if g.get("share_interval"):
+            predicted += " ({} to {})".format(*map(cell, g["predicted_range"]))
         future = cell(g.get("future_gain")) + (" (families)" if g.get("future_protocol") == "future-family" else "")
         lines.append(
             f"| {g['dataset']} | {g['deployment']} | {g['augment']} | {cell(g['random_gain'])} | {future} | "
-            f"{cell(g.get('namesake_kept_gain'))} | {share} | {cell(g['predicted_gain'])} | "
+            f"{cell(g.get('namesake_kept_gain'))} | {share} | {predicted} | "
             f"{cell(g['test_gain'])} ({g['test_noise']:.2f}) | {agree} |"
         )
-    judged = [g for g in gains if g["beyond_noise"]]
+    decided = [g for g in gains if g.get("decided", True)]
+    judged = [g for g in decided if g["beyond_noise"]]
     lines.append(
-        f"\nsigns agree in {sum(g['signs_agree'] for g in gains)} of {len(gains)} pairs; in "
-        f"{sum(g['signs_agree'] for g in judged)} of the {len(judged)} whose test gain is beyond two standard errors"
+        f"\nsigns agree in {sum(g['signs_agree'] for g in decided)} of the {len(decided)} decided pairs "
+        f"({len(gains) - len(decided)} undecided); in {sum(g['signs_agree'] for g in judged)} of the "
+        f"{len(judged)} decided ones whose test gain is beyond two standard errors"
     )
     return "\n".join(lines)
 
@@ -188,10 +230,22 @@ def main() -> None:
     ap.add_argument("--augments", nargs="+", default=list(AUGMENTS))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--out", type=Path, default=HERE / "results" / "foresee.json")
+    ap.add_argument("--runs", type=Path, help="tabulate the runs of an earlier --out file again (nothing is trained)")
     args = ap.parse_args()
     augments = tuple(dict.fromkeys(["none", *args.augments]))
     rows = []
-    for dataset in args.datasets:
+    if args.runs:
+        rows = json.loads(args.runs.read_text())["runs"]
+        intervals: dict[str, tuple[float, float]] = {}
+        for row in rows:  # a file written before the share's interval was recorded
+            if row["deployment"] == "new items" and row.get("share_interval") is None:
+                if row["dataset"] not in intervals:
+                    ds = load_dataset(row["dataset"], splits=("trn", NEW_ITEMS_SPLIT))
+                    queries = ds.split(NEW_ITEMS_SPLIT)
+                    families = queries.groups if BY_NAME[row["dataset"]].group_is_family else None
+                    intervals[row["dataset"]] = namesake_share_interval(queries.texts, families, ds.label_texts)
+                row["share_interval"] = intervals[row["dataset"]]
+    for dataset in [] if args.runs else args.datasets:
         if not is_available(dataset):
             build(dataset)
         for seed in args.seeds:

@@ -54,6 +54,37 @@ def test_new_items_mix_the_future_gain_with_the_wrong_namesakes_gain_by_the_shar
     assert gain["signs_agree"] is True and gain["beyond_noise"] is True
 
 
+def test_a_forecast_whose_sign_turns_inside_the_shares_interval_is_undecided():
+    figures = {
+        "none": {"random": 40.0, "future": 40.0, "namesake_kept": 30.0, "test": 35.0},
+        "identity": {"random": 45.0, "future": 46.0, "namesake_kept": 10.0, "test": 30.0},
+    }
+    runs = [{**r, "share_interval": [0.2, 0.35]} for r in rows("n", "new items", 0.25, figures)]
+    (gain,) = foresee.predicted_gains(runs)
+    # at s = 0.2: 0.8 x 6 - 0.2 x 20 = +0.8; at s = 0.35: 0.65 x 6 - 0.35 x 20 = -3.1
+    assert gain["predicted_range"] == [pytest.approx(0.8), pytest.approx(-3.1)]
+    assert gain["decided"] is False and "| undecided |" in foresee.table([gain])
+    runs = [{**r, "share_interval": [0.24, 0.35]} for r in rows("n", "new items", 0.25, figures)]
+    (gain,) = foresee.predicted_gains(runs)
+    assert gain["decided"] is True and gain["signs_agree"] is True  # -0.24 .. -3.1: one sign
+    assert "signs agree in 1 of the 1 decided pairs (0 undecided)" in foresee.table([gain])
+
+
+def test_the_shares_interval_resamples_whole_families():
+    labels = ["a tool"]
+    # family f: 4 namesakes; families g, h, i: one text each, none a namesake
+    texts, groups = ["a tool"] * 4 + ["x", "y", "z"], ["f"] * 4 + ["g", "h", "i"]
+    low, high = foresee.namesake_share_interval(texts, groups, labels, seed=1)
+    # a draw of the 4 families holds f k times, k ~ Binomial(4, 1/4), share 4k / (3k + 4):
+    # P(k = 0) = 0.32 puts the 5th percentile at 0; P(k >= 2) = 0.26 and P(k >= 3) = 0.051 put the
+    # 95th between k = 2 (0.8) and k = 3 (0.923)
+    assert low == 0.0 and 0.8 <= high <= 12 / 13
+    items = foresee.namesake_share_interval(texts, None, labels, seed=1)  # without families: each text its own
+    # m of 7 texts, m ~ Binomial(7, 4/7): P(m <= 1) = 0.028, P(m <= 2) = 0.098, P(m = 7) = 0.020
+    assert 1 / 7 <= items[0] <= 2 / 7 and 6 / 7 <= items[1] <= 1.0
+    assert foresee.namesake_share_interval([], None, labels) == (0.0, 0.0)
+
+
 def test_seeds_are_averaged_and_their_standard_errors_combined():
     runs = []
     for seed, (base, test) in enumerate([(40.0, 44.0), (42.0, 44.0)]):
