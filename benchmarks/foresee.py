@@ -23,6 +23,9 @@ The prediction depends on what the deployment's queries are, which its owner kno
   both ends of a 90% interval of ``s`` (the families resampled); where the two ends differ in
   sign, the forecast is "undecided".
 
+A forecast within two standard errors of its validation (paired over the validation items, per
+seed, combined over seeds) is undecided too: it says the validation cannot tell.
+
 Prints one table (dataset, augmentation, predicted gain and its parts, test gain with two paired
 standard errors over the test items, whether the signs agree) and writes
 ``benchmarks/results/foresee.json``; ``--runs FILE`` tabulates an earlier run's rows again.
@@ -112,7 +115,8 @@ def measure(dataset: str, seed: int, augments: tuple[str, ...]) -> list[dict]:
         interval = namesake_share_interval(queries.texts, families, ds.label_texts)
         future_protocol = "future-family" if BY_NAME[dataset].group_is_family else "future"
         future_rest, future_valid = carve_validation(ds, frac, seed, future_protocol)
-    rows, test_of = [], {}
+    rows: list[dict] = []
+    hits_by: dict[str, dict[str, np.ndarray]] = {}  # each measurement's hits by augmentation, to pair with none's
     for augment in augments:
         predictions = trained(rest, augment, seed).predict(valid.texts, k=5)  # scored twice: filtered, and not
         hits, _ = hits_of(predictions, valid)
@@ -129,17 +133,30 @@ def measure(dataset: str, seed: int, augments: tuple[str, ...]) -> list[dict]:
             "share_interval": interval,
             "future_protocol": future_protocol,
         }
+        measured = {"random": hits, "namesake_kept": unfiltered[own_rows[kept]]}
         if new_items:
-            future_hits, _ = top1_hits(trained(future_rest, augment, seed), future_valid)
-            row["future"] = 100 * future_hits.mean()
-        test_of[augment], _ = top1_hits(trained(ds, augment, seed), ds.test)
-        row["test"] = 100 * test_of[augment].mean()
-        if augment != "none":  # the paired standard error of the test gain over none (the same items)
-            diff = test_of[augment] - test_of["none"]
-            row["test_gain_se"] = 100 * float(diff.std(ddof=1) / np.sqrt(diff.size))
+            measured["future"], _ = top1_hits(trained(future_rest, augment, seed), future_valid)
+            row["future"] = 100 * measured["future"].mean()
+        measured["test"], _ = top1_hits(trained(ds, augment, seed), ds.test)
+        row["test"] = 100 * measured["test"].mean()
+        hits_by[augment] = measured
+        if augment != "none":  # the paired standard error of each gain over none (the same items)
+            for key, values in measured.items():
+                row[f"{key}_gain_se"] = paired_se(values, hits_by["none"][key])
         rows.append(row)
         print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
     return rows
+
+
+def paired_se(hits: np.ndarray, base: np.ndarray) -> float:
+    """The standard error (in points) of the mean of ``hits - base`` over the same items."""
+    diff = hits - base
+    return 100 * float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else 0.0
+
+
+def two_se(per_seed: list[float]) -> float:
+    """Two standard errors of a mean over seeds, from each seed's standard error."""
+    return 2 * float(np.sqrt(np.sum(np.square(per_seed)))) / len(per_seed)
 
 
 def predicted_gains(rows: list[dict]) -> list[dict]:
@@ -164,12 +181,23 @@ def predicted_gains(rows: list[dict]) -> list[dict]:
                     return (1 - s) * gains["future"] + s * gains["namesake_kept"]
 
                 predicted, ends = at(share), [at(s) for s in interval]
+                forecast_se = [
+                    np.hypot((1 - share) * r.get("future_gain_se", 0.0), share * r.get("namesake_kept_gain_se", 0.0))
+                    for r in sub
+                    if r["augment"] == augment
+                ]
             else:
                 predicted = gains["random"]
                 ends = [predicted, predicted]
+                forecast_se = [r.get("random_gain_se", 0.0) for r in sub if r["augment"] == augment]
             test = gains["test"]
-            se = [r["test_gain_se"] for r in sub if r["augment"] == augment]
-            noise = 2 * float(np.sqrt(np.sum(np.square(se)))) / len(se)  # two standard errors of the mean over seeds
+            noise = two_se([r["test_gain_se"] for r in sub if r["augment"] == augment])
+            forecast_noise = two_se(forecast_se)
+            undecided = [
+                why
+                for why, bad in (("share", np.sign(ends[0]) != np.sign(ends[1])), ("noise", abs(predicted) <= forecast_noise))
+                if bad
+            ]
             out.append(
                 {
                     "dataset": dataset,
@@ -181,7 +209,10 @@ def predicted_gains(rows: list[dict]) -> list[dict]:
                     **{f"{k}_gain": round(v, 2) for k, v in gains.items()},
                     "predicted_gain": round(predicted, 2),
                     "predicted_range": [round(e, 2) for e in ends],
-                    "decided": bool(np.sign(ends[0]) == np.sign(ends[1])),  # one sign across the share's interval
+                    "forecast_noise": round(forecast_noise, 2),
+                    # one sign across the share's interval, and beyond two standard errors of validation
+                    "decided": not undecided,
+                    "undecided_by": undecided,
                     "test_noise": round(noise, 2),
                     "signs_agree": bool(np.sign(predicted) == np.sign(test)),
                     "beyond_noise": bool(abs(test) > noise),
@@ -192,7 +223,8 @@ def predicted_gains(rows: list[dict]) -> list[dict]:
 
 def table(gains: list[dict]) -> str:
     lines = [
-        "| dataset | deployment | augmentation | random | future | namesake kept | s | predicted | test (2 SE) | same sign |",
+        "| dataset | deployment | augmentation | random | future | namesake kept | s | predicted (2 SE) | test (2 SE) "
+        "| same sign |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
 
@@ -200,14 +232,15 @@ def table(gains: list[dict]) -> str:
         return "" if value is None else f"{value:+.2f}"
 
     for g in gains:
-        agree = ("yes" if g["signs_agree"] else "no") if g.get("decided", True) else "undecided"
+        decided = g.get("decided", True)
+        agree = ("yes" if g["signs_agree"] else "no") if decided else f"undecided ({', '.join(g['undecided_by'])})"
         agree += "" if g["beyond_noise"] else " (within noise)"
         share = "" if g["share"] is None else f"{g['share']:.3f}"
         if g.get("share_interval"):
             share += f" ({g['share_interval'][0]:.3f}-{g['share_interval'][1]:.3f})"
-        predicted = cell(g["predicted_gain"])
+        predicted = f"{cell(g['predicted_gain'])} ({g.get('forecast_noise', 0.0):.2f})"
         if g.get("share_interval"):
-            predicted += " ({} to {})".format(*map(cell, g["predicted_range"]))
+            predicted += " {} to {}".format(*map(cell, g["predicted_range"]))
         future = cell(g.get("future_gain")) + (" (families)" if g.get("future_protocol") == "future-family" else "")
         lines.append(
             f"| {g['dataset']} | {g['deployment']} | {g['augment']} | {cell(g['random_gain'])} | {future} | "

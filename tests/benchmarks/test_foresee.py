@@ -63,11 +63,42 @@ def test_a_forecast_whose_sign_turns_inside_the_shares_interval_is_undecided():
     (gain,) = foresee.predicted_gains(runs)
     # at s = 0.2: 0.8 x 6 - 0.2 x 20 = +0.8; at s = 0.35: 0.65 x 6 - 0.35 x 20 = -3.1
     assert gain["predicted_range"] == [pytest.approx(0.8), pytest.approx(-3.1)]
-    assert gain["decided"] is False and "| undecided |" in foresee.table([gain])
+    assert gain["decided"] is False and "| undecided (share) |" in foresee.table([gain])
     runs = [{**r, "share_interval": [0.24, 0.35]} for r in rows("n", "new items", 0.25, figures)]
     (gain,) = foresee.predicted_gains(runs)
     assert gain["decided"] is True and gain["signs_agree"] is True  # -0.24 .. -3.1: one sign
     assert "signs agree in 1 of the 1 decided pairs (0 undecided)" in foresee.table([gain])
+
+
+def test_a_forecast_within_two_standard_errors_of_its_validation_is_undecided():
+    figures = {"none": {"random": 40.0, "test": 41.0}, "gandalf": {"random": 43.0, "test": 45.0, "random_gain_se": 1.6}}
+    (gain,) = foresee.predicted_gains(rows("c", "catalogue items", None, figures))
+    assert gain["forecast_noise"] == pytest.approx(3.2) and gain["decided"] is False  # +3 within 2 x 1.6
+    assert gain["undecided_by"] == ["noise"] and "undecided (noise)" in foresee.table([gain])
+    figures["gandalf"]["random_gain_se"] = 1.4
+    (gain,) = foresee.predicted_gains(rows("c", "catalogue items", None, figures))
+    assert gain["decided"] is True and gain["signs_agree"] is True
+    # new items: the forecast's standard error mixes the two validations' by the share
+    figures = {
+        "none": {"random": 40.0, "future": 40.0, "namesake_kept": 30.0, "test": 35.0},
+        "identity": {
+            "random": 45.0,
+            "future": 46.0,
+            "namesake_kept": 10.0,
+            "test": 30.0,
+            "future_gain_se": 2.0,
+            "namesake_kept_gain_se": 4.0,
+        },
+    }
+    (gain,) = foresee.predicted_gains(rows("n", "new items", 0.25, figures))
+    assert gain["forecast_noise"] == pytest.approx(2 * np.hypot(0.75 * 2.0, 0.25 * 4.0), abs=0.005)
+
+
+def test_paired_standard_error_of_a_gain():
+    a, b = np.array([1.0, 1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.0, 1.0])
+    # differences 1, 0, 0, -1: sample sd sqrt(2/3), over sqrt(4) items, in points
+    assert foresee.paired_se(a, b) == pytest.approx(100 * np.sqrt(2 / 3) / 2)
+    assert foresee.paired_se(a[:1], b[:1]) == 0.0
 
 
 def test_the_shares_interval_resamples_whole_families():
