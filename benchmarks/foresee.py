@@ -28,7 +28,7 @@ seed, combined over seeds) is undecided too: it says the validation cannot tell.
 
 Prints one table (dataset, augmentation, predicted gain and its parts, test gain with two paired
 standard errors over the test items, whether the signs agree) and writes
-``benchmarks/results/foresee.json``; ``--runs FILE`` tabulates an earlier run's rows again.
+``benchmarks/results/foresee.json``; ``--runs FILE...`` tabulates earlier runs' rows again (several files together).
 """
 
 from __future__ import annotations
@@ -79,6 +79,14 @@ def namesake_share_interval(
     return float(low), float(high)
 
 
+def deployment_share(ds, dataset: str) -> tuple[float, tuple[float, float]]:
+    """``s`` and its interval from a new-items set's unlabelled sample of queries (the ``val``
+    split's texts, and its families where the set's group key names them)."""
+    queries = ds.split(NEW_ITEMS_SPLIT)
+    families = queries.groups if BY_NAME[dataset].group_is_family else None
+    return namesake_share(queries.texts, ds.label_texts), namesake_share_interval(queries.texts, families, ds.label_texts)
+
+
 def top1_hits(model, split, filter_predictions: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Each scored point's top-1 hit (0/1) and which rows of ``split`` were scored (those with a
     target once the filter pairs are removed), by :func:`hits_of` ``model``'s predictions."""
@@ -109,10 +117,7 @@ def measure(dataset: str, seed: int, augments: tuple[str, ...]) -> list[dict]:
     own_rows = np.array([uid in own for uid in valid.uids])
     share, interval, future_protocol = None, None, None
     if new_items:
-        queries = ds.split(NEW_ITEMS_SPLIT)  # its texts and families only
-        share = namesake_share(queries.texts, ds.label_texts)
-        families = queries.groups if BY_NAME[dataset].group_is_family else None
-        interval = namesake_share_interval(queries.texts, families, ds.label_texts)
+        share, interval = deployment_share(ds, dataset)
         future_protocol = "future-family" if BY_NAME[dataset].group_is_family else "future"
         future_rest, future_valid = carve_validation(ds, frac, seed, future_protocol)
     rows: list[dict] = []
@@ -263,20 +268,18 @@ def main() -> None:
     ap.add_argument("--augments", nargs="+", default=list(AUGMENTS))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--out", type=Path, default=HERE / "results" / "foresee.json")
-    ap.add_argument("--runs", type=Path, help="tabulate the runs of an earlier --out file again (nothing is trained)")
+    ap.add_argument("--runs", type=Path, nargs="+", help="tabulate the runs of earlier --out files again (nothing is trained)")
     args = ap.parse_args()
     augments = tuple(dict.fromkeys(["none", *args.augments]))
     rows = []
     if args.runs:
-        rows = json.loads(args.runs.read_text())["runs"]
+        rows = [row for path in args.runs for row in json.loads(path.read_text())["runs"]]
         intervals: dict[str, tuple[float, float]] = {}
         for row in rows:  # a file written before the share's interval was recorded
             if row["deployment"] == "new items" and row.get("share_interval") is None:
                 if row["dataset"] not in intervals:
                     ds = load_dataset(row["dataset"], splits=("trn", NEW_ITEMS_SPLIT))
-                    queries = ds.split(NEW_ITEMS_SPLIT)
-                    families = queries.groups if BY_NAME[row["dataset"]].group_is_family else None
-                    intervals[row["dataset"]] = namesake_share_interval(queries.texts, families, ds.label_texts)
+                    intervals[row["dataset"]] = deployment_share(ds, row["dataset"])[1]
                 row["share_interval"] = intervals[row["dataset"]]
     for dataset in [] if args.runs else args.datasets:
         if not is_available(dataset):
