@@ -55,10 +55,15 @@ AUGMENTS = ("none", "gandalf", "gandalf-tempered", "identity")
 NEW_ITEMS_SPLIT = "val"  # a new-items set's unlabelled sample of its deployment's queries
 
 
+def namesakes(texts: list[str], label_texts: list[str]) -> np.ndarray:
+    """1.0 for each of ``texts`` equal (case and spacing folded) to some label's text, else 0.0."""
+    labels = {folded_text(t) for t in label_texts}
+    return np.array([folded_text(t) in labels for t in texts], dtype=float)
+
+
 def namesake_share(texts: list[str], label_texts: list[str]) -> float:
     """The share of ``texts`` equal (case and spacing folded) to some label's text."""
-    labels = {folded_text(t) for t in label_texts}
-    return float(np.mean([folded_text(t) in labels for t in texts])) if texts else 0.0
+    return float(namesakes(texts, label_texts).mean()) if texts else 0.0
 
 
 def namesake_share_interval(
@@ -66,8 +71,7 @@ def namesake_share_interval(
 ) -> tuple[float, float]:
     """A 90% interval of :func:`namesake_share` over ``resamples`` draws of whole families (the
     ``groups``, where the sample was drawn by family; else each text its own)."""
-    labels = {folded_text(t) for t in label_texts}
-    hit = np.array([folded_text(t) in labels for t in texts], dtype=float)
+    hit = namesakes(texts, label_texts)
     if not hit.size:
         return 0.0, 0.0
     _, family = np.unique(np.asarray(groups if groups else range(hit.size), dtype=str), return_inverse=True)

@@ -62,7 +62,7 @@ def carve_validation(dataset: XMCDataset, fraction: float, seed: int, protocol: 
     n_valid = int(round(fraction * n))
     rng = np.random.default_rng(seed)
     if protocol in ("group", "future-family"):
-        valid_mask = _group_holdout(tr.groups[:n] if tr.groups else None, n_valid, rng)
+        valid_mask = _group_holdout(tr.groups[:n] if tr.groups else None, n_valid, rng, protocol)
     else:
         valid_mask = np.zeros(n, dtype=bool)
         valid_mask[rng.permutation(n)[:n_valid]] = True
@@ -94,7 +94,7 @@ def carve_validation(dataset: XMCDataset, fraction: float, seed: int, protocol: 
     if protocol in BENCHMARK_PROTOCOLS:
         if len(tr) > n:
             raise ConfigError(
-                "the future protocol cannot drop labels from label points already in the training "
+                f"the {protocol} protocol cannot drop labels from label points already in the training "
                 "file (a directory written by gandalf augment): give the original dataset"
             )
         held = set(tr.uids[i] for i in valid_idx)
@@ -133,18 +133,20 @@ def _without_labels(dataset: XMCDataset, gone: np.ndarray) -> XMCDataset:
     )
 
 
-def _group_holdout(groups: list[str | None] | None, n_valid: int, rng: np.random.Generator) -> np.ndarray:
+def _group_holdout(
+    groups: list[str | None] | None, n_valid: int, rng: np.random.Generator, protocol: str = "group"
+) -> np.ndarray:
     """Whole groups, in a seeded order, until ``n_valid`` points are held out (never every group)."""
     import numpy as np
 
     if not groups or any(g is None for g in groups):
         raise ConfigError(
-            "the group protocol needs a 'group' key on every training point; this data has none "
+            f"the {protocol} protocol needs a 'group' key on every training point; this data has none "
             "(use --valid-protocol random or new-items)"
         )
     names, codes = np.unique(np.asarray(groups, dtype=object).astype(str), return_inverse=True)
     if names.size < 2:
-        raise ConfigError(f"the group protocol needs at least 2 groups; this data has {names.size}")
+        raise ConfigError(f"the {protocol} protocol needs at least 2 groups; this data has {names.size}")
     sizes = np.bincount(codes, minlength=names.size)
     held = np.zeros(names.size, dtype=bool)
     count = 0
