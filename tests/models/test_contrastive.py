@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -116,7 +118,7 @@ def test_fine_tuning_draws_points_towards_their_label_texts_and_resumes_to_the_s
         assert torch.equal(a, b), name
 
 
-def test_a_cpu_epoch_fine_tunes_on_its_seeded_sample_of_points(monkeypatch):
+def test_an_epoch_fine_tunes_on_its_seeded_sample_of_points(monkeypatch):
     import gandalf_xmc.models.contrastive as contrastive
 
     texts, Y, label_texts = _pairs()
@@ -134,18 +136,17 @@ def test_a_cpu_epoch_fine_tunes_on_its_seeded_sample_of_points(monkeypatch):
 
     monkeypatch.setattr(contrastive, "batch_loss", recording_loss)
     monkeypatch.setattr(TunedEncoder, "embed", recording_embed)
-    config = ContrastiveConfig(epochs=2, batch_size=2, lr=1e-4, cpu_pairs_per_epoch=4)
+    config = ContrastiveConfig(epochs=2, batch_size=2, lr=1e-4, pairs_per_epoch=4)
     history = fine_tune(TunedEncoder(32), texts, Y, label_texts, config, seed=3, progress=False)
     assert [h["pairs"] for h in history] == [4, 4]
     # the sample an epoch draws, computed apart: seeded by the seed and the epoch
     want = [set(np.random.default_rng([3, epoch, 11]).choice(np.arange(6), 4, replace=False).tolist()) for epoch in (0, 1)]
     assert embedded == want and trained <= want[0] | want[1]
     embedded.clear()
-    every = ContrastiveConfig(epochs=1, batch_size=2, cpu_pairs_per_epoch=0)
+    every = ContrastiveConfig(epochs=1, batch_size=2, pairs_per_epoch=0)
     assert fine_tune(TunedEncoder(32), texts, Y, label_texts, every, progress=False)[0]["pairs"] == 6
     assert embedded == [set(range(6))]
-    assert contrastive.pairs_per_epoch(config, torch.device("cuda"), 6) == 6  # a GPU epoch takes every point
-    assert contrastive.pairs_per_epoch(config, torch.device("cpu"), 3) == 3
+    assert contrastive.epoch_sample_size(config, 3) == 3  # fewer points than the sample: every one
 
 
 def test_fine_tuning_refuses_what_it_cannot_learn_from():
@@ -176,6 +177,12 @@ def test_ngame_saves_its_tuned_encoder_and_predicts_alike_after_loading(tmp_path
     assert loaded.config.contrastive == config.contrastive
     queries = ["a hammer for nails", "apples from the orchard"]
     np.testing.assert_allclose(loaded.predict(queries, k=2).toarray(), model.predict(queries, k=2).toarray(), rtol=1e-6)
+    # a model saved before the sample's setting was renamed loads with it under its new name
+    spec_file = tmp_path / "m" / "model.json"
+    spec = json.loads(spec_file.read_text())
+    spec["model"]["contrastive"]["cpu_pairs_per_epoch"] = spec["model"]["contrastive"].pop("pairs_per_epoch") + 1
+    spec_file.write_text(json.dumps(spec))
+    assert NeuralXMC.load(tmp_path / "m").config.contrastive.pairs_per_epoch == config.contrastive.pairs_per_epoch + 1
 
 
 @pytest.mark.gpu

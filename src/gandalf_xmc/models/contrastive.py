@@ -11,8 +11,9 @@ point's embedding lies nearer its labels' texts than the other labels' texts of 
   first, by ranking every label by its text's cosine to a validation text (its validation P@1,
   or ``select_metric``); the best is kept, the packaged encoder included, so fine-tuning that does
   not help on validation is undone.
-* **On the CPU** an epoch takes a seeded sample of ``cpu_pairs_per_epoch`` points (0: every one),
-  so that a run on a CPU stays within minutes; on a GPU every point.
+* An epoch takes a seeded sample of ``pairs_per_epoch`` points (0: every one), on any device: a
+  run on a CPU stays within minutes, and most of the classifier stage's points are then points the
+  encoder was not fitted to, as a deployment's are.
 * The encoder's head is the sentence model's (mean over tokens, l2 norm), so that before tuning it
   embeds as :func:`gandalf_xmc.sentence.embed` does; texts are cut at ``max_length`` tokens.
 
@@ -59,15 +60,14 @@ class ContrastiveConfig:
     max_length: int = 32  # tokens kept of a text, in training and when embedding
     # the word embeddings are half the encoder's weights: AdamW would update all 11.7M each step
     tune_word_embeddings: bool = False
-    # on the CPU an epoch fine-tunes on a seeded sample of this many points (0: every point), so
-    # that a CPU run stays within minutes; a GPU epoch takes every point
-    cpu_pairs_per_epoch: int = 4096
+    # an epoch fine-tunes on a seeded sample of this many points (0: every point), on any device
+    pairs_per_epoch: int = 4096
 
     def __post_init__(self) -> None:
         check_ranges(
             self,
             positive=("batch_size", "lr", "temperature", "max_length"),
-            non_negative=("epochs", "weight_decay", "cpu_pairs_per_epoch"),
+            non_negative=("epochs", "weight_decay", "pairs_per_epoch"),
             below_one=("warmup",),
         )
         if self.batch_size < 2:
@@ -164,11 +164,11 @@ def chosen_epochs(history: list[dict]) -> int:
     return next((int(h["epoch"]) + 1 for h in epochs if h.get("kept")), len([h for h in epochs if h["epoch"] >= 0]))
 
 
-def pairs_per_epoch(config: ContrastiveConfig, device: torch.device, n_points: int) -> int:
-    """How many of ``n_points`` an epoch fine-tunes on: every one on a GPU; on the CPU
-    ``cpu_pairs_per_epoch`` of them (every one where that is 0 or more than there are)."""
-    if device.type == "cpu" and 0 < config.cpu_pairs_per_epoch < n_points:
-        return max(2, config.cpu_pairs_per_epoch)
+def epoch_sample_size(config: ContrastiveConfig, n_points: int) -> int:
+    """How many of ``n_points`` an epoch fine-tunes on: ``pairs_per_epoch`` of them (every one
+    where that is 0 or more than there are)."""
+    if 0 < config.pairs_per_epoch < n_points:
+        return max(2, config.pairs_per_epoch)
     return n_points
 
 
@@ -234,7 +234,7 @@ def fine_tune(
     if valid is not None and start == 0:
         history.append({"epoch": -1})
         consider(-1, history[-1])
-    per_epoch = pairs_per_epoch(config, encoder.device, points.size)
+    per_epoch = epoch_sample_size(config, points.size)
     warmup_steps = max(1, int(config.warmup * per_epoch / config.batch_size))
     encoder.train()
     for epoch in range(start, config.epochs):

@@ -9,6 +9,9 @@ from typing import Any
 
 from ..engine.records import TrainConfig, TrainResult
 
+# settings that a model saved by an earlier version holds under another name: old -> new
+RENAMED_SETTINGS = {"cpu_pairs_per_epoch": "pairs_per_epoch"}
+
 
 def write_spec(directory: str | Path, kind: str, config, result: TrainResult | None, **extra) -> Path:
     """Create ``directory`` and write its ``model.json`` (``kind``, the settings as ``model``, the
@@ -31,7 +34,7 @@ def read_spec(directory: str | Path, config_class) -> tuple[Any, dict]:
     for f in fields(config_class):
         nested = f.default_factory if f.default_factory is not MISSING else None
         if f.name != "train" and isinstance(m.get(f.name), dict) and is_dataclass(nested):
-            m[f.name] = nested(**m[f.name])
+            m[f.name] = nested(**{RENAMED_SETTINGS.get(k, k): v for k, v in m[f.name].items()})
     return config_class(**m), spec
 
 
