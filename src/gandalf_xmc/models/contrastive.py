@@ -148,10 +148,22 @@ def batch_loss(
     return F.cross_entropy(logits, torch.from_numpy(target.astype(np.int64)).to(logits.device))
 
 
-def zero_shot_metrics(encoder: TunedEncoder, label_texts: list[str], valid: Validation) -> dict[str, float]:
-    """Validation metrics of ranking every label by its text's cosine to each validation text."""
-    queries, labels = encoder.embed(list(valid.inputs)), encoder.embed(label_texts)
-    return validation_metrics(text_scores(queries, labels, 10), valid)
+def zero_shot_metrics(
+    encoder: TunedEncoder, label_vectors: np.ndarray, valid: Validation, precision: str = "float32"
+) -> dict[str, float]:
+    """Validation metrics of ranking every label by the cosine of its text's vector (``label_vectors``,
+    embedded by ``encoder`` at ``precision``) to each validation text's."""
+    return validation_metrics(text_scores(encoder.embed(list(valid.inputs), precision), label_vectors, 10), valid)
+
+
+@dataclass
+class FineTuning:
+    """What :func:`fine_tune` did: its epoch records, and where validation scored the encoders, the
+    kept encoder's label-text vectors (at the selection's precision; None where none was scored
+    in this run, or a resumed run kept an encoder scored before it)."""
+
+    history: list[dict]
+    label_vectors: np.ndarray | None = None
 
 
 def chosen_epochs(history: list[dict]) -> int:
@@ -185,22 +197,25 @@ def fine_tune(
     progress: bool = True,
     valid: Validation | None = None,
     select_metric: str = "P@1",
-) -> list[dict]:
+    precision: str = "float32",
+) -> FineTuning:
     """Fine-tune ``encoder`` in place on the points ``texts`` and their labels ``Y`` (points without
     a label are left out); returns the records of the epochs (mean loss, seconds, pairs/s and,
     with ``valid``, the validation metrics, the packaged encoder's as epoch -1, and ``kept`` on
-    the one kept).
+    the one kept) and the kept encoder's label vectors.
 
     Args:
         valid: validation texts and targets; the encoder after the epoch (or before the first)
             with the best ``select_metric`` of :func:`zero_shot_metrics` is kept.
         gpu_precision: ``bfloat16`` autocasts the forward pass on a GPU (float32 on the CPU).
+        precision: what the selection embeds at: the classifiers' precision, so that the kept
+            encoder's label vectors are theirs too.
         checkpoint_dir: where ``contrastive.pt`` is written after each epoch; with ``resume`` a
             run starts after the last epoch written there (the draws of an epoch are seeded by
             ``seed`` and the epoch, so a resumed run replays what an unbroken one does).
     """
     if config.epochs == 0:
-        return []
+        return FineTuning([])
     Y = sp.csr_matrix(Y, dtype=np.float32, copy=True)
     Y.data = (Y.data > 0).astype(np.float32)  # a soft target's label counts as the point's own
     Y.eliminate_zeros()
@@ -214,6 +229,7 @@ def fine_tune(
     history: list[dict] = []
     start = 0
     best: dict | None = None  # the kept encoder: its epoch, score and weights (on the CPU)
+    kept_vectors: np.ndarray | None = None  # its label vectors, where scored in this run
     if resume and ckpt is not None and ckpt.exists():
         state = load_checkpoint(ckpt)
         try:
@@ -225,11 +241,12 @@ def fine_tune(
         start, history, best = int(state["epoch"]) + 1, list(state.get("history", [])), state.get("best")
 
     def consider(epoch: int, record: dict) -> None:  # scores the encoder as it is; keeps it if best so far
-        nonlocal best
-        record.update(zero_shot_metrics(encoder, label_texts, valid))
+        nonlocal best, kept_vectors
+        label_vectors = encoder.embed(label_texts, precision)
+        record.update(zero_shot_metrics(encoder, label_vectors, valid, precision))
         if best is None or record[select_metric] > best["score"]:
             weights = {name: t.detach().cpu().clone() for name, t in encoder.state_dict().items()}
-            best = {"epoch": epoch, "score": record[select_metric], "model": weights}
+            best, kept_vectors = {"epoch": epoch, "score": record[select_metric], "model": weights}, label_vectors
 
     if valid is not None and start == 0:
         history.append({"epoch": -1})
@@ -241,7 +258,7 @@ def fine_tune(
         began = time.perf_counter()
         rng = np.random.default_rng([seed, epoch, 11])
         drawn = points if per_epoch == points.size else np.sort(rng.choice(points, per_epoch, replace=False))
-        vectors = encoder.embed([texts[i] for i in drawn], precision="float32")
+        vectors = encoder.embed([texts[i] for i in drawn], precision)
         batches = [drawn[b] for b in mined_batches(vectors, config.batch_size, rng) if b.size > 1]
         total = 0.0
         bar = tqdm(batches, disable=not progress, desc=f"encoder epoch {epoch + 1}/{config.epochs}", leave=False)
@@ -280,4 +297,4 @@ def fine_tune(
         for record in history:
             record["kept"] = record["epoch"] == best["epoch"]
     encoder.eval()
-    return history
+    return FineTuning(history, kept_vectors)
