@@ -103,7 +103,7 @@ def test_fine_tuning_draws_points_towards_their_label_texts_and_resumes_to_the_s
 
     unbroken = TunedEncoder(32)
     before = margin(unbroken)
-    history = fine_tune(unbroken, texts, Y, label_texts, config, seed=0, progress=False).history
+    history = fine_tune(unbroken, texts, Y, label_texts, config, seed=0, progress=False)
     assert [h["epoch"] for h in history] == [0, 1] and all(np.isfinite(h["loss"]) for h in history)
     assert margin(unbroken) > before + 0.05
 
@@ -112,9 +112,7 @@ def test_fine_tuning_draws_points_towards_their_label_texts_and_resumes_to_the_s
     fine_tune(broken, texts, Y, label_texts, one, seed=0, checkpoint_dir=tmp_path, progress=False)
     assert (tmp_path / CHECKPOINT).exists()
     resumed = TunedEncoder(32)
-    history = fine_tune(
-        resumed, texts, Y, label_texts, config, seed=0, checkpoint_dir=tmp_path, resume=True, progress=False
-    ).history
+    history = fine_tune(resumed, texts, Y, label_texts, config, seed=0, checkpoint_dir=tmp_path, resume=True, progress=False)
     assert [h["epoch"] for h in history] == [0, 1]
     for (name, a), (_, b) in zip(unbroken.state_dict().items(), resumed.state_dict().items()):
         assert torch.equal(a, b), name
@@ -139,16 +137,34 @@ def test_an_epoch_fine_tunes_on_its_seeded_sample_of_points(monkeypatch):
     monkeypatch.setattr(contrastive, "batch_loss", recording_loss)
     monkeypatch.setattr(TunedEncoder, "embed", recording_embed)
     config = ContrastiveConfig(epochs=2, batch_size=2, lr=1e-4, pairs_per_epoch=4)
-    history = fine_tune(TunedEncoder(32), texts, Y, label_texts, config, seed=3, progress=False).history
+    history = fine_tune(TunedEncoder(32), texts, Y, label_texts, config, seed=3, progress=False)
     assert [h["pairs"] for h in history] == [4, 4]
     # the sample an epoch draws, computed apart: seeded by the seed and the epoch
     want = [set(np.random.default_rng([3, epoch, 11]).choice(np.arange(6), 4, replace=False).tolist()) for epoch in (0, 1)]
     assert embedded == want and trained <= want[0] | want[1]
     embedded.clear()
     every = ContrastiveConfig(epochs=1, batch_size=2, pairs_per_epoch=0)
-    assert fine_tune(TunedEncoder(32), texts, Y, label_texts, every, progress=False).history[0]["pairs"] == 6
+    assert fine_tune(TunedEncoder(32), texts, Y, label_texts, every, progress=False)[0]["pairs"] == 6
     assert embedded == [set(range(6))]
     assert contrastive.epoch_sample_size(config, 3) == 3  # fewer points than the sample: every one
+
+
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_a_cpu_fine_tunes_at_the_encoders_precision(monkeypatch, precision):
+    import gandalf_xmc.models.contrastive as contrastive
+
+    texts, Y, label_texts = _pairs()
+    seen, real_loss = [], contrastive.batch_loss
+
+    def recording_loss(*args):
+        seen.append(torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else torch.float32)
+        return real_loss(*args)
+
+    monkeypatch.setattr(contrastive, "batch_loss", recording_loss)
+    history = fine_tune(
+        TunedEncoder(32), texts, Y, label_texts, ContrastiveConfig(epochs=1, batch_size=3), progress=False, precision=precision
+    )
+    assert seen and set(seen) == {getattr(torch, precision)} and np.isfinite(history[0]["loss"])
 
 
 def test_fine_tuning_refuses_what_it_cannot_learn_from():
@@ -208,44 +224,26 @@ def test_ngame_fine_tunes_on_a_gpu_in_bfloat16_and_loads_on_the_cpu(tmp_path):
     assert on_gpu.indices.tolist() == on_cpu.indices.tolist()  # bfloat16 on the GPU, on the CPU too (the saved precision)
 
 
-def _scripted(monkeypatch, scores):
-    """zero_shot_metrics returns the given P@1 for the packaged encoder, then after each epoch."""
-    import gandalf_xmc.models.contrastive as contrastive
-
-    calls = iter(scores)
-    monkeypatch.setattr(contrastive, "zero_shot_metrics", lambda *a: {"P@1": next(calls)})
-
-
-@pytest.mark.parametrize(("scores", "kept"), [((50.0, 40.0, 45.0), -1), ((10.0, 30.0, 20.0), 0)])
-def test_validation_keeps_the_best_encoder_the_packaged_one_included(monkeypatch, scores, kept):
-    from gandalf_xmc.engine.records import TrainConfig, TrainResult, Validation
+def test_the_final_model_fine_tunes_for_the_epochs_validation_kept():
+    from gandalf_xmc.engine.records import TrainConfig, TrainResult
     from gandalf_xmc.models.contrastive import chosen_epochs
     from gandalf_xmc.models.neural_xmc import refit_config
 
-    texts, Y, label_texts = _pairs()
-    valid = Validation(["a hammer"], sp.csr_matrix(np.array([[0, 0, 1]], dtype=np.float32)), np.ones(3))
-    _scripted(monkeypatch, scores)
-    encoder = TunedEncoder(32)
-    tuning = fine_tune(
-        encoder, texts, Y, label_texts, ContrastiveConfig(epochs=2, batch_size=3, lr=1e-4), valid=valid, progress=False
-    )
-    history = tuning.history
-    assert [h["epoch"] for h in history] == [-1, 0, 1] and [h["P@1"] for h in history] == list(scores)
-    assert [h["kept"] for h in history] == [e == kept for e in (-1, 0, 1)]
-    assert chosen_epochs(history) == kept + 1
-    # the kept weights, computed again by an independent route: the packaged encoder, or one epoch's run
-    want = TunedEncoder(32)
-    if kept == 0:
-        fine_tune(want, texts, Y, label_texts, ContrastiveConfig(epochs=1, batch_size=3, lr=1e-4), progress=False)
-    for (name, a), (_, b) in zip(encoder.state_dict().items(), want.state_dict().items()):
-        assert torch.equal(a, b), name
-    # the label vectors handed on are the kept encoder's, as embedding them again gives
-    np.testing.assert_array_equal(tuning.label_vectors, want.embed(label_texts))
+    epochs = [{"epoch": 0, "loss": 3.0}, {"epoch": 1, "loss": 2.5}]
     config = ModelConfig(family="ngame", contrastive=ContrastiveConfig(epochs=2))
-    result = TrainResult(best_epoch=0, best_score=0.0, encoder_history=history)
-    assert refit_config(config, result).contrastive.epochs == kept + 1
+    for classifiers, kept in (
+        (None, 2),
+        ({"stage": "classifiers", "tuned": 40.0, "packaged": 30.0, "kept": True}, 2),
+        ({"stage": "classifiers", "tuned": 30.0, "packaged": 40.0, "kept": False}, 0),
+    ):
+        history = epochs + ([classifiers] if classifiers else [])
+        assert chosen_epochs(history) == kept
+        result = TrainResult(best_epoch=0, best_score=0.0, encoder_history=history)
+        assert refit_config(config, result).contrastive.epochs == kept
+    result = TrainResult(best_epoch=0, best_score=0.0, encoder_history=epochs)
     assert refit_config(ModelConfig(family="astec", train=TrainConfig()), result) == ModelConfig(family="astec")
-    assert fine_tune(TunedEncoder(32), texts, Y, label_texts, ContrastiveConfig(epochs=0), progress=False).history == []
+    texts, Y, label_texts = _pairs()
+    assert fine_tune(TunedEncoder(32), texts, Y, label_texts, ContrastiveConfig(epochs=0), progress=False) == []
 
 
 def _ngame_config(epochs: int) -> ModelConfig:
@@ -282,10 +280,9 @@ def test_ngame_keeps_the_packaged_encoder_where_its_classifiers_validate_better(
         sp.csr_matrix(np.array([[0, 0, 1], [1, 0, 0], [0, 1, 0]], dtype=np.float32)),
         np.ones(3),
     )
-    _scripted(monkeypatch, (10.0, 20.0))  # the zero-shot ranking keeps the tuned encoder (epoch 0)...
     noise = np.random.default_rng(0)
 
-    def useless(self, texts, *args, **kwargs):  # ...whose vectors say nothing, so its classifiers lose
+    def useless(self, texts, *args, **kwargs):  # the tuned encoder's vectors say nothing, so its classifiers lose
         vectors = noise.normal(size=(len(texts), sentence.EMBEDDING_DIM)).astype(np.float32)
         return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
@@ -303,28 +300,3 @@ def test_ngame_keeps_the_packaged_encoder_where_its_classifiers_validate_better(
     np.testing.assert_array_equal(
         NeuralXMC.load(tmp_path / "m").predict(queries, k=3).toarray(), dual.predict(queries, k=3).toarray()
     )
-
-
-def test_ngame_classifiers_take_the_label_vectors_its_selection_embedded(monkeypatch):
-    from gandalf_xmc.engine.records import Validation
-
-    texts, Y, label_texts = _pairs()
-    valid = Validation(
-        ["claw hammer", "red apple", "whale song"],
-        sp.csr_matrix(np.array([[0, 0, 1], [1, 0, 0], [0, 1, 0]], dtype=np.float32)),
-        np.ones(3),
-    )
-    _scripted(monkeypatch, (10.0, 20.0))  # the selection keeps the tuned encoder (epoch 0)
-    embedded = []
-    real_embed = TunedEncoder.embed
-
-    def recording_embed(self, texts_, *args, **kwargs):
-        embedded.append(list(texts_))
-        return real_embed(self, texts_, *args, **kwargs)
-
-    monkeypatch.setattr(TunedEncoder, "embed", recording_embed)
-    model = NeuralXMC(_ngame_config(1)).fit(texts, Y, label_texts, valid=valid, progress=False)
-    # the label texts go through the tuned encoder for the packaged encoder's score and epoch 0's,
-    # and not again for the classifiers on the tuned encoder (their vectors are epoch 0's)
-    assert sum(batch == list(label_texts) for batch in embedded) == 2
-    assert model.result.encoder_history[1]["kept"] is True

@@ -7,10 +7,9 @@ point's embedding lies nearer its labels' texts than the other labels' texts of 
 * **Loss**: each point draws one of its labels (seeded); softmax cross-entropy over the batch's
   drawn labels at ``temperature``, a label that is also one of the point's own masked out
   (a false negative).
-* **Selection**: with a validation split, the encoder is scored after each epoch, and before the
-  first, by ranking every label by its text's cosine to a validation text (its validation P@1,
-  or ``select_metric``); the best is kept, the packaged encoder included, so fine-tuning that does
-  not help on validation is undone.
+* **Selection** is the classifier stage's: the model trains its classifiers on the tuned encoder
+  and on the packaged one and keeps the better on validation, so fine-tuning that does not help is
+  undone (:class:`~gandalf_xmc.models.neural_xmc.NeuralXMC`).
 * An epoch takes a seeded sample of ``pairs_per_epoch`` points (0: every one), on any device: a
   run on a CPU stays within minutes, and most of the classifier stage's points are then points the
   encoder was not fitted to, as a deployment's are.
@@ -37,12 +36,9 @@ from tqdm.auto import tqdm
 
 from .. import sentence
 from ..engine.clusters import balanced_clusters
-from ..engine.devices import autocast
 from ..engine.loop import load_checkpoint, save_checkpoint
-from ..engine.records import Validation, validation_metrics
 from ..errors import CheckpointError, ConfigError
 from ..settings import check_ranges
-from ..sparse_ops import text_scores
 
 CHECKPOINT = "contrastive.pt"  # the first stage's checkpoint, beside the classifier stage's last.pt
 
@@ -148,32 +144,13 @@ def batch_loss(
     return F.cross_entropy(logits, torch.from_numpy(target.astype(np.int64)).to(logits.device))
 
 
-def zero_shot_metrics(
-    encoder: TunedEncoder, label_vectors: np.ndarray, valid: Validation, precision: str = "float32"
-) -> dict[str, float]:
-    """Validation metrics of ranking every label by the cosine of its text's vector (``label_vectors``,
-    embedded by ``encoder`` at ``precision``) to each validation text's."""
-    return validation_metrics(text_scores(encoder.embed(list(valid.inputs), precision), label_vectors, 10), valid)
-
-
-@dataclass
-class FineTuning:
-    """What :func:`fine_tune` did: its epoch records, and where validation scored the encoders, the
-    kept encoder's label-text vectors (at the selection's precision; None where none was scored
-    in this run, or a resumed run kept an encoder scored before it)."""
-
-    history: list[dict]
-    label_vectors: np.ndarray | None = None
-
-
 def chosen_epochs(history: list[dict]) -> int:
     """How many epochs of fine-tuning a run kept (0: the packaged encoder), from its records: the
     epoch records of :func:`fine_tune`, then, where the model compared its classifiers on the tuned
     and the packaged encoder, that record (``stage`` ``classifiers``)."""
     if any(h.get("stage") == "classifiers" and not h["kept"] for h in history):
         return 0
-    epochs = [h for h in history if "epoch" in h]
-    return next((int(h["epoch"]) + 1 for h in epochs if h.get("kept")), len([h for h in epochs if h["epoch"] >= 0]))
+    return len([h for h in history if "epoch" in h])
 
 
 def epoch_sample_size(config: ContrastiveConfig, n_points: int) -> int:
@@ -195,27 +172,21 @@ def fine_tune(
     checkpoint_dir: str | Path | None = None,
     resume: bool = False,
     progress: bool = True,
-    valid: Validation | None = None,
-    select_metric: str = "P@1",
     precision: str = "float32",
-) -> FineTuning:
+) -> list[dict]:
     """Fine-tune ``encoder`` in place on the points ``texts`` and their labels ``Y`` (points without
-    a label are left out); returns the records of the epochs (mean loss, seconds, pairs/s and,
-    with ``valid``, the validation metrics, the packaged encoder's as epoch -1, and ``kept`` on
-    the one kept) and the kept encoder's label vectors.
+    a label are left out); returns the records of the epochs (mean loss, pairs, seconds, pairs/s).
 
     Args:
-        valid: validation texts and targets; the encoder after the epoch (or before the first)
-            with the best ``select_metric`` of :func:`zero_shot_metrics` is kept.
-        gpu_precision: ``bfloat16`` autocasts the forward pass on a GPU (float32 on the CPU).
-        precision: what the selection embeds at: the classifiers' precision, so that the kept
-            encoder's label vectors are theirs too.
+        gpu_precision: ``bfloat16`` autocasts the forward pass on a GPU.
+        precision: the encoder's precision on the CPU (``bfloat16`` where the CPU has it natively):
+            the forward pass autocasts to it there, and an epoch's batches are mined at it.
         checkpoint_dir: where ``contrastive.pt`` is written after each epoch; with ``resume`` a
             run starts after the last epoch written there (the draws of an epoch are seeded by
             ``seed`` and the epoch, so a resumed run replays what an unbroken one does).
     """
     if config.epochs == 0:
-        return FineTuning([])
+        return []
     Y = sp.csr_matrix(Y, dtype=np.float32, copy=True)
     Y.data = (Y.data > 0).astype(np.float32)  # a soft target's label counts as the point's own
     Y.eliminate_zeros()
@@ -228,8 +199,6 @@ def fine_tune(
     ckpt = None if checkpoint_dir is None else Path(checkpoint_dir) / CHECKPOINT
     history: list[dict] = []
     start = 0
-    best: dict | None = None  # the kept encoder: its epoch, score and weights (on the CPU)
-    kept_vectors: np.ndarray | None = None  # its label vectors, where scored in this run
     if resume and ckpt is not None and ckpt.exists():
         state = load_checkpoint(ckpt)
         try:
@@ -238,21 +207,10 @@ def fine_tune(
         except (KeyError, RuntimeError, ValueError) as exc:
             why = str(exc).splitlines()[0][:200]
             raise CheckpointError(ckpt, None, f"checkpoint does not match this encoder ({why})") from None
-        start, history, best = int(state["epoch"]) + 1, list(state.get("history", [])), state.get("best")
-
-    def consider(epoch: int, record: dict) -> None:  # scores the encoder as it is; keeps it if best so far
-        nonlocal best, kept_vectors
-        label_vectors = encoder.embed(label_texts, precision)
-        record.update(zero_shot_metrics(encoder, label_vectors, valid, precision))
-        if best is None or record[select_metric] > best["score"]:
-            weights = {name: t.detach().cpu().clone() for name, t in encoder.state_dict().items()}
-            best, kept_vectors = {"epoch": epoch, "score": record[select_metric], "model": weights}, label_vectors
-
-    if valid is not None and start == 0:
-        history.append({"epoch": -1})
-        consider(-1, history[-1])
+        start, history = int(state["epoch"]) + 1, list(state.get("history", []))
     per_epoch = epoch_sample_size(config, points.size)
     warmup_steps = max(1, int(config.warmup * per_epoch / config.batch_size))
+    forward_precision = gpu_precision if encoder.device.type == "cuda" else precision
     encoder.train()
     for epoch in range(start, config.epochs):
         began = time.perf_counter()
@@ -269,7 +227,7 @@ def fine_tune(
                 if epoch == 0:
                     for group in optimizer.param_groups:
                         group["lr"] = config.lr * min(1.0, (step + 1) / warmup_steps)
-                with autocast(encoder.device, gpu_precision):
+                with _precision(encoder.device, forward_precision):
                     loss = batch_loss(encoder, texts, label_texts, Y, rows, rng, config.temperature)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -286,15 +244,10 @@ def fine_tune(
                 "pairs_per_second": drawn.size / seconds,
             }
         )
-        if valid is not None:
-            consider(epoch, history[-1])
         if ckpt is not None:
             ckpt.parent.mkdir(parents=True, exist_ok=True)
-            state = {"model": encoder.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch, "history": history}
-            save_checkpoint(ckpt, {**state, **({"best": best} if best is not None else {})})
-    if best is not None:
-        encoder.load_state_dict(best["model"])
-        for record in history:
-            record["kept"] = record["epoch"] == best["epoch"]
+            save_checkpoint(
+                ckpt, {"model": encoder.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch, "history": history}
+            )
     encoder.eval()
-    return FineTuning(history, kept_vectors)
+    return history

@@ -22,7 +22,7 @@ from ..features import TextFeaturizer
 from ..settings import check_ranges
 from .astec import BagOfEmbeddings
 from .base import LabelledModel
-from .contrastive import ContrastiveConfig, FineTuning, TunedEncoder, chosen_epochs, fine_tune
+from .contrastive import ContrastiveConfig, TunedEncoder, chosen_epochs, fine_tune
 from .dual_encoder import FrozenEmbeddings
 from .inception import InceptionEncoder, WordVocabulary, token_bags
 from .network import XMCNetwork
@@ -223,14 +223,14 @@ class NeuralXMC(LabelledModel):
             self.featurizer = TextFeaturizer(max_features=cfg.max_features).fit(list(texts) + list(label_texts))
         if self.family.inputs == "words":
             self.tokens = WordVocabulary().fit(list(texts) + list(label_texts))
-        tuning = FineTuning([])
+        encoder_history: list[dict] = []
         # first stage: on the original points (label points join the classifiers)
         if self.family.tunes_encoder and cfg.contrastive.epochs > 0:
             original = np.arange(len(texts)) if label_points is None else np.flatnonzero(~label_points.mask)
             if original.size < 2:  # a training set of label points alone (z-only): they are what there is
                 original = np.arange(len(texts))
             self.tuned = TunedEncoder(cfg.contrastive.max_length, self.device)
-            tuning = fine_tune(
+            encoder_history = fine_tune(
                 self.tuned,
                 [texts[i] for i in original],
                 Y[original],
@@ -241,17 +241,10 @@ class NeuralXMC(LabelledModel):
                 checkpoint_dir,
                 resume,
                 progress,
-                valid,
-                cfg.train.select_metric,
                 cfg.encoder_precision,
             )
-            if chosen_epochs(tuning.history) == 0:  # validation kept the packaged encoder: the dual-encoder's vectors
-                self.tuned = None
-        encoder_history = tuning.history
         X = self.features(texts, progress)
-        # the kept encoder's label vectors, embedded for its selection at this precision, are these
-        reuse = self.tuned is not None and tuning.label_vectors is not None
-        Z = tuning.label_vectors if reuse else self.features(label_texts, progress)
+        Z = self.features(label_texts, progress)
         Y = sp.csr_matrix(Y, dtype=np.float32)
         if self.tokens is not None:  # cluster labels on bags of words
             reps = label_representations(
