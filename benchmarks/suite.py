@@ -150,7 +150,9 @@ def run_one(
         "device": result.device if result is not None else "cpu",
         "epochs_run": len(epochs),
         "median_epoch_seconds": float(np.median(epochs)) if epochs else None,
-        "encoder_seconds": sum(h["seconds"] for h in result.encoder_history) if result and result.encoder_history else None,
+        "encoder_seconds": sum(h.get("seconds", 0.0) for h in result.encoder_history)
+        if result and result.encoder_history
+        else None,
         "peak_gpu_mib": _gpu_peak_mib() if gpu else None,
         "queries_per_second": len(target.texts) / max(predict_seconds, 1e-9),
         **{m: res[m] for m in METRICS},

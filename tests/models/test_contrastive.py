@@ -240,6 +240,7 @@ def test_the_final_model_fine_tunes_for_the_epochs_validation_kept():
         assert chosen_epochs(history) == kept
         result = TrainResult(best_epoch=0, best_score=0.0, encoder_history=history)
         assert refit_config(config, result).contrastive.epochs == kept
+    assert chosen_epochs([{"epoch": -1, "P@1": 27.0, "kept": False}, *epochs]) == 2  # an earlier version's packaged record
     result = TrainResult(best_epoch=0, best_score=0.0, encoder_history=epochs)
     assert refit_config(ModelConfig(family="astec", train=TrainConfig()), result) == ModelConfig(family="astec")
     texts, Y, label_texts = _pairs()

@@ -150,7 +150,7 @@ def chosen_epochs(history: list[dict]) -> int:
     and the packaged encoder, that record (``stage`` ``classifiers``)."""
     if any(h.get("stage") == "classifiers" and not h["kept"] for h in history):
         return 0
-    return len([h for h in history if "epoch" in h])
+    return len([h for h in history if h.get("epoch", -1) >= 0])  # an earlier version recorded the packaged encoder as -1
 
 
 def epoch_sample_size(config: ContrastiveConfig, n_points: int) -> int:
