@@ -173,3 +173,40 @@ def test_loading_the_encoder_shows_no_bar_and_leaves_the_setting_as_it_was(capfd
     sentence._model("float32")
     assert "Loading weights" not in capfd.readouterr().err
     assert hf_logging.is_progress_bar_enabled()
+
+
+def test_training_and_label_texts_are_embedded_once_each(monkeypatch):
+    import gandalf_xmc.models.neural_xmc as neural_xmc
+
+    texts = ["a red apple", "deep sea whale", "a red apple", "a claw hammer"]  # one repeated point
+    label_texts = ["a claw hammer", "fruit", "deep sea whale"]  # two labels whose text is a point's
+    Y = sp.csr_matrix(np.array([[0, 1, 0], [0, 0, 1], [0, 1, 0], [1, 0, 0]], dtype=np.float32))
+    embedded, handed = [], {}
+    real_embed, real_fit = sentence.embed, neural_xmc.fit
+
+    def recording_embed(texts_, *args, **kwargs):
+        embedded.append(list(texts_))
+        return real_embed(texts_, *args, **kwargs)
+
+    def recording_fit(network, X, *args, **kwargs):
+        handed["X"] = X
+        return real_fit(network, X, *args, **kwargs)
+
+    real_init = XMCNetwork.init_from_label_vectors
+
+    def recording_init(network, Z, *args, **kwargs):
+        handed["Z"] = Z
+        return real_init(network, Z, *args, **kwargs)
+
+    monkeypatch.setattr(sentence, "embed", recording_embed)
+    monkeypatch.setattr(neural_xmc, "fit", recording_fit)
+    monkeypatch.setattr(XMCNetwork, "init_from_label_vectors", recording_init)
+    config = ModelConfig(
+        family="dual-encoder", encoder_precision="float32", train=FAMILIES["dual-encoder"].train_config(epochs=1, device="cpu")
+    )
+    model = NeuralXMC(config).fit(texts, Y, label_texts, progress=False)
+    assert embedded == [["a red apple", "deep sea whale", "a claw hammer", "fruit"]]  # each distinct text once
+    # the points' and the labels' vectors, each as embedding its own list gives
+    np.testing.assert_allclose(handed["X"], real_embed(texts, cache=False), atol=1e-5)
+    np.testing.assert_allclose(handed["Z"], real_embed(label_texts, cache=False), atol=1e-5)
+    assert model.predict(["a hammer"], k=1).shape == (1, 3)

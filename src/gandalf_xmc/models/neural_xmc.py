@@ -155,6 +155,16 @@ class NeuralXMC(LabelledModel):
         cfg = self.config
         return XMCNetwork(self.family.build(n_features, cfg.dim, cfg.dropout), cfg.dim, n_labels, n_clusters)
 
+    def _points_and_labels(self, texts: list[str], label_texts: list[str], progress: bool):
+        """The features of the training texts and of the label texts; a sentence encoder embeds each
+        distinct text once (a label's text is often a training point's too: 35% of debian-bookworm's)."""
+        if self.family.inputs != "minilm":
+            return self.features(texts, progress), self.features(label_texts, progress)
+        ids: dict[str, int] = {}
+        rows = np.array([ids.setdefault(t, len(ids)) for t in texts + label_texts], dtype=np.int64)
+        vectors = self.features(list(ids), progress)
+        return vectors[rows[: len(texts)]], vectors[rows[len(texts) :]]
+
     def features(self, texts: list[str], progress: bool = False) -> sp.csr_matrix | np.ndarray:
         """The model's input for texts: TF-IDF rows, sentence embeddings or word ids."""
         if self.tuned is not None:  # ngame's tuned encoder (where validation kept the packaged one, as the dual-encoder)
@@ -243,8 +253,7 @@ class NeuralXMC(LabelledModel):
                 progress,
                 cfg.encoder_precision,
             )
-        X = self.features(texts, progress)
-        Z = self.features(label_texts, progress)
+        X, Z = self._points_and_labels(list(texts), list(label_texts), progress)
         Y = sp.csr_matrix(Y, dtype=np.float32)
         if self.tokens is not None:  # cluster labels on bags of words
             reps = label_representations(
