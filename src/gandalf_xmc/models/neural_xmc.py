@@ -157,7 +157,7 @@ class NeuralXMC(LabelledModel):
 
     def _points_and_labels(self, texts: list[str], label_texts: list[str], progress: bool):
         """The features of the training texts and of the label texts; a sentence encoder embeds each
-        distinct text once (a label's text is often a training point's too: 35% of debian-bookworm's)."""
+        distinct text once (a label's text is often a training point's too)."""
         if self.family.inputs != "minilm":
             return self.features(texts, progress), self.features(label_texts, progress)
         ids: dict[str, int] = {}
