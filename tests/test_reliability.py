@@ -294,7 +294,7 @@ def test_a_byte_order_mark_is_not_part_of_the_first_label(tmp_path, capsys):
         (lambda d: (d / "model.json").write_text(""), "model.json: malformed JSON (Expecting value: line 1 column 1)"),
         (
             lambda d: (d / "model.json").write_text('{"kind": "bogus"}'),
-            "unknown model 'bogus'; choose one of linear, astec, inceptionxml, dual-encoder, ngame, knn",
+            "unknown model 'bogus'; choose one of linear, astec, inceptionxml, inceptionxml-lf, dual-encoder, ngame, knn",
         ),
         (
             lambda d: (d / "model.json").write_text("[1]"),

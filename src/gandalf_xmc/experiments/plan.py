@@ -133,5 +133,5 @@ def plan(config: ReproduceConfig) -> list[Run]:
             for s in TABLE3_SETTINGS:
                 wanted[Run(m, s, seed)] = None
     cost = {"none": 1, "uniform": 1, "labelmix": 1.4, "synonym": 1.4, "mixup": 1.4, "label-mixup": 1.4, "z-only": 1.2}
-    family_cost = {"knn": 0.01, "linear": 1, "dual-encoder": 1.5, "astec": 3, "inceptionxml": 6}
+    family_cost = {"knn": 0.01, "linear": 1, "dual-encoder": 1.5, "astec": 3, "inceptionxml": 6, "inceptionxml-lf": 12}
     return sorted(wanted, key=lambda r: -(family_cost.get(r.model, 1) * cost.get(r.setting, 2.5)))

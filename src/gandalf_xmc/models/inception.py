@@ -30,6 +30,7 @@ from ..text import WORD as _WORD
 from .dropout import FastDropout
 
 TOKENIZER_FILE = "tokenizer.json"
+EMBED_DIM = 384  # the word embeddings' dimensions: all-MiniLM-L6-v2's, whose input embeddings start them
 
 
 def _minilm_dir() -> Path:
@@ -131,7 +132,7 @@ class InceptionEncoder(nn.Module):
         vocab_size: int,
         dim: int = 256,
         dropout: float = 0.2,
-        embed_dim: int = 384,
+        embed_dim: int = EMBED_DIM,
         seq_len: int = 16,
         filters: int = 16,
         widths: tuple[int, ...] = (4, 8, 16),

@@ -61,6 +61,7 @@ class XMCNetwork(nn.Module):
         super().__init__()
         self.encoder = encoder
         self.dim = dim
+        self.init_bias = init_bias
         self.meta = nn.Embedding(n_clusters, dim, sparse=True)
         self.meta_bias = nn.Embedding(n_clusters, 1, sparse=True)
         self.labels = nn.Embedding(n_labels, dim, sparse=True)

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 import torch
+from sklearn.preprocessing import normalize
 
 from .. import sentence
 from ..augment.conventional import append_mixed
@@ -24,7 +25,8 @@ from .astec import BagOfEmbeddings
 from .base import LabelledModel
 from .contrastive import ContrastiveConfig, TunedEncoder, chosen_epochs, fine_tune
 from .dual_encoder import FrozenEmbeddings
-from .inception import InceptionEncoder, WordVocabulary, token_bags
+from .inception import EMBED_DIM, InceptionEncoder, WordVocabulary, token_bags
+from .inception_lf import LabelFeatureNetwork, graph_text_bags, label_text_bags
 from .network import XMCNetwork
 from .neural_training import TransformedBatches, fit, predict
 from .spec import read_result, read_spec, write_spec
@@ -33,8 +35,10 @@ from .spec import read_result, read_spec, write_spec
 @dataclass(frozen=True)
 class Family:
     """A model family: its encoder, what it reads (``tfidf`` rows, ``minilm`` embeddings or word ids,
-    ``words``), whether its label classifiers start from the label texts' vectors and whether its
-    sentence encoder is fine-tuned first (NGAME's first stage, :mod:`.contrastive`)."""
+    ``words``), whether its label classifiers start from the label texts' vectors, whether its
+    sentence encoder is fine-tuned first (NGAME's first stage, :mod:`.contrastive`) and whether its
+    label classifiers are built from the label texts and graph in two phases (InceptionXML-LF,
+    :mod:`.inception_lf`)."""
 
     build: Callable[[int, int, float], torch.nn.Module]  # (n_features, dim, dropout) -> encoder
     inputs: str
@@ -42,6 +46,7 @@ class Family:
     init_from_label_text: bool = False
     train_defaults: dict = field(default_factory=dict)  # TrainConfig fields this family changes
     tunes_encoder: bool = False
+    label_features: bool = False
 
     def train_config(self, **overrides) -> TrainConfig:
         """The family's training settings, then ``overrides``."""
@@ -65,6 +70,15 @@ FAMILIES: dict[str, Family] = {
 }
 # the dual-encoder's classifier stage on an encoder fine-tuned first (NGAME + Renee)
 FAMILIES["ngame"] = replace(FAMILIES["dual-encoder"], tunes_encoder=True)
+# InceptionXML's encoder, label classifiers from the label texts (in the word embeddings' space,
+# hence their 384 dimensions) and two phases of 10 epochs each (docs/decisions.md, "InceptionXML-LF")
+FAMILIES["inceptionxml-lf"] = Family(
+    lambda n, d, p: InceptionEncoder(n, d, p),
+    "words",
+    EMBED_DIM,
+    train_defaults={"epochs": 10, "dense_lr": 0.001, "patience": 10},
+    label_features=True,
+)
 
 
 @dataclass
@@ -83,6 +97,7 @@ class ModelConfig:
     encoder_precision: str = sentence.AUTO
     train: TrainConfig = field(default_factory=TrainConfig)
     contrastive: ContrastiveConfig = field(default_factory=ContrastiveConfig)  # the ngame family's first stage
+    first_phase_epochs: int | None = None  # inceptionxml-lf's first phase (None: train.epochs, as the second)
 
     def __post_init__(self) -> None:
         check_ranges(
@@ -91,6 +106,8 @@ class ModelConfig:
             below_one=("dropout",),
             non_negative=("init_scale",),
         )
+        if self.first_phase_epochs is not None:
+            check_ranges(self, positive=("first_phase_epochs",))
         if self.family not in FAMILIES:
             raise ConfigError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
         if self.encoder_precision not in (sentence.AUTO, *sentence.PRECISIONS):
@@ -115,10 +132,22 @@ def config_for(
     return ModelConfig(family=name, train=FAMILIES[name].train_config(**overrides))
 
 
+def first_phase_best(history: list[dict]) -> int:
+    """The epoch an inceptionxml-lf run kept from its first phase (its records in ``encoder_history``;
+    the last one where none says so)."""
+    phase = [r for r in history if r.get("phase") == 1]
+    kept = [r["epoch"] for r in phase if r.get("kept")]
+    return int(kept[-1] if kept else phase[-1]["epoch"])
+
+
 def refit_config(config: ModelConfig, result: TrainResult) -> ModelConfig:
     """The registry's hook for the final model: the encoder's fine-tuning epochs that validation
-    kept (ngame; 0 when the packaged encoder won), beside the classifier epochs the registry fixes."""
-    if not FAMILIES[config.family].tunes_encoder or not result.encoder_history:
+    kept (ngame; 0 when the packaged encoder won), or the first phase's best epoch count
+    (inceptionxml-lf), beside the classifier epochs the registry fixes."""
+    family = FAMILIES[config.family]
+    if family.label_features and result.encoder_history:
+        return replace(config, first_phase_epochs=first_phase_best(result.encoder_history) + 1)
+    if not family.tunes_encoder or not result.encoder_history:
         return config
     return replace(config, contrastive=replace(config.contrastive, epochs=chosen_epochs(result.encoder_history)))
 
@@ -153,7 +182,8 @@ class NeuralXMC(LabelledModel):
 
     def _build(self, n_features: int, n_labels: int, n_clusters: int) -> XMCNetwork:
         cfg = self.config
-        return XMCNetwork(self.family.build(n_features, cfg.dim, cfg.dropout), cfg.dim, n_labels, n_clusters)
+        network = LabelFeatureNetwork if self.family.label_features else XMCNetwork
+        return network(self.family.build(n_features, cfg.dim, cfg.dropout), cfg.dim, n_labels, n_clusters)
 
     def _points_and_labels(self, texts: list[str], label_texts: list[str], progress: bool):
         """The features of the training texts and of the label texts; a sentence encoder embeds each
@@ -182,7 +212,7 @@ class NeuralXMC(LabelledModel):
 
     @property
     def kind(self) -> str:
-        """Its row of the model table: the family (astec, inceptionxml, dual-encoder)."""
+        """Its row of the model table: the family (astec, inceptionxml, inceptionxml-lf, dual-encoder, ngame)."""
         return self.config.family
 
     def _n_features(self, X=None) -> int:
@@ -278,23 +308,32 @@ class NeuralXMC(LabelledModel):
             X, Y, sample_weight, label_points = append_mixed(feature_mix, X, Y, Z, sample_weight, label_points)
         v = None if valid is None else valid.with_inputs(self.features(valid.inputs))
         batches = None if batch_transform is None else TransformedBatches(batch_transform, list(texts), self.features)
-        self.result = fit(
-            self.network,
-            X,
-            Y,
-            self.assign,
-            self.members,
-            v,
-            cfg.train,
-            checkpoint_dir,
-            resume,
-            sample_weight,
-            progress,
-            batch_transform=batches,
-            label_points=label_points,
-        )
+
+        def train(config: TrainConfig, directory: Path | None, resume: bool) -> TrainResult:
+            assert self.network is not None and self.assign is not None and self.members is not None
+            return fit(
+                self.network,
+                X,
+                Y,
+                self.assign,
+                self.members,
+                v,
+                config,
+                directory,
+                resume,
+                sample_weight,
+                progress,
+                batch_transform=batches,
+                label_points=label_points,
+            )
+
+        if self.family.label_features:
+            self.result = self._fit_two_phases(train, Z, Y, label_points, checkpoint_dir, resume)
+        else:
+            self.result = train(cfg.train, None if checkpoint_dir is None else Path(checkpoint_dir), resume)
         self.result.device = describe(self.device)
-        self.result.encoder_history = encoder_history
+        if self.family.tunes_encoder:
+            self.result.encoder_history = encoder_history
         if self.tuned is not None and valid is not None:
             packaged = NeuralXMC(replace(cfg, contrastive=replace(cfg.contrastive, epochs=0)))
             packaged_dir = None if checkpoint_dir is None else Path(checkpoint_dir) / "packaged"
@@ -302,6 +341,37 @@ class NeuralXMC(LabelledModel):
         if self.family.tunes_encoder:
             self.result.seconds = time.perf_counter() - began  # the encoder's fine-tuning (and both classifier runs) included
         return self
+
+    def _fit_two_phases(
+        self,
+        train: Callable[[TrainConfig, Path | None, bool], TrainResult],
+        label_ids: np.ndarray,
+        Y: sp.csr_matrix,
+        label_points: LabelPoints | None,
+        checkpoint_dir: str | Path | None,
+        resume: bool,
+    ) -> TrainResult:
+        """InceptionXML-LF's two phases (:mod:`.inception_lf`); the second's record, the first's
+        epochs as its ``encoder_history`` (``phase`` 1). A resumed run resumes the phase it was in:
+        a finished first phase only reloads its best weights."""
+        assert isinstance(self.network, LabelFeatureNetwork)
+        cfg, network = self.config, self.network
+        original = Y if label_points is None else Y[~label_points.mask]
+        encoder: Any = network.encoder  # InceptionEncoder
+        text_bags = label_text_bags(label_ids, encoder.token_weight.cpu().numpy())
+        network.set_label_bags(text_bags, graph_text_bags(text_bags, original))
+        directory = None if checkpoint_dir is None else Path(checkpoint_dir)
+        first = replace(cfg.train, epochs=cfg.first_phase_epochs or cfg.train.epochs)
+        first_result = train(first, None if directory is None else directory / "phase-1", resume)
+        vectors = network.label_text_vectors()
+        self.assign = balanced_clusters(normalize(vectors).astype(np.float32), cfg.max_cluster_size, cfg.train.seed)
+        self.members, _ = cluster_members(self.assign)
+        network.start_second_phase(vectors, self.members.shape[0])
+        second_dir = None if directory is None else directory / "phase-2"
+        result = train(cfg.train, second_dir, resume and second_dir is not None and (second_dir / "last.pt").exists())
+        best = first_result.best_epoch
+        result.encoder_history = [{"phase": 1, **r, "kept": r["epoch"] == best} for r in first_result.history]
+        return result
 
     def _keep_the_better(self, packaged: NeuralXMC) -> None:
         """ngame: this model's classifiers on the tuned encoder, or ``packaged``'s on the packaged one
@@ -379,6 +449,8 @@ class NeuralXMC(LabelledModel):
         model.assign = np.load(d / "clusters.npy")
         model.members, _ = cluster_members(model.assign)
         model.network = model._build(int(spec["n_features"]), int(spec["n_labels"]), model.members.shape[0])
+        if isinstance(model.network, LabelFeatureNetwork):  # its saved second phase: the free vectors in
+            model.network.free_weights.fill_(True)
         model.network.load_state_dict(torch.load(d / "weights.pt", weights_only=True, map_location="cpu"))
         model.network.eval()
         if spec.get("encoder") == "tuned":

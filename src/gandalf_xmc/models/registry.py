@@ -178,6 +178,16 @@ MODELS: dict[str, ModelEntry] = {
             takes=("label_points", "batch_transform"),
         ),
         ModelEntry(
+            "inceptionxml-lf",
+            "InceptionXML with label classifiers built from the label texts and graph, in two phases",
+            "gandalf_xmc.models.neural_xmc",
+            "NeuralXMC",
+            True,
+            "neural",
+            on_gpu=True,
+            takes=("label_points", "batch_transform"),
+        ),
+        ModelEntry(
             "dual-encoder",
             "frozen all-MiniLM-L6-v2 embeddings, label-text-initialised classifiers",
             "gandalf_xmc.models.neural_xmc",
