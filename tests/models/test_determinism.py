@@ -64,6 +64,7 @@ def same_model(a, b) -> list[str]:
         # on the CPU: a GPU's sums run in an order of their own (tests/models/test_devices.py)
         pytest.param("astec", ["--epochs", "2", "--augment", "labelmix", "--device", "cpu"], marks=pytest.mark.neural),
         pytest.param("inceptionxml", ["--epochs", "2", "--device", "cpu"], marks=pytest.mark.neural),
+        pytest.param("inceptionxml-lf", ["--epochs", "1", "--augment", "gandalf", "--device", "cpu"], marks=pytest.mark.neural),
         pytest.param("dual-encoder", ["--epochs", "1", "--device", "cpu"], marks=pytest.mark.neural),
     ],
 )

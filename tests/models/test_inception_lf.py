@@ -77,7 +77,7 @@ def by_hand(network, text, graph, free: bool) -> np.ndarray:
         components.append(network.labels.weight.detach().numpy().astype(np.float64))
     stacked = np.stack(components, axis=1)
     a = network.attention.weight.detach().numpy().astype(np.float64).ravel()
-    scores = stacked @ a + network.attention.bias.item()
+    scores = stacked @ a
     weights = np.exp(scores - scores.max(1, keepdims=True))
     weights /= weights.sum(1, keepdims=True)
     return (weights[..., None] * stacked).sum(1)

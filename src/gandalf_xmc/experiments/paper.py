@@ -47,6 +47,13 @@ TABLE3: dict[str, Any] = {
             "gandalf": _row(44.67, 30.00, 21.50, 37.98, 43.83, 48.93),
         },
     },
+    "inceptionxml-lf": {
+        "paper_model": "InceptionXML-LF",
+        "rows": {
+            "none": _row(40.74, 27.24, 19.57, 34.52, 39.40, 44.13),
+            "gandalf": _row(43.84, 29.59, 21.30, 38.22, 43.90, 49.03),
+        },
+    },
     "dual-encoder": {
         "paper_model": "NGAME + Renee",
         "rows": {
