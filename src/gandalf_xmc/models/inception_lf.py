@@ -134,22 +134,22 @@ class LabelFeatureNetwork(XMCNetwork):
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def _bag_entries(self, ids: torch.Tensor, kind: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The (row, word, weight) entries of labels ``ids``' ``kind`` bags, row i for ``ids[i]``."""
+        """Labels ``ids``' ``kind`` bags as ``embedding_bag`` takes them: each bag's offset, then the
+        bags' words and weights one after the other."""
         indptr, indices, weights = (getattr(self, f"{kind}_{name}") for name in _BAG_FIELDS)
         starts = torch.index_select(indptr, 0, ids)
         lengths = torch.index_select(indptr, 0, ids + 1) - starts
         offsets = torch.cumsum(lengths, 0) - lengths
         total = int(lengths.sum())
         positions = torch.repeat_interleave(starts - offsets, lengths, output_size=total) + torch.arange(total, device=ids.device)
-        rows = torch.repeat_interleave(torch.arange(ids.numel(), device=ids.device), lengths, output_size=total)
-        return rows, torch.index_select(indices, 0, positions), torch.index_select(weights, 0, positions)
+        return offsets, torch.index_select(indices, 0, positions), torch.index_select(weights, 0, positions)
 
     def _embedded_bags(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``E . bag_l / sqrt(dim)`` of labels ``ids``' texts and graph texts (each ``n x dim``).
 
-        Each distinct word is looked up once and the bags are a sparse product with those rows, so
-        ``E``'s sparse gradient has a row a distinct word, not one a (label, word) entry (with
-        ``embedding_bag`` a batch's gradient was about 1.6 M rows of 384 floats on debian-bookworm).
+        Each distinct word is looked up once and the bags are summed from those rows, so ``E``'s
+        sparse gradient has a row a distinct word, not one a (label, word) entry (bags summed from
+        ``E`` itself gave a batch's gradient about 1.6 M rows of 384 floats on debian-bookworm).
         The ``dim ** -0.5``: unit-variance word vectors give a classifier of about unit norm, as the
         free classifiers start, so the first logits are small."""
         embed = self.encoder.embed
@@ -158,13 +158,11 @@ class LabelFeatureNetwork(XMCNetwork):
         words, columns = torch.unique(torch.cat([part[1] for part in parts]), return_inverse=True)
         vectors = F.embedding(words, embed.weight, sparse=embed.sparse)
         out, at = [], 0
-        for rows, entries, weights in parts:
+        for offsets, entries, weights in parts:
             cols = columns[at : at + entries.numel()]
             at += entries.numel()
-            bags = torch.sparse_coo_tensor(
-                torch.stack([rows, cols]), weights, (ids.numel(), words.numel()), check_invariants=False
-            )  # built from checked bags
-            out.append(self.dim**-0.5 * torch.sparse.mm(bags, vectors))
+            scaled = weights * self.dim**-0.5  # on the entries: fewer than the sums' dim x labels
+            out.append(F.embedding_bag(cols, vectors, offsets, mode="sum", per_sample_weights=scaled))
         return out[0], out[1]
 
     def label_text_vectors(self) -> np.ndarray:
