@@ -203,6 +203,24 @@ def test_ngame_saves_its_tuned_encoder_and_predicts_alike_after_loading(tmp_path
     assert NeuralXMC.load(tmp_path / "m").config.contrastive.pairs_per_epoch == config.contrastive.pairs_per_epoch + 1
 
 
+def test_ngame_stopped_after_fine_tuning_resumes_into_its_classifier_stage(tmp_path):
+    texts, Y, label_texts = _pairs()
+    config = ModelConfig(
+        family="ngame",
+        max_cluster_size=2,
+        encoder_precision="float32",
+        train=FAMILIES["ngame"].train_config(epochs=2, device="cpu"),
+        contrastive=ContrastiveConfig(epochs=1, batch_size=3, lr=1e-4),
+    )
+    NeuralXMC(config).fit(texts, Y, label_texts, checkpoint_dir=tmp_path, progress=False)
+    for name in ("last.pt", "best.pt"):  # as a stop between the two stages leaves the directory
+        (tmp_path / name).unlink()
+    assert (tmp_path / CHECKPOINT).exists()
+    resumed = NeuralXMC(config).fit(texts, Y, label_texts, checkpoint_dir=tmp_path, resume=True, progress=False)
+    assert [h["epoch"] for h in resumed.result.history] == [0, 1]  # the classifiers trained, not "nothing to resume"
+    assert [h["epoch"] for h in resumed.result.encoder_history] == [0]  # the fine-tuning was not done again
+
+
 @pytest.mark.gpu
 def test_ngame_fine_tunes_on_a_gpu_in_bfloat16_and_loads_on_the_cpu(tmp_path):
     texts, Y, label_texts = _pairs()

@@ -5,6 +5,7 @@ augmentation, for auto's winner and under a protocol that leaves points out of i
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -121,6 +122,22 @@ def test_a_resumed_run_does_not_validate_again(fruit, tmp_path, monkeypatch):
     # another request validates afresh
     train_model(fruit, tmp_path / "m", config, AugmentConfig("identity"), valid_fraction=0.25, progress=False, resume=True)
     assert calls == [1]
+
+
+@pytest.mark.neural
+@pytest.mark.parametrize("final_started", [False, True])
+def test_a_run_stopped_between_validation_and_the_final_models_first_checkpoint_resumes(fruit, tmp_path, final_started):
+    config = model_config("astec", seed=0, epochs=2)
+    first = train_model(
+        fruit, tmp_path / "m", config, AugmentConfig("none"), valid_fraction=0.25, progress=False, keep_checkpoints=True
+    )
+    final = tmp_path / "m" / "checkpoints" / "final"
+    shutil.rmtree(final)  # validation recorded, the final run not begun, or begun without a checkpoint yet
+    if final_started:
+        final.mkdir()
+    again = train_model(fruit, tmp_path / "m", config, AugmentConfig("none"), valid_fraction=0.25, progress=False, resume=True)
+    assert again.info["validation_run"] == first.info["validation_run"]
+    same_model(again.model, first.model, fruit.test.texts)
 
 
 @pytest.mark.neural

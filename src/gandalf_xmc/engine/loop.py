@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from ..data.atomic import atomic_path
 from ..errors import CheckpointError, TrainingDiverged
-from .records import LabelPoints, TrainConfig, TrainResult
+from .records import LAST, LabelPoints, TrainConfig, TrainResult
 
 
 def save_checkpoint(path: Path, state: dict) -> None:
@@ -121,7 +121,7 @@ def run(
             stale += 1
         if ckpt is not None:
             save_checkpoint(
-                ckpt / "last.pt",
+                ckpt / LAST,
                 {
                     "model": module.state_dict(),
                     "epoch": epoch,
@@ -146,13 +146,13 @@ def run(
 def _resumed(ckpt: Path | None, module: torch.nn.Module, optimizers: dict) -> tuple[TrainResult, int]:
     """The training record and the next epoch of the run ``ckpt/last.pt`` holds, its weights and
     optimizer states loaded into ``module`` and ``optimizers``."""
-    if ckpt is None or not (ckpt / "last.pt").exists():
+    if ckpt is None or not (ckpt / LAST).exists():
         raise CheckpointError(
-            ckpt / "last.pt" if ckpt else "checkpoints/last.pt",
+            ckpt / LAST if ckpt else f"checkpoints/{LAST}",
             None,
             "nothing to resume: no checkpoint (train without --resume)",
         )
-    state = load_checkpoint(ckpt / "last.pt")
+    state = load_checkpoint(ckpt / LAST)
     try:
         module.load_state_dict(state["model"])
         for name, opt in optimizers.items():
@@ -160,7 +160,7 @@ def _resumed(ckpt: Path | None, module: torch.nn.Module, optimizers: dict) -> tu
         result = TrainResult(**json.loads(state["result"]))
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise CheckpointError(
-            ckpt / "last.pt",
+            ckpt / LAST,
             None,
             f"checkpoint does not match this model and data (written with other settings?): {str(exc).splitlines()[0][:200]}",
         ) from None

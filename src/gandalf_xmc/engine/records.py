@@ -5,6 +5,7 @@ augmentation points, and what training achieved."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,21 @@ from .devices import GPU_PRECISIONS, check_device_name
 
 # what validation scores, so what training may select its best epoch by
 VALIDATION_METRICS = ("P@1", "P@5", "PSP@1", "PSP@5")
+
+
+LAST = "last.pt"  # the checkpoint a resumed run continues from
+
+
+def has_checkpoint(directory: str | Path | None) -> bool:
+    """Whether the epoch loop (:func:`.loop.run`) left a checkpoint to resume from in ``directory``."""
+    return directory is not None and (Path(directory) / LAST).is_file()
+
+
+def holds_checkpoints(directory: str | Path | None) -> bool:
+    """Whether a model's training left any checkpoint under ``directory`` (a model trained in
+    stages keeps one a stage, some in folders of their own): a stage that left none starts afresh
+    when its run resumes."""
+    return directory is not None and Path(directory).is_dir() and any(p.is_file() for p in Path(directory).rglob("*"))
 
 
 @dataclass

@@ -17,7 +17,7 @@ from .. import sentence
 from ..augment.conventional import append_mixed
 from ..engine.clusters import balanced_clusters, cluster_members, label_representations
 from ..engine.devices import describe, resolve_device
-from ..engine.records import LabelPoints, TrainConfig, TrainResult, Validation
+from ..engine.records import LabelPoints, TrainConfig, TrainResult, Validation, has_checkpoint, holds_checkpoints
 from ..errors import ConfigError
 from ..features import TextFeaturizer
 from ..settings import check_ranges
@@ -330,14 +330,17 @@ class NeuralXMC(LabelledModel):
         if self.family.label_features:
             self.result = self._fit_two_phases(train, Z, Y, label_points, checkpoint_dir, resume)
         else:
-            self.result = train(cfg.train, None if checkpoint_dir is None else Path(checkpoint_dir), resume)
+            # ngame: a run stopped while fine-tuning has no classifier checkpoint yet; its classifiers start
+            classifiers_resume = resume and (not self.family.tunes_encoder or has_checkpoint(checkpoint_dir))
+            self.result = train(cfg.train, None if checkpoint_dir is None else Path(checkpoint_dir), classifiers_resume)
         self.result.device = describe(self.device)
         if self.family.tunes_encoder:
             self.result.encoder_history = encoder_history
         if self.tuned is not None and valid is not None:
             packaged = NeuralXMC(replace(cfg, contrastive=replace(cfg.contrastive, epochs=0)))
             packaged_dir = None if checkpoint_dir is None else Path(checkpoint_dir) / "packaged"
-            self._keep_the_better(packaged.fit(*given, checkpoint_dir=packaged_dir, resume=resume, **rest))
+            packaged_resume = resume and holds_checkpoints(packaged_dir)  # stopped before it began: it starts
+            self._keep_the_better(packaged.fit(*given, checkpoint_dir=packaged_dir, resume=packaged_resume, **rest))
         if self.family.tunes_encoder:
             self.result.seconds = time.perf_counter() - began  # the encoder's fine-tuning (and both classifier runs) included
         return self
@@ -368,7 +371,7 @@ class NeuralXMC(LabelledModel):
         self.members, _ = cluster_members(self.assign)
         network.start_second_phase(vectors, self.members.shape[0])
         second_dir = None if directory is None else directory / "phase-2"
-        result = train(cfg.train, second_dir, resume and second_dir is not None and (second_dir / "last.pt").exists())
+        result = train(cfg.train, second_dir, resume and has_checkpoint(second_dir))
         best = first_result.best_epoch
         result.encoder_history = [{"phase": 1, **r, "kept": r["epoch"] == best} for r in first_result.history]
         return result

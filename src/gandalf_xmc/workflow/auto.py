@@ -25,6 +25,7 @@ import numpy as np
 
 from ..augment import TEMPERED_GRAPH, AugmentConfig, preset
 from ..data.atomic import atomic_path
+from ..engine.records import holds_checkpoints
 from ..models.registry import ModelEntry
 
 # Candidates, most promising first (the budget may cut the list short); docs/decisions.md
@@ -158,7 +159,7 @@ def search(
         augment = replace(AUTO_CANDIDATES[name], seed=seed)
         t0 = time.perf_counter()
         trial_dir = work_dir / name
-        model = fit_one(augment, trial_dir / "checkpoints", resume and (trial_dir / "checkpoints" / "last.pt").exists())
+        model = fit_one(augment, trial_dir / "checkpoints", resume and holds_checkpoints(trial_dir / "checkpoints"))
         seconds = time.perf_counter() - t0
         spent += seconds
         n_ran += 1

@@ -20,7 +20,7 @@ import numpy as np
 from ..augment import AugmentConfig, build_training_set, training_set
 from ..data.atomic import atomic_path, check_output_directory, output_lock, replace_directory
 from ..data.dataset import Split, XMCDataset
-from ..engine.records import TrainResult, Validation
+from ..engine.records import TrainResult, Validation, holds_checkpoints
 from ..errors import ConfigError
 from ..metrics import inverse_propensity
 from ..metrics.ranking import prepare
@@ -236,9 +236,10 @@ def _train_into(
                 "training points (validation chose; the final model keeps every point)",
                 flush=True,
             )
-        model, n_train = fit_augmented(
-            dataset, None, None, model_config, augment, out / "checkpoints" / "final", resume, progress
-        )
+        final = out / "checkpoints" / "final"
+        # stopped after validation and before the final run's first checkpoint: the final run starts
+        final_resume = resume and holds_checkpoints(final)
+        model, n_train = fit_augmented(dataset, None, None, model_config, augment, final, final_resume, progress)
     from .. import __version__
 
     info = {
