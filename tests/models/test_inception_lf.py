@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from gandalf_xmc.engine.records import TrainConfig, TrainResult  # noqa: E402
 from gandalf_xmc.models.inception import InceptionEncoder  # noqa: E402
-from gandalf_xmc.models.inception_lf import LabelFeatureNetwork, graph_text_bags, label_text_bags  # noqa: E402
+from gandalf_xmc.models.inception_lf import LabelFeatureNetwork, graph_text_bags, label_text_bags, padded_size  # noqa: E402
 from gandalf_xmc.models.neural_xmc import ModelConfig, NeuralXMC, first_phase_best, refit_config  # noqa: E402
 
 TEXTS = ["alpha beta", "gamma delta", "alpha gamma", "epsilon zeta", "beta zeta"]
@@ -157,3 +157,19 @@ def test_the_final_model_trains_the_first_phase_epochs_validation_kept():
     assert refit_config(lf_config(epochs=6), result).first_phase_epochs == 4
     # without a kept record (no validation), the last epoch
     assert first_phase_best([{"phase": 1, "epoch": e} for e in range(3)]) == 2
+
+
+def test_a_training_batchs_labels_are_padded_to_few_sizes_without_changing_their_classifiers():
+    assert [padded_size(n) for n in (0, 1, 2, 3, 1000, 1024, 1025, 1152, 1153)] == [1, 1, 2, 4, 1024, 1024, 1152, 1152, 1296]
+    sizes = {padded_size(n) for n in range(1, 50_001)}
+    assert len(sizes) < 50 and all(padded_size(n) >= n for n in (1, 999, 1025, 49_999))
+    network, _, _ = small_network()
+    seen = []
+    combined = network._combined
+    network._combined = lambda ids: seen.append(ids.numel()) or combined(ids)
+    network.train()
+    ids = torch.tensor([2, 0, 1])
+    trained = network._label_weights(ids)
+    assert seen == [4] and trained.shape == (3, 384)
+    del network._combined
+    torch.testing.assert_close(trained, network._combined(ids), rtol=1e-5, atol=1e-6)
