@@ -166,7 +166,7 @@ def test_gpu_bfloat16_training_learns_a_soft_target():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("family", ["astec", "inceptionxml"])
+@pytest.mark.parametrize("family", ["astec", "inceptionxml", "inceptionxml-lf"])
 def test_gpu_model_saved_loads_on_the_cpu_with_the_same_answers(tmp_path, family):
     model = NeuralXMC(small_config(family, device="cuda", gpu_precision="float32")).fit(TEXTS, Y, LABELS, progress=False)
     model.save(tmp_path / "m")
@@ -222,7 +222,7 @@ def test_gpu_sentence_embeddings_match_the_cpu_and_are_cached_apart():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("family", ["astec", "inceptionxml", "dual-encoder"])
+@pytest.mark.parametrize("family", ["astec", "inceptionxml", "inceptionxml-lf", "dual-encoder"])
 def test_gpu_train_from_the_command_line_records_the_device(tiny_dir, tmp_path, capsys, family):
     # through the pipeline: checkpoints written on the GPU, the best epoch read back, then the final run
     out = tmp_path / "m"
