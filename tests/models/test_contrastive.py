@@ -177,15 +177,20 @@ def test_fine_tuning_refuses_what_it_cannot_learn_from():
         ModelConfig(family="ngame", encoder_precision="int8")
 
 
-def test_ngame_saves_its_tuned_encoder_and_predicts_alike_after_loading(tmp_path):
-    texts, Y, label_texts = _pairs()
-    config = ModelConfig(
+def _cpu_ngame(classifier_epochs: int) -> ModelConfig:
+    """ngame on the CPU in float32: one epoch of fine-tuning on the toy pairs, then its classifiers."""
+    return ModelConfig(
         family="ngame",
         max_cluster_size=2,
         encoder_precision="float32",
-        train=FAMILIES["ngame"].train_config(epochs=1, device="cpu"),
+        train=FAMILIES["ngame"].train_config(epochs=classifier_epochs, device="cpu"),
         contrastive=ContrastiveConfig(epochs=1, batch_size=3, lr=1e-4),
     )
+
+
+def test_ngame_saves_its_tuned_encoder_and_predicts_alike_after_loading(tmp_path):
+    texts, Y, label_texts = _pairs()
+    config = _cpu_ngame(classifier_epochs=1)
     model = NeuralXMC(config).fit(texts, Y, label_texts, progress=False)
     assert len(model.result.encoder_history) == 1
     tuned = model.features(["a hammer"])
@@ -205,13 +210,7 @@ def test_ngame_saves_its_tuned_encoder_and_predicts_alike_after_loading(tmp_path
 
 def test_ngame_stopped_after_fine_tuning_resumes_into_its_classifier_stage(tmp_path):
     texts, Y, label_texts = _pairs()
-    config = ModelConfig(
-        family="ngame",
-        max_cluster_size=2,
-        encoder_precision="float32",
-        train=FAMILIES["ngame"].train_config(epochs=2, device="cpu"),
-        contrastive=ContrastiveConfig(epochs=1, batch_size=3, lr=1e-4),
-    )
+    config = _cpu_ngame(classifier_epochs=2)
     NeuralXMC(config).fit(texts, Y, label_texts, checkpoint_dir=tmp_path, progress=False)
     for name in ("last.pt", "best.pt"):  # as a stop between the two stages leaves the directory
         (tmp_path / name).unlink()
