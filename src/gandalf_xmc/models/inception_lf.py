@@ -32,6 +32,7 @@ from torch.nn import functional as F
 from torch.nn.utils.parametrizations import spectral_norm
 
 from ..graph import GraphConfig, label_graph
+from ..sparse_ops import top_k_per_row
 from .network import XMCNetwork
 
 GRAPH_WORDS = 64  # words kept in a graph-weighted label text (the heaviest): bounds a label's cost
@@ -62,21 +63,7 @@ def graph_text_bags(
     rows normalised to sum 1; each row then keeps its ``keep`` heaviest words and is l2-normalised."""
     G = label_graph(sp.csr_matrix((sp.csr_matrix(Y) > 0).astype(np.float32)), config or GraphConfig())
     G = sp.diags(1.0 / np.maximum(np.asarray(G.sum(1)).ravel(), 1e-12)) @ G
-    bags = sp.csr_matrix(G @ text_bags, dtype=np.float32)
-    bags.sort_indices()
-    out_rows, out_cols, out_vals = [], [], []
-    for i in range(bags.shape[0]):
-        lo, hi = bags.indptr[i], bags.indptr[i + 1]
-        cols, vals = bags.indices[lo:hi], bags.data[lo:hi]
-        if vals.size > keep:
-            top = np.sort(np.argsort(-vals, kind="stable")[:keep])
-            cols, vals = cols[top], vals[top]
-        out_rows.append(np.full(cols.size, i))
-        out_cols.append(cols)
-        out_vals.append(vals)
-    kept = sp.csr_matrix(
-        (np.concatenate(out_vals), (np.concatenate(out_rows), np.concatenate(out_cols))), shape=bags.shape, dtype=np.float32
-    )
+    kept = top_k_per_row(G @ text_bags, keep, distinct=True)  # a product: no repeated column in a row
     return normalize(kept, norm="l2").astype(np.float32)
 
 
@@ -153,17 +140,16 @@ class LabelFeatureNetwork(XMCNetwork):
         positions = torch.repeat_interleave(starts - offsets, lengths, output_size=total) + torch.arange(total, device=ids.device)
         return offsets, torch.index_select(indices, 0, positions), torch.index_select(weights, 0, positions)
 
-    def _embedded_bags(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``E . bag_l / sqrt(dim)`` of labels ``ids``' texts and graph texts (each ``n x dim``).
+    def _embedded_bags(self, ids: torch.Tensor, kinds: tuple[str, ...] = ("text", "graph")) -> list[torch.Tensor]:
+        """``E . bag_l / sqrt(dim)`` of labels ``ids``' bags of each of ``kinds`` (each ``n x dim``).
 
         Each distinct word is looked up once and the bags are summed from those rows, so ``E``'s
-        sparse gradient has a row a distinct word, not one a (label, word) entry (bags summed from
-        ``E`` itself gave a batch's gradient about 1.6 M rows of 384 floats on debian-bookworm).
+        sparse gradient has a row a distinct word, not one a (label, word) entry.
         The ``dim ** -0.5``: unit-variance word vectors give a classifier of about unit norm, as the
         free classifiers start, so the first logits are small."""
         embed = self.encoder.embed
         assert isinstance(embed, nn.Embedding)  # the query encoder's word embeddings (InceptionEncoder)
-        parts = [self._bag_entries(ids, kind) for kind in ("text", "graph")]
+        parts = [self._bag_entries(ids, kind) for kind in kinds]
         words, columns = torch.unique(torch.cat([part[1] for part in parts]), return_inverse=True)
         vectors = F.embedding(words, embed.weight, sparse=embed.sparse)
         out, at = [], 0
@@ -172,14 +158,18 @@ class LabelFeatureNetwork(XMCNetwork):
             at += entries.numel()
             scaled = weights * self.dim**-0.5  # on the entries: fewer than the sums' dim x labels
             out.append(F.embedding_bag(cols, vectors, offsets, mode="sum", per_sample_weights=scaled))
-        return out[0], out[1]
+        return out
 
     def label_text_vectors(self) -> np.ndarray:
         """Every label's ``z1 = E . z0`` (``L x dim``), as the second phase reclusters on them."""
         with torch.no_grad():
-            ids = torch.arange(self.labels.num_embeddings, device=self.device)
-            parts = [self._embedded_bags(ids[i : i + _TABLE_CHUNK])[0] for i in range(0, ids.numel(), _TABLE_CHUNK)]
-            return torch.cat(parts).float().cpu().numpy() if parts else np.zeros((0, self.dim), dtype=np.float32)
+            return self._every_label(lambda ids: self._embedded_bags(ids, ("text",))[0]).float().cpu().numpy()
+
+    def _every_label(self, rows) -> torch.Tensor:
+        """``rows(ids)`` of every label (``L x dim``), :data:`_TABLE_CHUNK` labels at a time."""
+        ids = torch.arange(self.labels.num_embeddings, device=self.device)
+        parts = [rows(ids[i : i + _TABLE_CHUNK]) for i in range(0, ids.numel(), _TABLE_CHUNK)]
+        return torch.cat(parts) if parts else torch.zeros(0, self.dim, device=self.device)
 
     def _combined(self, ids: torch.Tensor) -> torch.Tensor:
         text, graph = self._embedded_bags(ids)
@@ -193,9 +183,7 @@ class LabelFeatureNetwork(XMCNetwork):
     def _label_weights(self, ids: torch.Tensor) -> torch.Tensor:
         if not self.training and not torch.is_grad_enabled():
             return torch.index_select(self._label_table(), 0, ids)
-        # a batch's labels padded to a size of a geometric series, so that its many label-sized
-        # tensors come in few sizes the allocator reuses (sizes that change with every batch grew
-        # glibc's heap without bound: 25 MB a batch on debian-bookworm)
+        # padded to few sizes, which the allocator reuses: sizes that change every batch grow glibc's heap
         n = ids.numel()
         return self._combined(torch.cat([ids, ids.new_zeros(padded_size(n) - n)]))[:n]
 
@@ -205,10 +193,8 @@ class LabelFeatureNetwork(XMCNetwork):
         tensors = [*self.parameters(), *self.buffers()]
         key = tuple((t.data_ptr(), t._version) for t in tensors)
         if getattr(self, "_table_key", None) != key:
-            ids = torch.arange(self.labels.num_embeddings, device=self.device)
             with torch.no_grad():
-                parts = [self._combined(ids[i : i + _TABLE_CHUNK]) for i in range(0, ids.numel(), _TABLE_CHUNK)]
-                self._table = torch.cat(parts) if parts else torch.zeros(0, self.dim, device=self.device)
+                self._table = self._every_label(self._combined)
             self._table_key = key
         return self._table
 

@@ -17,7 +17,7 @@ from .. import sentence
 from ..augment.conventional import append_mixed
 from ..engine.clusters import balanced_clusters, cluster_members, label_representations
 from ..engine.devices import describe, resolve_device
-from ..engine.records import LabelPoints, TrainConfig, TrainResult, Validation, has_checkpoint, holds_checkpoints
+from ..engine.records import LabelPoints, TrainConfig, TrainResult, Validation, has_checkpoint
 from ..errors import ConfigError
 from ..features import TextFeaturizer
 from ..settings import check_ranges
@@ -339,8 +339,7 @@ class NeuralXMC(LabelledModel):
         if self.tuned is not None and valid is not None:
             packaged = NeuralXMC(replace(cfg, contrastive=replace(cfg.contrastive, epochs=0)))
             packaged_dir = None if checkpoint_dir is None else Path(checkpoint_dir) / "packaged"
-            packaged_resume = resume and holds_checkpoints(packaged_dir)  # stopped before it began: it starts
-            self._keep_the_better(packaged.fit(*given, checkpoint_dir=packaged_dir, resume=packaged_resume, **rest))
+            self._keep_the_better(packaged.fit(*given, checkpoint_dir=packaged_dir, resume=resume, **rest))
         if self.family.tunes_encoder:
             self.result.seconds = time.perf_counter() - began  # the encoder's fine-tuning (and both classifier runs) included
         return self
@@ -452,8 +451,6 @@ class NeuralXMC(LabelledModel):
         model.assign = np.load(d / "clusters.npy")
         model.members, _ = cluster_members(model.assign)
         model.network = model._build(int(spec["n_features"]), int(spec["n_labels"]), model.members.shape[0])
-        if isinstance(model.network, LabelFeatureNetwork):  # its saved second phase: the free vectors in
-            model.network.free_weights.fill_(True)
         model.network.load_state_dict(torch.load(d / "weights.pt", weights_only=True, map_location="cpu"))
         model.network.eval()
         if spec.get("encoder") == "tuned":
