@@ -46,49 +46,27 @@ from gandalf_xmc.data import load_dataset
 from gandalf_xmc.data.dataset import find_split_file
 from gandalf_xmc.data.suite import BY_NAME, SUITE, build, is_available, suite_path
 from gandalf_xmc.metrics.ranking import prepare, remove_pairs
-from gandalf_xmc.models.base import folded_text
 from gandalf_xmc.models.registry import build_model, model_config
+from gandalf_xmc.workflow import forecast
 from gandalf_xmc.workflow.fitting import fit_model
+from gandalf_xmc.workflow.forecast import QuerySample, paired_gain
 from gandalf_xmc.workflow.validation import carve_validation
 
 AUGMENTS = ("none", "gandalf", "gandalf-tempered", "identity")
 NEW_ITEMS_SPLIT = "val"  # a new-items set's unlabelled sample of its deployment's queries
 
 
-def namesakes(texts: list[str], label_texts: list[str]) -> np.ndarray:
-    """1.0 for each of ``texts`` equal (case and spacing folded) to some label's text, else 0.0."""
-    labels = {folded_text(t) for t in label_texts}
-    return np.array([folded_text(t) in labels for t in texts], dtype=float)
-
-
-def namesake_share(texts: list[str], label_texts: list[str]) -> float:
-    """The share of ``texts`` equal (case and spacing folded) to some label's text."""
-    return float(namesakes(texts, label_texts).mean()) if texts else 0.0
-
-
-def namesake_share_interval(
-    texts: list[str], groups: list[str] | None, label_texts: list[str], seed: int = 0, resamples: int = 1000
-) -> tuple[float, float]:
-    """A 90% interval of :func:`namesake_share` over ``resamples`` draws of whole families (the
-    ``groups``, where the sample was drawn by family; else each text its own)."""
-    hit = namesakes(texts, label_texts)
-    if not hit.size:
-        return 0.0, 0.0
-    _, family = np.unique(np.asarray(groups if groups else range(hit.size), dtype=str), return_inverse=True)
-    hits, sizes = np.bincount(family, hit), np.bincount(family).astype(float)
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, sizes.size, size=(resamples, sizes.size))
-    shares = hits[draws].sum(1) / sizes[draws].sum(1)
-    low, high = np.percentile(shares, [5, 95])
-    return float(low), float(high)
+def query_sample(ds, dataset: str) -> QuerySample:
+    """A new-items set's unlabelled sample of its deployment's queries: the ``val`` split's texts,
+    and their families where the set's group key names them (its labels are not read)."""
+    queries = ds.split(NEW_ITEMS_SPLIT)
+    return QuerySample(list(queries.texts), list(queries.groups) if BY_NAME[dataset].group_is_family else None)
 
 
 def deployment_share(ds, dataset: str) -> tuple[float, tuple[float, float]]:
-    """``s`` and its interval from a new-items set's unlabelled sample of queries (the ``val``
-    split's texts, and its families where the set's group key names them)."""
-    queries = ds.split(NEW_ITEMS_SPLIT)
-    families = queries.groups if BY_NAME[dataset].group_is_family else None
-    return namesake_share(queries.texts, ds.label_texts), namesake_share_interval(queries.texts, families, ds.label_texts)
+    """``s`` and its interval from the set's :func:`query_sample`."""
+    share, interval = forecast.deployment_share(query_sample(ds, dataset), ds.label_texts)
+    return share or 0.0, interval
 
 
 def top1_hits(model, split, filter_predictions: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -151,16 +129,10 @@ def measure(dataset: str, seed: int, augments: tuple[str, ...]) -> list[dict]:
         hits_by[augment] = measured
         if augment != "none":  # the paired standard error of each gain over none (the same items)
             for key, values in measured.items():
-                row[f"{key}_gain_se"] = paired_se(values, hits_by["none"][key])
+                row[f"{key}_gain_se"] = paired_gain(values, hits_by["none"][key])[1]
         rows.append(row)
         print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
     return rows
-
-
-def paired_se(hits: np.ndarray, base: np.ndarray) -> float:
-    """The standard error (in points) of the mean of ``hits - base`` over the same items."""
-    diff = hits - base
-    return 100 * float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else 0.0
 
 
 def two_se(per_seed: list[float]) -> float:

@@ -13,7 +13,10 @@ reach nested settings). ``auto`` and models that choose on validation (``linear-
 (``train_model``: its own validation split carved from the training part, then the final model
 trained again on all of it with what was chosen); with ``--valid-split NAME`` they validate on that
 split of each dataset that has one instead (the new-items sets' ``val``: new items of the later
-release, whole families apart from the test's) and train once on every training point.
+release, whole families apart from the test's) and train once on every training point; with
+``--queries new-items`` ``auto`` chooses for new items by its forecast (``gandalf train --queries
+new-items``), its query sample the texts of each dataset's ``val`` split where it has one (their
+families where the dataset's group key names families; no label is read), else none.
 ``--hold-out F`` trains on the training part less a random share F, as a final model that is not
 trained again after its validation run. ``--device`` says where the neural models train (each
 row records the device, its GPU's peak memory and the median epoch time). Writes
@@ -33,12 +36,13 @@ import numpy as np
 from gandalf_xmc.augment import AugmentConfig, training_set
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.data.dataset import find_split_file
-from gandalf_xmc.data.suite import SUITE, build, is_available, suite_path
+from gandalf_xmc.data.suite import BY_NAME, SUITE, build, is_available, suite_path
 from gandalf_xmc.metrics import evaluate, inverse_propensity
 from gandalf_xmc.models.registry import build_model, model_config
 from gandalf_xmc.settings import apply_settings, parse_settings
 from gandalf_xmc.workflow.auto import AUTO_CANDIDATES
 from gandalf_xmc.workflow.fitting import fit_model
+from gandalf_xmc.workflow.forecast import NewItems, QuerySample
 from gandalf_xmc.workflow.validation import BENCHMARK_PROTOCOLS, PROTOCOLS, carve_validation
 
 HERE = Path(__file__).resolve().parent
@@ -71,10 +75,12 @@ def run_one(
     recipe: AugmentConfig | None = None,
     valid_split: str | None = None,
     device: str | None = None,
+    queries: str = "catalogue",
 ) -> dict:
     """One trained model scored on ``split``; ``recipe`` (its seed replaced by ``seed``) stands for
     the augmentation named ``augment`` where a script compares variants the suite has no name for;
-    ``device`` is where a model that can use a GPU trains and predicts (the others run on the CPU)."""
+    ``device`` is where a model that can use a GPU trains and predicts (the others run on the CPU);
+    ``queries`` what the deployment meets (``new-items``: auto chooses by its forecast)."""
     given = valid_split if valid_split and find_split_file(suite_path(dataset), valid_split) else None
     splits = ("trn", "tst") if split == "test" else ("trn",)
     ds = load_dataset(dataset, splits=splits + ((given,) if given else ()))
@@ -112,6 +118,7 @@ def run_one(
                 valid_fraction=valid_fraction(rest.n_original_train or len(rest.train)),
                 progress=False,
                 valid_split=None if given is None else (given, ds.split(given)),
+                new_items=new_items_of(dataset) if queries == "new-items" and augment == "auto" else None,
             )
         fitted, chosen = trained.model, trained.search["chosen"] if trained.search else None
         if hasattr(fitted, "knn_weight"):
@@ -141,6 +148,7 @@ def run_one(
         "split": split,
         "protocol": protocol if split == "valid" else None,
         "valid_split": given,
+        "queries": queries if augment == "auto" else None,
         "n_train": len(rest.train),
         "hold_out": hold_out,
         "chosen": chosen,
@@ -237,6 +245,16 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def new_items_of(dataset: str) -> NewItems:
+    """A new-items deployment with the texts of ``dataset``'s ``val`` split as its query sample
+    (their families where its group key names them; no label read), or without a sample."""
+    family = BY_NAME[dataset].group_is_family
+    if find_split_file(suite_path(dataset), "val") is None:
+        return NewItems(None, family)
+    queries = load_dataset(dataset, splits=("trn", "val")).split("val")
+    return NewItems(QuerySample(list(queries.texts), list(queries.groups) if family and queries.groups else None), family)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--datasets", nargs="+", default=[d.name for d in SUITE])
@@ -269,6 +287,12 @@ def main() -> None:
         default=None,
         help="where the models that can use a GPU train: auto, cpu, cuda (default: the model's own, auto)",
     )
+    ap.add_argument(
+        "--queries",
+        choices=("catalogue", "new-items"),
+        default="catalogue",
+        help="what auto chooses for: catalogue items (its validation split) or new items (its forecast)",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     settings = parse_settings(args.settings)
@@ -287,6 +311,7 @@ def main() -> None:
             args.hold_out,
             valid_split=args.valid_split,
             device=args.device,
+            queries=args.queries,
         ),
     )
     print(table(rows))

@@ -22,7 +22,7 @@ from .augment.catalog import AUGMENTATIONS
 from .errors import GandalfError
 from .graph import GRAPH_KINDS
 from .models.registry import MODELS
-from .workflow.validation import PROTOCOLS
+from .workflow.validation import PROTOCOLS, QUERY_KINDS
 
 app = typer.Typer(
     add_completion=False,
@@ -45,6 +45,7 @@ Sampling = Enum("Sampling", {"random": "random", "tail": "tail"}, type=str)  # t
 Precision = Enum("Precision", {n: n for n in ("auto", "float32", "bfloat16", "int8")}, type=str)  # type: ignore[misc]  # members from a table
 ExportFormat = Enum("ExportFormat", {n: n for n in ("lf", "text", "npz", "bow")}, type=str)  # type: ignore[misc]  # members from a table
 ValidProtocol = Enum("ValidProtocol", {n: n for n in PROTOCOLS}, type=str)  # type: ignore[misc]  # members from a table
+QueryKind = Enum("QueryKind", {n: n for n in QUERY_KINDS}, type=str)  # type: ignore[misc]  # members from a table
 
 DATA_OPTION = typer.Option(
     None,
@@ -543,6 +544,21 @@ def train(
         "like the ones the model will meet, such as new items of a later release) instead of a share of the "
         "training points; every training point then trains, once (--valid-fraction and --valid-protocol unused).",
     ),
+    queries: QueryKind = typer.Option(
+        "catalogue",
+        "--queries",
+        help="What the deployment's queries are (how --augment auto validates): "
+        + " | ".join(f"{name}: {what}" for name, what in QUERY_KINDS.items())
+        + ".",
+    ),
+    query_sample: Optional[str] = typer.Option(
+        None,
+        "--query-sample",
+        metavar="FILE",
+        help="With --queries new-items: unlabelled queries the deployment meets, one a line (plain text, or JSON lines "
+        "with a 'title' or 'text' and optionally the 'group' that the sample was drawn by); without it, any share of "
+        "namesakes is allowed for.",
+    ),
     refit: bool = typer.Option(
         True,
         "--refit/--no-refit",
@@ -590,6 +606,9 @@ def train(
         raise ConfigError("--valid-split names a split other than the training split (e.g. val)")
     if valid_split is not None and valid_protocol.value != "random":
         raise ConfigError("--valid-split and --valid-protocol exclude each other: the split given is the validation")
+    if query_sample is not None and queries.value != "new-items":
+        raise ConfigError("--query-sample is read with --queries new-items only")
+    new_items = _new_items(query_sample, valid_protocol.value == "group") if queries.value == "new-items" else None
     ds = _load(data, splits=("trn",) if valid_split is None else ("trn", valid_split), derive_filters=derive_filters)
     config = model_config(model.value, seed=seed, epochs=epochs, device=device)
     config = _with_encoder_precision(apply_settings(config, parse_settings(settings or [])), encoder_precision.value)
@@ -610,6 +629,7 @@ def train(
         refit=refit,
         keep_checkpoints=keep_checkpoints,
         valid_split=None if valid_split is None else (valid_split, ds.split(valid_split)),
+        new_items=new_items,
     )
     if trained.search is not None:
         _say_auto_choice(trained.search, out)
@@ -626,6 +646,26 @@ def train(
         f"trained {model.value} on {ds.name} ({training_set.value}) in {time.perf_counter() - started:.1f} s "
         f"all told; {epochs_note}{valid}{final} -> {out}"
     )
+
+
+def _new_items(sample_file: str | None, families: bool):
+    """The new-items deployment of ``--queries new-items``, with the texts (and groups) of ``--query-sample``."""
+    from .errors import DataFormatError
+    from .predictor import read_queries
+    from .workflow.forecast import NewItems, QuerySample
+
+    if sample_file is None:
+        return NewItems(None, families)
+    texts, groups = [], []
+    for text, _, fields in read_queries(sample_file):
+        texts.append(text)
+        group = fields.get("group")
+        groups.append(None if group is None else str(group))
+    if not texts:
+        raise DataFormatError(sample_file, None, "the query sample holds no query")
+    if any(g is None for g in groups) and any(g is not None for g in groups):
+        raise DataFormatError(sample_file, None, "give a 'group' on every line of the query sample or on none")
+    return NewItems(QuerySample(texts, groups if groups[0] is not None else None), families)
 
 
 def _with_encoder_precision(config, precision: str):

@@ -94,28 +94,6 @@ def test_a_forecast_within_two_standard_errors_of_its_validation_is_undecided():
     assert gain["forecast_noise"] == pytest.approx(2 * np.hypot(0.75 * 2.0, 0.25 * 4.0), abs=0.005)
 
 
-def test_paired_standard_error_of_a_gain():
-    a, b = np.array([1.0, 1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.0, 1.0])
-    # differences 1, 0, 0, -1: sample sd sqrt(2/3), over sqrt(4) items, in points
-    assert foresee.paired_se(a, b) == pytest.approx(100 * np.sqrt(2 / 3) / 2)
-    assert foresee.paired_se(a[:1], b[:1]) == 0.0
-
-
-def test_the_shares_interval_resamples_whole_families():
-    labels = ["a tool"]
-    # family f: 4 namesakes; families g, h, i: one text each, none a namesake
-    texts, groups = ["a tool"] * 4 + ["x", "y", "z"], ["f"] * 4 + ["g", "h", "i"]
-    low, high = foresee.namesake_share_interval(texts, groups, labels, seed=1)
-    # a draw of the 4 families holds f k times, k ~ Binomial(4, 1/4), share 4k / (3k + 4):
-    # P(k = 0) = 0.32 puts the 5th percentile at 0; P(k >= 2) = 0.26 and P(k >= 3) = 0.051 put the
-    # 95th between k = 2 (0.8) and k = 3 (0.923)
-    assert low == 0.0 and 0.8 <= high <= 12 / 13
-    items = foresee.namesake_share_interval(texts, None, labels, seed=1)  # without families: each text its own
-    # m of 7 texts, m ~ Binomial(7, 4/7): P(m <= 1) = 0.028, P(m <= 2) = 0.098, P(m = 7) = 0.020
-    assert 1 / 7 <= items[0] <= 2 / 7 and 6 / 7 <= items[1] <= 1.0
-    assert foresee.namesake_share_interval([], None, labels) == (0.0, 0.0)
-
-
 def test_seeds_are_averaged_and_their_standard_errors_combined():
     runs = []
     for seed, (base, test) in enumerate([(40.0, 44.0), (42.0, 44.0)]):
@@ -126,11 +104,6 @@ def test_seeds_are_averaged_and_their_standard_errors_combined():
     (gain,) = foresee.predicted_gains(runs)
     assert gain["predicted_gain"] == 1.0 and gain["test_gain"] == 4.0
     assert gain["test_noise"] == pytest.approx(2 * np.sqrt(2.0) / 2, abs=0.005)  # two SEs of the mean of two seeds (rounded)
-
-
-def test_namesake_share_folds_case_and_spacing():
-    assert foresee.namesake_share(["A  tool", "other", "a Tool", "x"], ["a tool", "y"]) == 0.5
-    assert foresee.namesake_share([], ["a"]) == 0.0
 
 
 class Fixed:

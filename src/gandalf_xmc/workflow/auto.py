@@ -9,6 +9,12 @@ budget would be exceeded; the winner's trained model is the final model, so noth
 
 Each finished trial is saved under ``checkpoints/auto/<name>`` with its metrics in
 ``checkpoints/auto/trials.json``, so an interrupted search resumes where it stopped.
+
+For a deployment that meets new items (:class:`NamesakeCheck`), the trials validate on held-out
+items as if they did not exist yet, each candidate trains a second time for the namesakes' part,
+and the rule reads the forecast of :mod:`.forecast`: a candidate is admissible only where the
+forecast's lowest value (two standard errors down, at either end of the share of namesakes) is
+above ``-p1_tolerance``.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from ..augment import TEMPERED_GRAPH, AugmentConfig, preset
 from ..data.atomic import atomic_path
 from ..engine.records import holds_checkpoints
 from ..models.registry import ModelEntry
+from .forecast import new_items_forecast, paired_gain
 
 # Candidates, most promising first (the budget may cut the list short); docs/decisions.md
 # ("Augmentation with the linear model") gives the validation figures behind the list and its
@@ -60,9 +67,92 @@ def gain_interval(base_hits: np.ndarray, hits: np.ndarray, seed: int = 0, n_boot
     }
 
 
-def _unpack(trial: dict) -> np.ndarray:
-    bits = np.frombuffer(bytes.fromhex(trial["p1_hits"]["bits"]), dtype=np.uint8)
-    return np.unpackbits(bits)[: trial["p1_hits"]["n"]].astype(bool)
+def _pack(hits: np.ndarray) -> dict:
+    hits = np.asarray(hits, dtype=bool)
+    return {"n": int(hits.size), "bits": np.packbits(hits).tobytes().hex()}
+
+
+def _unpack(trial: dict, key: str = "p1_hits") -> np.ndarray:
+    bits = np.frombuffer(bytes.fromhex(trial[key]["bits"]), dtype=np.uint8)
+    return np.unpackbits(bits)[: trial[key]["n"]].astype(bool)
+
+
+@dataclass
+class NamesakeCheck:
+    """The namesakes' part of a new-items forecast: ``fit(augment, checkpoint_dir, resume)`` trains a
+    candidate on the catalogue's validation carving, where held-out items keep their own labels;
+    ``hits(model)`` says for each held-out item that is a label whether its top label, unfiltered,
+    is right (its own label, a wrong namesake now, is a miss). ``share`` and ``interval``: the share
+    of the deployment's queries that are namesakes (``None``: no sample) and its interval;
+    ``items``: how many held-out items are labels."""
+
+    fit: Callable[[AugmentConfig, Path, bool], Any]
+    hits: Callable[[Any], np.ndarray]
+    share: float | None
+    interval: tuple[float, float]
+    items: int = 0
+
+    @property
+    def needed(self) -> bool:
+        """Whether the namesakes weigh anything (a sample without one: s is 0 throughout)."""
+        return self.interval[1] > 0
+
+
+def new_items_forecasts(trials: list[dict], interval: tuple[float, float]) -> dict[str, dict]:
+    """Each candidate's :func:`.forecast.new_items_forecast` against the "none" trial (by the
+    trials' hits on the future validation and, where recorded, on the namesakes)."""
+    base = next((t for t in trials if t["name"] == "none"), None)
+    if base is None or "p1_hits" not in base:
+        return {}
+    out = {}
+    for t in trials:
+        if t["name"] == "none" or "p1_hits" not in t:
+            continue
+        future = paired_gain(_unpack(t), _unpack(base))
+        namesake = (
+            paired_gain(_unpack(t, "namesake_hits"), _unpack(base, "namesake_hits"))
+            if "namesake_hits" in t and "namesake_hits" in base
+            else (0.0, 0.0)
+        )
+        out[t["name"]] = new_items_forecast(future, namesake, interval)
+    return out
+
+
+def choose_for_new_items(trials: list[dict], forecasts: dict[str, dict], p1_tolerance: float) -> str:
+    """The highest validation PSP@5 among "none" and the candidates whose forecast cannot lose more
+    than ``p1_tolerance`` P@1 on new items (``lowest`` at least ``-p1_tolerance``)."""
+    admissible = [
+        t for t in trials if t["name"] == "none" or forecasts.get(t["name"], {}).get("lowest", -np.inf) >= -p1_tolerance
+    ]
+    if not admissible:
+        raise ValueError("no 'none' trial to fall back on")
+    return max(admissible, key=lambda t: (t["valid"]["PSP@5"], t["valid"]["P@1"]))["name"]
+
+
+def decided_for_new_items(winner: str, forecasts: dict[str, dict], n_valid: int, share: float | None) -> dict:
+    """Whether the forecast could tell: it could not where a candidate lost only to the noise of
+    validation (its forecast positive at both ends of the share's interval) or to the share (its
+    forecast changing sign inside that interval); ``why`` says which, in a line."""
+    if n_valid < MIN_VALID_POINTS:
+        return decided(winner, None, n_valid, 0.0)
+    if winner != "none":
+        return {"sure": True, "why": ""}
+    by_share = [n for n, f in forecasts.items() if min(f["at_share_ends"]) < 0 < max(f["at_share_ends"])]
+    by_noise = [n for n, f in forecasts.items() if min(f["at_share_ends"]) > 0 and f["lowest"] < 0]
+    if by_share:
+        sample = "no sample of the queries was given (--query-sample)" if share is None else "the sample of queries is small"
+        return {
+            "sure": False,
+            "why": f"the share of queries whose text is a label's decides whether {', '.join(by_share)} helps new items, "
+            f"and {sample}; none was chosen",
+        }
+    if by_noise:
+        return {
+            "sure": False,
+            "why": f"validation ({n_valid:,} points) is too small to tell whether {', '.join(by_noise)} helps new items "
+            "(forecast above zero, within two standard errors of it); none was chosen",
+        }
+    return {"sure": True, "why": ""}
 
 
 def candidates_for(row: ModelEntry) -> tuple[str, ...]:
@@ -130,6 +220,7 @@ def search(
     resume: bool = False,
     log: Callable[[str], None] = print,
     point_hits: Callable[[Any], np.ndarray] | None = None,
+    namesake_check: NamesakeCheck | None = None,
 ) -> tuple[object, AugmentConfig, dict]:
     """Run the trials and return ``(winning model, its AugmentConfig, record of the search)``.
 
@@ -138,7 +229,11 @@ def search(
     read a trained model directory. ``point_hits(model)``, when given, says for each validation
     point whether the model's top label is right; the record then gives each trial's P@1 gain over
     "none" with a paired bootstrap interval over the validation points (:func:`gain_interval`).
+    With ``namesake_check`` (new items; ``point_hits`` then required) each candidate also trains
+    for the namesakes' part, and the choice is :func:`choose_for_new_items`'s.
     """
+    if namesake_check is not None and point_hits is None:
+        raise ValueError("a new-items forecast needs each trial's validation hits (point_hits)")
     candidates = config.candidates if config.candidates is not None else tuple(AUTO_CANDIDATES)
     unknown = [c for c in candidates if c not in AUTO_CANDIDATES]
     if unknown:
@@ -174,27 +269,52 @@ def search(
             "valid": {k: best[k] for k in ("P@1", "P@5", "PSP@1", "PSP@5")},
         }
         if point_hits is not None:
-            hits = np.asarray(point_hits(model), dtype=bool)
-            trial["p1_hits"] = {"n": int(hits.size), "bits": np.packbits(hits).tobytes().hex()}
+            trial["p1_hits"] = _pack(point_hits(model))
+        if namesake_check is not None and namesake_check.needed:
+            model = None  # the first model's memory is free before the second trains
+            ckpt = trial_dir / "namesake-checkpoints"
+            t1 = time.perf_counter()
+            trial["namesake_hits"] = _pack(
+                namesake_check.hits(namesake_check.fit(augment, ckpt, resume and holds_checkpoints(ckpt)))
+            )
+            trial["seconds"] += time.perf_counter() - t1
+            spent += time.perf_counter() - t1
         trials.append(trial)
         log(f"auto: {name}: valid P@1 {best['P@1']:.2f}, PSP@5 {best['PSP@5']:.2f} ({seconds:.0f} s)")
         with atomic_path(record_path) as tmp:
             tmp.write_text(json.dumps(trials, indent=1) + "\n")
-    winner = choose(trials, config.p1_tolerance)
+    forecasts: dict[str, dict] = {}
+    if namesake_check is not None:
+        forecasts = new_items_forecasts(trials, namesake_check.interval)
+        winner = choose_for_new_items(trials, forecasts, config.p1_tolerance)
+        rule = (
+            "highest valid PSP@5 among none and the trials whose forecast P@1 gain on new items, two standard errors "
+            f"down at either end of the share of namesakes, is >= -{config.p1_tolerance}"
+        )
+    else:
+        winner = choose(trials, config.p1_tolerance)
+        rule = f"highest valid PSP@5 among trials with valid P@1 >= P@1(none) - {config.p1_tolerance}"
     chosen = next(t for t in trials if t["name"] == winner)
     model = load(work_dir / winner / "model")
-    record: dict[str, Any] = {
-        "rule": f"highest valid PSP@5 among trials with valid P@1 >= P@1(none) - {config.p1_tolerance}",
-        "chosen": winner,
-        "budget_seconds": config.budget_seconds,
-        "trials": trials,
-    }
+    record: dict[str, Any] = {"rule": rule, "chosen": winner, "budget_seconds": config.budget_seconds, "trials": trials}
     base = next((t for t in trials if t["name"] == "none" and "p1_hits" in t), None)
+    if namesake_check is not None:
+        record["new_items"] = {
+            "share": namesake_check.share,
+            "share_interval": list(namesake_check.interval),
+            "namesake_items": namesake_check.items,
+            "forecast": forecasts,
+        }
+        n_valid = base["p1_hits"]["n"] if base is not None else 0
+        record["decided"] = decided_for_new_items(winner, forecasts, n_valid, namesake_check.share)
     if base is not None:
         record["p1_gain_over_none"] = {
             t["name"]: gain_interval(_unpack(base), _unpack(t), seed) for t in trials if "p1_hits" in t and t["name"] != "none"
         }
-        record["decided"] = decided(winner, record["p1_gain_over_none"].get(winner), base["p1_hits"]["n"], config.p1_tolerance)
+        if namesake_check is None:
+            record["decided"] = decided(
+                winner, record["p1_gain_over_none"].get(winner), base["p1_hits"]["n"], config.p1_tolerance
+            )
     for t in trials:  # only the winner's model is worth keeping
         if t["name"] != winner:
             shutil.rmtree(work_dir / t["name"] / "model", ignore_errors=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..augment import AugmentConfig, build_training_set, training_set
 from ..data.atomic import atomic_path, check_output_directory, output_lock, replace_directory
@@ -27,6 +28,7 @@ from ..metrics.ranking import prepare
 from ..models.registry import MODELS, build_model, config_seed, entry, load_trained, model_name, refit_config
 from . import auto
 from .fitting import fit_model
+from .forecast import NewItems, deployment_share
 from .validation import BENCHMARK_PROTOCOLS, PROTOCOLS, carve_validation
 
 
@@ -94,6 +96,7 @@ def train_model(
     refit: bool = True,
     keep_checkpoints: bool = False,
     valid_split: tuple[str, Split] | None = None,
+    new_items: NewItems | None = None,
 ) -> TrainedModel:
     """Train and save to ``out_dir`` (weights, features, clusters, label texts, settings, history).
 
@@ -108,7 +111,11 @@ def train_model(
     :func:`.models.registry.refit_config`). ``valid_split`` (its name and points, in the dataset's
     label space) validates instead of a share of the training points: the points a deployment
     meets, such as the new items of a later release; every training point trains, so nothing is
-    trained again, and ``valid_fraction`` and ``valid_protocol`` are not used.
+    trained again, and ``valid_fraction`` and ``valid_protocol`` are not used. ``new_items`` says
+    that the deployment's queries are new items, which ``auto`` then chooses for by the forecast of
+    :mod:`.forecast`: its trials validate on held-out points as if they did not exist yet (whole
+    groups of them with ``valid_protocol="group"``), and each candidate trains once more for the
+    namesakes' part; the final model is always trained again on every point.
 
     ``out_dir`` must be new or empty unless ``force`` (or ``resume``); it is never the dataset's
     directory. The finished model replaces it whole, so an interrupted run leaves the old
@@ -135,6 +142,7 @@ def train_model(
                 valid_protocol,
                 refit,
                 valid_split,
+                new_items,
             )
             if not keep_checkpoints:
                 shutil.rmtree(out / "checkpoints", ignore_errors=True)  # often larger than the model
@@ -158,8 +166,17 @@ def _train_into(
     valid_protocol: str,
     refit: bool,
     valid_split: tuple[str, Split] | None = None,
+    new_items: NewItems | None = None,
 ) -> TrainedModel:
-    if valid_split is not None:
+    namesake_carving = None
+    if new_items is not None:
+        _check_new_items(augment, valid_split, valid_protocol, refit, valid_fraction)
+        seed = config_seed(model_config)
+        namesake_carving = carve_validation(dataset, valid_fraction, seed, "random")
+        valid_protocol = "future-family" if new_items.families or valid_protocol == "group" else "future"
+        valid_source = f"{valid_protocol} share (new items)"
+        rest, valid = carve_validation(dataset, valid_fraction, seed, valid_protocol)
+    elif valid_split is not None:
         valid_source = f"split {valid_split[0]}"
         (rest, valid), valid_fraction, valid_protocol = (dataset, valid_split[1]), None, None
         if not len(valid):
@@ -184,6 +201,7 @@ def _train_into(
                 "valid_fraction": valid_fraction,
                 "valid_protocol": valid_protocol,
                 "valid_source": valid_source,
+                **({"new_items": new_items.fingerprint()} if new_items is not None else {}),
             },
             default=str,
         )
@@ -196,7 +214,7 @@ def _train_into(
         validation_run = done["validation_run"]
     else:
         model, augment, search, n_fit = _validation_run(
-            rest, valid, dataset, out, model_config, augment, resume, progress, auto_config
+            rest, valid, dataset, out, model_config, augment, resume, progress, auto_config, new_items, namesake_carving
         )
         validated = model.result
         best = validated.history[validated.best_epoch] if validated.history else {}
@@ -250,6 +268,7 @@ def _train_into(
         "valid_fraction": valid_fraction,
         "valid_protocol": valid_protocol,
         "valid_source": valid_source,
+        "queries": "new items" if new_items is not None else "catalogue items",
         "n_train": n_train,
         "n_valid": len(valid),
         "refit": refitting,
@@ -273,6 +292,53 @@ def _train_into(
     return TrainedModel(model, info, search, validated)
 
 
+def _check_new_items(augment: AugmentConfig, valid_split, valid_protocol: str, refit: bool, valid_fraction: float) -> None:
+    """Refuse the settings a new-items deployment cannot validate with, in one line each."""
+    if augment.augmentation != "auto":
+        raise ConfigError("new-items queries (--queries new-items) tell --augment auto how to choose; give --augment auto")
+    if valid_split is not None:
+        raise ConfigError(
+            "--queries new-items forecasts from the training points; a labelled split of new items (--valid-split) "
+            "validates them directly: give one or the other"
+        )
+    if valid_protocol not in ("random", "group"):
+        raise ConfigError(
+            "--queries new-items holds out points as if they did not exist yet: --valid-protocol random "
+            "(single points) or group (whole groups, where the group key names families)"
+        )
+    if not refit:
+        raise ConfigError("--queries new-items validates without the held-out items' labels; the final model needs --refit")
+    if not valid_fraction:
+        raise ConfigError("--queries new-items needs a validation share (--valid-fraction > 0)")
+
+
+def _namesake_check(dataset: XMCDataset, carving: tuple[XMCDataset, Split], new_items: NewItems, fit) -> auto.NamesakeCheck:
+    """The namesakes' part of the new-items forecast: the candidates trained on the catalogue's
+    carving ``carving``, scored on its held-out items whose own label is in the label space (a
+    filter pair names it), that label left in their answers."""
+    from ..metrics.ranking import remove_pairs
+
+    rest, valid = carving
+    fp = np.asarray(valid.filter_pairs, dtype=np.int64).reshape(-1, 2)
+    rows = np.unique(fp[:, 0])  # held-out items whose own label is in the label space (their filter pairs)
+    share, interval = deployment_share(new_items.sample, dataset.label_texts)
+    if not rows.size:  # no item is a label: no label can be an item's namesake
+        share, interval = 0.0, (0.0, 0.0)
+    new_row = np.full(len(valid), -1, dtype=np.int64)
+    new_row[rows] = np.arange(rows.size)
+    truth = remove_pairs(sp.csr_matrix(valid.Y[rows]), np.stack([new_row[fp[:, 0]], fp[:, 1]], axis=1))
+    texts = [valid.texts[i] for i in rows]
+    inv = inverse_propensity(rest.original_train_Y(), *dataset.propensity_constants())
+
+    def hits(model) -> np.ndarray:
+        return prepare(model.predict(texts, k=1), truth, 1).hits[:, 0]  # nothing filtered from the answers
+
+    def fit_catalogue(candidate: AugmentConfig, ckpt: Path, resume_trial: bool):
+        return fit(rest, valid, inv, candidate, ckpt, resume_trial)
+
+    return auto.NamesakeCheck(fit_catalogue, hits, share, interval, items=int(rows.size))
+
+
 def _validation_run(
     rest: XMCDataset,
     valid: Split,
@@ -283,9 +349,12 @@ def _validation_run(
     resume: bool,
     progress: bool,
     auto_config,
+    new_items: NewItems | None = None,
+    namesake_carving: tuple[XMCDataset, Split] | None = None,
 ) -> tuple[Any, AugmentConfig, dict | None, int]:
-    """Train on ``rest`` and score on ``valid``: one run, or ``auto``'s search. Returns the model
-    validated, the augmentation chosen, the search's record (``auto``) and the training-set size."""
+    """Train on ``rest`` and score on ``valid``: one run, or ``auto``'s search (for new items with
+    the namesakes' part trained on ``namesake_carving``). Returns the model validated, the
+    augmentation chosen, the search's record (``auto``) and the training-set size."""
     inv = inverse_propensity(rest.original_train_Y(), *dataset.propensity_constants())
     if augment.augmentation != "auto":
         model, n_train = fit_augmented(rest, valid, inv, model_config, augment, out / "checkpoints", resume, progress)
@@ -308,6 +377,14 @@ def _validation_run(
         pred = trained.predict(valid.texts, k=1 + int(filtered.max()))
         return prepare(pred, valid.Y, 1, valid.filter_pairs).hits[:, 0]
 
+    check = None
+    if new_items is not None and namesake_carving is not None:
+
+        def fit_other(part_rest, part_valid, part_inv, candidate, ckpt, resume_trial):
+            return fit_augmented(part_rest, part_valid, part_inv, model_config, candidate, ckpt, resume_trial, progress)[0]
+
+        check = _namesake_check(dataset, namesake_carving, new_items, fit_other)
+
     model, augment, search = auto.search(
         fit_one,
         lambda m, d: m.save(d),
@@ -318,6 +395,7 @@ def _validation_run(
         resume=resume,
         log=(print if progress else (lambda _: None)),
         point_hits=point_hits,
+        namesake_check=check,
     )
     n_train = sizes.get(json.dumps(asdict(augment))) or len(training_set(rest, augment))  # else: an earlier run's trial
     return model, augment, search, n_train

@@ -41,6 +41,12 @@ BENCHMARK_PROTOCOLS = {
     "future": "a uniform share, as if it did not exist yet: its own labels leave the label space",
     "future-family": "whole groups (families), as if they did not exist yet: their labels leave the label space",
 }
+# what a deployment's queries are, which says how auto validates (workflow/forecast.py)
+QUERY_KINDS = {
+    "catalogue": "items of the catalogue, whose own label the filter file or --uid leaves out (validation as held out)",
+    "new-items": "new items, absent from the label space: auto forecasts their gain (held-out points as if they did "
+    "not exist yet, and the share of --query-sample texts that equal a label's text)",
+}
 NEAR_DUPLICATE = 0.8  # TF-IDF cosine at which two texts count as copies of one item
 
 
