@@ -26,6 +26,9 @@ The prediction depends on what the deployment's queries are, which its owner kno
 A forecast within two standard errors of its validation (paired over the validation items, per
 seed, combined over seeds) is undecided too: it says the validation cannot tell.
 
+The share and its interval are :mod:`gandalf_xmc.workflow.forecast`'s, which ``gandalf train
+--augment auto --queries new-items`` also reads to choose.
+
 Prints one table (dataset, augmentation, predicted gain and its parts, test gain with two paired
 standard errors over the test items, whether the signs agree) and writes
 ``benchmarks/results/foresee.json``; ``--runs FILE...`` tabulates earlier runs' rows again (several files together).

@@ -97,7 +97,7 @@ def run_one(
     device = device if entry(model).on_gpu else None
     gpu = _reset_gpu_peak(device)
     t0 = time.perf_counter()
-    chosen = None
+    chosen, forecast = None, None
     chooses = hasattr(entry(model).load_module(), "refit_config") and not entry(model).in_epochs
     if augment == "auto" or chooses:  # validation chooses for it (the blend's weights); a neural model trains once
         import tempfile
@@ -121,6 +121,7 @@ def run_one(
                 new_items=new_items_of(dataset) if queries == "new-items" and augment == "auto" else None,
             )
         fitted, chosen = trained.model, trained.search["chosen"] if trained.search else None
+        forecast = (trained.search or {}).get("new_items")
         if hasattr(fitted, "knn_weight"):
             blend = f"knn weight {fitted.knn_weight:g}, text weight {fitted.text_weight:g}"
             chosen = ", ".join(filter(None, (chosen, blend)))
@@ -149,6 +150,7 @@ def run_one(
         "protocol": protocol if split == "valid" else None,
         "valid_split": given,
         "queries": queries if augment == "auto" else None,
+        "new_items_forecast": forecast,
         "n_train": len(rest.train),
         "hold_out": hold_out,
         "chosen": chosen,

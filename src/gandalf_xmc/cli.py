@@ -707,6 +707,15 @@ def _say_auto_choice(search: dict, out: Path) -> None:
         if gain
         else ""
     )
+    new_items = search.get("new_items")
+    if new_items is not None:  # the forecast chose, not the validation P@1
+        low, high = new_items["share_interval"]
+        ends = new_items["forecast"].get(chosen, {}).get("at_share_ends")
+        sure = (
+            f"; forecast P@1 gain on new items {ends[0]:+.2f} to {ends[1]:+.2f} (namesakes {low:.3f} to {high:.3f} of queries)"
+            if ends
+            else f" for new items (namesakes {low:.3f} to {high:.3f} of queries)"
+        )
     _say(f"auto chose {chosen}{sure} (search recorded in {out / 'auto.json'})")
     if not search.get("decided", {"sure": True})["sure"]:
         _say(f"note: {search['decided']['why']}")

@@ -268,4 +268,4 @@ def test_cli_new_items_reads_the_query_sample(tmp_path, capsys):
     assert code == 0, err
     record = json.loads((tmp_path / "m" / "auto.json").read_text())
     assert "new_items" in record and "forecast" in record["new_items"]
-    assert "auto chose" in out
+    assert "auto chose" in out and "new items" in out and "of queries" in out
