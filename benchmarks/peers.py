@@ -10,6 +10,9 @@ The peers pin numpy < 2, so they live in their own virtual environment, made on 
 ``$GANDALF_CACHE/peers-venv`` (libpecos without its deep-learning dependencies, napkinxc). Each tool
 runs as its own processes, reading the same dataset directory:
 
+``--tools`` may add ``gandalf-knn``, our knn model (``gandalf train --model knn``), and the
+peers' other losses.
+
 * training: the whole process is timed from outside (start-up, imports, reading, TF-IDF, training),
   ``--repeats`` times with the tools taking turns, and the median kept (a one-second process varies
   by a third from run to run); ``train s`` is the part after the features, timed inside. Our
@@ -48,7 +51,8 @@ PEER_PACKAGES = ["numpy>=1.26,<2", "scipy>=1.10,<1.14", "scikit-learn>=1.3", "na
 PECOS = "libpecos==1.2.8"  # without its dependencies: XR-Linear needs only numpy, scipy and scikit-learn
 METRICS = ("P@1", "P@5", "PSP@1", "PSP@5")
 # the peers with their other loss: PECOS with the logistic loss (its l3-hinge scores kept), napkinXC with the squared hinge
-TOOLS = ("gandalf", "pecos", "napkinxc", "pecos-lr", "napkinxc-l2")
+TOOLS = ("gandalf", "pecos", "napkinxc", "pecos-lr", "napkinxc-l2", "gandalf-knn")
+OURS = {"gandalf": "linear", "gandalf-knn": "knn"}  # our tools: the model `gandalf train --model` trains
 
 PEER_CHILD = r"""
 import gzip, json, sys, time
@@ -252,9 +256,11 @@ def run_dataset(
         for tool in tools:
             tool_dir = work / f"{data.name}-{training}-{tool}"
             tool_dir.mkdir(parents=True, exist_ok=True)
-            if tool == "gandalf":
+            if tool in OURS:
                 commands[tool] = gandalf + [
                     "train",
+                    "--model",
+                    OURS[tool],
                     "--data",
                     str(train_dir),
                     "--out",
@@ -276,7 +282,7 @@ def run_dataset(
                 inners[tool].append(inner)
         for tool in tools:
             tool_dir = work / f"{data.name}-{training}-{tool}"
-            if tool == "gandalf":
+            if tool in OURS:
                 model_dir = tool_dir / "model"
                 spec = json.loads((model_dir / "model.json").read_text())
                 train_seconds = [spec["result"]["seconds"]]  # the last training's: its model.json is the one kept
@@ -353,7 +359,7 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    python = peers_python() if set(args.tools) - {"gandalf"} else None
+    python = peers_python() if set(args.tools) - set(OURS) else None
     import gandalf_xmc
 
     compileall.compile_dir(Path(gandalf_xmc.__file__).parent, quiet=1)  # an editable install is not compiled
