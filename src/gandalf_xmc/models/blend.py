@@ -221,6 +221,29 @@ class LinearKnnBlend(LabelledModel):
             )
         return self
 
+    def weight_grid(self, texts: list[str], k: int) -> tuple[list[dict], list[sp.csr_matrix]]:
+        """Every setting of the weights that :meth:`fit` tries on validation (those not fixed; the
+        label texts' only where their similarity can be computed), in ascending order of the text
+        weight, then the vote's (so the first is the smallest: the tree alone where both grids hold
+        0), each with its top ``k`` for ``texts``: for a choice made by another rule than validation
+        P@1 (auto for new items). The model itself is left as it is."""
+        if self.label_texts is None:
+            raise RuntimeError("fit or load the model first")
+        weights = self.config.weights if self.config.knn_weight is None else (self.config.knn_weight,)
+        text_weights = self.config.text_weights if self.config.text_weight is None else (self.config.text_weight,)
+        if not any(t > 0 for t in text_weights) or self._text_unavailable(len(self.label_texts)) is not None:
+            text_weights = tuple(t for t in text_weights if t == 0) or (0.0,)
+        texts = list(texts)
+        tree, vote = self.parts(texts, k)
+        text = None
+        if any(t > 0 for t in text_weights):
+            vectors = self.label_vectors if self.label_vectors is not None else self._embed(self.label_texts)
+            text = text_scores(self._embed(texts), vectors, min(max(self.config.candidates, k), self.n_labels))
+        cells = [
+            {"knn_weight": float(w), "text_weight": float(t)} for t in sorted(set(text_weights)) for w in sorted(set(weights))
+        ]
+        return cells, [self.combine(tree, vote, c["knn_weight"], k, text, c["text_weight"]) for c in cells]
+
     def _text_unavailable(self, n_labels: int) -> str | None:
         """Why the label-text similarity cannot be tried here, or None."""
         if n_labels > self.config.text_max_labels:

@@ -23,7 +23,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -84,18 +84,52 @@ class NamesakeCheck:
     ``hits(model)`` says for each held-out item that is a label whether its top label, unfiltered,
     is right (its own label, a wrong namesake now, is a miss). ``share`` and ``interval``: the share
     of the deployment's queries that are namesakes (``None``: no sample) and its interval;
-    ``items``: how many held-out items are labels."""
+    ``items``: how many held-out items are labels; ``texts`` and ``truth``: those items' texts and
+    targets less their own label (what a setting's namesakes' part scores, :class:`WeightGrid`)."""
 
     fit: Callable[[AugmentConfig, Path, bool], Any]
     hits: Callable[[Any], np.ndarray]
     share: float | None
     interval: tuple[float, float]
     items: int = 0
+    texts: list[str] = field(default_factory=list)
+    truth: Any = None
 
     @property
     def needed(self) -> bool:
         """Whether the namesakes weigh anything (a sample without one: s is 0 throughout)."""
         return self.interval[1] > 0
+
+
+@dataclass
+class WeightGrid:
+    """A model's own choice on validation (a blend's weights) made by the forecast, for new items:
+    ``future(model)`` gives the settings it tries (the first the smallest), each one's top-1 hits
+    (an array a setting) and validation metrics on the held-out points; ``namesakes(model)`` each
+    one's top-1 hits on the namesakes, unfiltered (the model trained for the namesakes' part)."""
+
+    future: Callable[[Any], tuple[list[dict], np.ndarray, list[dict]]]
+    namesakes: Callable[[Any], np.ndarray]
+
+
+def choose_setting(
+    future_hits: np.ndarray, namesake_hits: np.ndarray | None, interval: tuple[float, float], p1_tolerance: float
+) -> tuple[int, list[dict]]:
+    """The setting (row of the hits) whose forecast P@1 gain on new items over the first setting's is
+    highest (the mean of its two ends) among those it cannot see losing more than ``p1_tolerance``
+    (two standard errors down, at either end of the share); on a tie the earlier. Returns it and
+    every setting's forecast."""
+    forecasts = [
+        new_items_forecast(
+            paired_gain(future_hits[c], future_hits[0]),
+            paired_gain(namesake_hits[c], namesake_hits[0]) if namesake_hits is not None else (0.0, 0.0),
+            interval,
+        )
+        for c in range(len(future_hits))
+    ]
+    admissible = [c for c, f in enumerate(forecasts) if c == 0 or f["lowest"] >= -p1_tolerance]
+    best = max(admissible, key=lambda c: (float(np.mean(forecasts[c]["at_share_ends"])), -c))
+    return best, forecasts
 
 
 def new_items_forecasts(trials: list[dict], interval: tuple[float, float]) -> dict[str, dict]:
@@ -221,6 +255,7 @@ def search(
     log: Callable[[str], None] = print,
     point_hits: Callable[[Any], np.ndarray] | None = None,
     namesake_check: NamesakeCheck | None = None,
+    weight_grid: WeightGrid | None = None,
 ) -> tuple[object, AugmentConfig, dict]:
     """Run the trials and return ``(winning model, its AugmentConfig, record of the search)``.
 
@@ -230,8 +265,12 @@ def search(
     point whether the model's top label is right; the record then gives each trial's P@1 gain over
     "none" with a paired bootstrap interval over the validation points (:func:`gain_interval`).
     With ``namesake_check`` (new items; ``point_hits`` then required) each candidate also trains
-    for the namesakes' part, and the choice is :func:`choose_for_new_items`'s.
+    for the namesakes' part, and the choice is :func:`choose_for_new_items`'s; with ``weight_grid``
+    too, each trial's own setting (a blend's weights) is :func:`choose_setting`'s, and its hits and
+    metrics are that setting's.
     """
+    if weight_grid is not None and namesake_check is None:
+        raise ValueError("a setting chosen by the forecast needs the new-items forecast (namesake_check)")
     if namesake_check is not None and point_hits is None:
         raise ValueError("a new-items forecast needs each trial's validation hits (point_hits)")
     candidates = config.candidates if config.candidates is not None else tuple(AUTO_CANDIDATES)
@@ -268,19 +307,33 @@ def search(
             "best_epoch": result.best_epoch,
             "valid": {k: best[k] for k in ("P@1", "P@5", "PSP@1", "PSP@5")},
         }
+        grid = weight_grid.future(model) if weight_grid is not None else None
         if point_hits is not None:
             trial["p1_hits"] = _pack(point_hits(model))
+        namesake_grid = None
         if namesake_check is not None and namesake_check.needed:
             model = None  # the first model's memory is free before the second trains
             ckpt = trial_dir / "namesake-checkpoints"
             t1 = time.perf_counter()
-            trial["namesake_hits"] = _pack(
-                namesake_check.hits(namesake_check.fit(augment, ckpt, resume and holds_checkpoints(ckpt)))
-            )
+            other = namesake_check.fit(augment, ckpt, resume and holds_checkpoints(ckpt))
+            trial["namesake_hits"] = _pack(namesake_check.hits(other))
+            namesake_grid = weight_grid.namesakes(other) if weight_grid is not None else None
             trial["seconds"] += time.perf_counter() - t1
             spent += time.perf_counter() - t1
+        if grid is not None and namesake_check is not None:
+            settings, hits, metrics = grid
+            c, by_setting = choose_setting(hits, namesake_grid, namesake_check.interval, config.p1_tolerance)
+            trial.update(setting=settings[c], valid=metrics[c], p1_hits=_pack(hits[c]))
+            if namesake_grid is not None:
+                trial["namesake_hits"] = _pack(namesake_grid[c])
+            trial["settings_forecast"] = [
+                {**settings[i], "at_share_ends": f["at_share_ends"], "lowest": f["lowest"]} for i, f in enumerate(by_setting)
+            ]
         trials.append(trial)
-        log(f"auto: {name}: valid P@1 {best['P@1']:.2f}, PSP@5 {best['PSP@5']:.2f} ({seconds:.0f} s)")
+        setting = f" with {trial['setting']}" if "setting" in trial else ""
+        log(
+            f"auto: {name}{setting}: valid P@1 {trial['valid']['P@1']:.2f}, PSP@5 {trial['valid']['PSP@5']:.2f} ({seconds:.0f} s)"
+        )
         with atomic_path(record_path) as tmp:
             tmp.write_text(json.dumps(trials, indent=1) + "\n")
     forecasts: dict[str, dict] = {}
@@ -297,6 +350,8 @@ def search(
     chosen = next(t for t in trials if t["name"] == winner)
     model = load(work_dir / winner / "model")
     record: dict[str, Any] = {"rule": rule, "chosen": winner, "budget_seconds": config.budget_seconds, "trials": trials}
+    if "setting" in chosen:  # the winner's own setting, chosen by the forecast: the final model takes it
+        record["setting"] = chosen["setting"]
     base = next((t for t in trials if t["name"] == "none" and "p1_hits" in t), None)
     if namesake_check is not None:
         record["new_items"] = {

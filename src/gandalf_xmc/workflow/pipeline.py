@@ -248,6 +248,8 @@ def _train_into(
     if refitting:
         model = None  # the validated model's memory is free before the final one trains
         model_config = refit_config(model_config, validated)
+        if search is not None and search.get("setting"):  # a setting the forecast chose (auto for new items)
+            model_config = replace(model_config, **search["setting"])
         if progress:
             print(
                 f"final model: {augment.augmentation} on all {dataset.n_original_train or len(dataset.train):,} "
@@ -336,7 +338,27 @@ def _namesake_check(dataset: XMCDataset, carving: tuple[XMCDataset, Split], new_
     def fit_catalogue(candidate: AugmentConfig, ckpt: Path, resume_trial: bool):
         return fit(rest, valid, inv, candidate, ckpt, resume_trial)
 
-    return auto.NamesakeCheck(fit_catalogue, hits, share, interval, items=int(rows.size))
+    return auto.NamesakeCheck(fit_catalogue, hits, share, interval, items=int(rows.size), texts=texts, truth=truth)
+
+
+def _weight_grid(valid: Split, inv, check: auto.NamesakeCheck) -> auto.WeightGrid:
+    """A model's settings (a blend's weights) scored for the forecast: every setting's top-1 hits and
+    metrics on the held-out points ``valid``, and its top-1 hits on ``check``'s namesakes."""
+    from ..engine.records import validation_metrics
+
+    filtered = np.bincount(np.asarray(valid.filter_pairs, dtype=np.int64).reshape(-1, 2)[:, 0], minlength=1)
+    scored = Validation(valid.texts, valid.Y, inv, valid.filter_pairs)
+
+    def future(model):
+        settings, predictions = model.weight_grid(list(valid.texts), 5 + int(filtered.max()))
+        hits = np.array([prepare(p, valid.Y, 1, valid.filter_pairs).hits[:, 0] for p in predictions])
+        return settings, hits, [validation_metrics(p, scored) for p in predictions]
+
+    def namesakes(model):
+        _, predictions = model.weight_grid(check.texts, 1)
+        return np.array([prepare(p, check.truth, 1).hits[:, 0] for p in predictions])
+
+    return auto.WeightGrid(future, namesakes)
 
 
 def _validation_run(
@@ -377,13 +399,15 @@ def _validation_run(
         pred = trained.predict(valid.texts, k=1 + int(filtered.max()))
         return prepare(pred, valid.Y, 1, valid.filter_pairs).hits[:, 0]
 
-    check = None
+    check, grid = None, None
     if new_items is not None and namesake_carving is not None:
 
         def fit_other(part_rest, part_valid, part_inv, candidate, ckpt, resume_trial):
             return fit_augmented(part_rest, part_valid, part_inv, model_config, candidate, ckpt, resume_trial, progress)[0]
 
         check = _namesake_check(dataset, namesake_carving, new_items, fit_other)
+        if hasattr(entry(model_name(model_config)).model_class(), "weight_grid"):
+            grid = _weight_grid(valid, inv, check)
 
     model, augment, search = auto.search(
         fit_one,
@@ -396,6 +420,7 @@ def _validation_run(
         log=(print if progress else (lambda _: None)),
         point_hits=point_hits,
         namesake_check=check,
+        weight_grid=grid,
     )
     n_train = sizes.get(json.dumps(asdict(augment))) or len(training_set(rest, augment))  # else: an earlier run's trial
     return model, augment, search, n_train
