@@ -260,3 +260,35 @@ def test_one_query_is_answered_without_matrices_with_the_batch_paths_bytes(fruit
                     assert a.shape == b.shape and a.has_sorted_indices
                     assert np.array_equal(a.indices, b.indices) and np.array_equal(a.data, b.data)
                     assert a.data.dtype == np.float32
+
+
+def test_the_weight_grid_is_every_setting_fit_tries_each_answering_as_a_blend_of_those_weights(fruit, encoder, monkeypatch):
+    from dataclasses import replace
+
+    config = model_config("linear-knn", seed=0)
+    blend = LinearKnnBlend(config).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, progress=False)
+    before = (blend.knn_weight, blend.text_weight, blend.label_vectors)
+    texts = list(fruit.test.texts)
+    settings, predictions = blend.weight_grid(texts, 3)
+    assert [(s["text_weight"], s["knn_weight"]) for s in settings] == [
+        (t, w) for t in sorted(config.text_weights) for w in sorted(config.weights)
+    ]
+    assert settings[0] == {"knn_weight": 0.0, "text_weight": 0.0}  # the tree alone first
+    assert (blend.knn_weight, blend.text_weight, blend.label_vectors) == before  # the model is left as it was
+    for i in (0, 3, len(settings) // 2 + 1, len(settings) - 1):
+        fixed = LinearKnnBlend(replace(config, **settings[i])).fit(
+            fruit.train.texts, fruit.train.Y, fruit.label_texts, progress=False
+        )
+        expected = fixed.predict(texts, k=3)
+        assert predictions[i].shape == expected.shape
+        np.testing.assert_allclose(predictions[i].toarray(), expected.toarray(), rtol=1e-6)
+    # a fixed weight is not tried again; without the encoder, no text weight above 0 is
+    settings, _ = (
+        LinearKnnBlend(replace(config, knn_weight=0.5))
+        .fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, progress=False)
+        .weight_grid(texts, 3)
+    )
+    assert {s["knn_weight"] for s in settings} == {0.5}
+    monkeypatch.setattr(encoder, "text_similarity_available", lambda: "not installed")
+    settings, _ = blend.weight_grid(texts, 3)
+    assert {s["text_weight"] for s in settings} == {0.0} and len(settings) == len(set(config.weights))

@@ -269,3 +269,59 @@ def test_cli_new_items_reads_the_query_sample(tmp_path, capsys):
     record = json.loads((tmp_path / "m" / "auto.json").read_text())
     assert "new_items" in record and "forecast" in record["new_items"]
     assert "auto chose" in out and "new items" in out and "of queries" in out
+
+
+def test_a_setting_is_chosen_by_its_forecast_over_the_first_setting():
+    base = np.array([1, 0, 0, 0] * 50, bool)  # 50 hits of 200
+    more = base.copy()
+    more[np.flatnonzero(~base)[:40]] = True  # 40 more hits: +20 points
+    future = np.array([base, np.array([1, 1, 0, 0] * 50, bool), more])  # +0, +25, +20
+    # namesakes: setting 1 loses half of them, setting 2 none
+    names = np.array([np.array([1, 1, 0, 0] * 10, bool), np.zeros(40, bool), np.array([1, 1, 0, 0] * 10, bool)])
+    # at s in (0.1, 0.2): setting 1 0.9 x 25 - 0.1 x 50 = 17.5 and 10 (mean 13.75), setting 2 18 and 16 (mean 17)
+    best, forecasts = auto.choose_setting(future, names, (0.1, 0.2), 0.2)
+    assert best == 2 and forecasts[1]["at_share_ends"] == [17.5, 10.0] and forecasts[2]["at_share_ends"] == [18.0, 16.0]
+    assert forecasts[0]["at_share_ends"] == [0.0, 0.0] and forecasts[0]["lowest"] == 0.0
+    # without the namesakes' part (s = 0) the larger future gain wins
+    best, _ = auto.choose_setting(future, None, (0.0, 0.0), 0.2)
+    assert best == 1
+    # where a setting may lose, the first stays: half the queries namesakes, setting 2 made to lose them too
+    names[2] = np.zeros(40, bool)
+    best, forecasts = auto.choose_setting(future, names, (0.1, 0.9), 0.2)
+    assert best == 0 and all(f["lowest"] < -0.2 for f in forecasts[1:])
+
+
+def test_train_for_new_items_fixes_the_blends_weights_the_forecast_chose(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    rule = auto.choose_setting
+
+    def last_setting(*args):  # a choice that differs from the blend's own (the largest vote weight)
+        _, forecasts = rule(*args)
+        return len(forecasts) - 1, forecasts
+
+    monkeypatch.setattr(auto, "choose_setting", last_setting)
+
+    data, labels = _catalogue(tmp_path / "d")
+    ds = load_dataset(data)
+    config = replace(model_config("linear-knn", seed=0), text_weights=(0.0,))  # no encoder needed
+    train_model(
+        ds,
+        tmp_path / "m",
+        config,
+        AugmentConfig("auto"),
+        valid_fraction=0.3,
+        progress=False,
+        auto_config=auto.AutoConfig(candidates=("none", "identity")),
+        new_items=NewItems(QuerySample([labels[0], "dried fig snack"])),
+    )
+    record = json.loads((tmp_path / "m" / "auto.json").read_text())
+    chosen = next(t for t in record["trials"] if t["name"] == record["chosen"])
+    for trial in record["trials"]:
+        forecast_of = trial["settings_forecast"]
+        assert [f["knn_weight"] for f in forecast_of] == sorted(config.weights)
+        assert forecast_of[0]["at_share_ends"] == [0.0, 0.0]
+        assert trial["setting"] == {"knn_weight": max(config.weights), "text_weight": 0.0}
+    assert record["setting"] == chosen["setting"]
+    spec = json.loads((tmp_path / "m" / "model.json").read_text())
+    assert spec["knn_weight"] == max(config.weights)  # the final model trained with it
