@@ -292,7 +292,6 @@ def test_a_setting_is_chosen_by_its_forecast_over_the_first_setting():
 
 
 def test_train_for_new_items_fixes_the_blends_weights_the_forecast_chose(tmp_path, monkeypatch):
-    from dataclasses import replace
 
     rule = auto.choose_setting
 
@@ -304,7 +303,7 @@ def test_train_for_new_items_fixes_the_blends_weights_the_forecast_chose(tmp_pat
 
     data, labels = _catalogue(tmp_path / "d")
     ds = load_dataset(data)
-    config = replace(model_config("linear-knn", seed=0), text_weights=(0.0,))  # no encoder needed
+    config = model_config("linear-knn", seed=0)  # for new items its label-text similarity is left out
     train_model(
         ds,
         tmp_path / "m",
@@ -325,3 +324,16 @@ def test_train_for_new_items_fixes_the_blends_weights_the_forecast_chose(tmp_pat
     assert record["setting"] == chosen["setting"]
     spec = json.loads((tmp_path / "m" / "model.json").read_text())
     assert spec["knn_weight"] == max(config.weights)  # the final model trained with it
+    assert spec["model"]["text_weights"] == [0.0] and spec["text_weight"] == 0.0
+
+
+def test_new_items_leave_the_blends_label_text_similarity_out_unless_its_weight_is_fixed():
+    from dataclasses import replace
+
+    from gandalf_xmc.models.registry import new_items_config
+
+    blend = model_config("linear-knn", seed=0)
+    assert new_items_config(blend) == replace(blend, text_weights=(0.0,))
+    fixed = replace(blend, text_weight=0.5)
+    assert new_items_config(fixed) == fixed
+    assert new_items_config(model_config("linear", seed=0)) == model_config("linear", seed=0)

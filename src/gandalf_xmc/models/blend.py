@@ -112,6 +112,13 @@ def refit_config(config: BlendConfig, result: TrainResult) -> BlendConfig:
     return config
 
 
+def new_items_config(config: BlendConfig) -> BlendConfig:
+    """``config`` for new items: the label-text similarity is not tried (a weight fixed by the caller
+    stays). Validated on labelled new items it was worth nothing on Debian's new packages, where
+    the forecast from the training release admits it (docs/decisions.md, "auto for new items")."""
+    return config if config.text_weight is not None else replace(config, text_weights=(0.0,))
+
+
 def text_similarity_available() -> str | None:
     """None where the label-text similarity can be computed, else why not (a line)."""
     import importlib.util

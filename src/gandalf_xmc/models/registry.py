@@ -265,6 +265,14 @@ def refit_config(config, result):
     return own(config, result) if own is not None else config
 
 
+def new_items_config(config):
+    """``config`` for a deployment that meets new items (a copy): a model module may define
+    ``new_items_config(config)`` to leave out what does not carry to them (the blend's label-text
+    similarity); otherwise ``config`` as it is."""
+    own = getattr(entry(model_name(config)).load_module(), "new_items_config", None)
+    return own(config) if own is not None else config
+
+
 def model_name(config) -> str:
     """The model a settings object is for (a neural family's ``family``, else its ``MODEL``)."""
     return getattr(config, "family", None) or type(config).MODEL

@@ -25,7 +25,16 @@ from ..engine.records import TrainResult, Validation, holds_checkpoints
 from ..errors import ConfigError
 from ..metrics import inverse_propensity
 from ..metrics.ranking import prepare
-from ..models.registry import MODELS, build_model, config_seed, entry, load_trained, model_name, refit_config
+from ..models.registry import (
+    MODELS,
+    build_model,
+    config_seed,
+    entry,
+    load_trained,
+    model_name,
+    new_items_config,
+    refit_config,
+)
 from . import auto
 from .fitting import fit_model
 from .forecast import NewItems, deployment_share
@@ -171,6 +180,7 @@ def _train_into(
     namesake_carving = None
     if new_items is not None:
         _check_new_items(augment, valid_split, valid_protocol, refit, valid_fraction)
+        model_config = new_items_config(model_config)
         seed = config_seed(model_config)
         namesake_carving = carve_validation(dataset, valid_fraction, seed, "random")
         valid_protocol = "future-family" if new_items.families or valid_protocol == "group" else "future"
