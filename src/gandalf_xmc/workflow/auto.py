@@ -307,8 +307,8 @@ def search(
             "best_epoch": result.best_epoch,
             "valid": {k: best[k] for k in ("P@1", "P@5", "PSP@1", "PSP@5")},
         }
-        grid = weight_grid.future(model) if weight_grid is not None else None
-        if point_hits is not None:
+        grid = weight_grid.future(model) if weight_grid is not None else None  # its hits replace the model's own
+        if point_hits is not None and grid is None:
             trial["p1_hits"] = _pack(point_hits(model))
         namesake_grid = None
         if namesake_check is not None and namesake_check.needed:
@@ -316,8 +316,10 @@ def search(
             ckpt = trial_dir / "namesake-checkpoints"
             t1 = time.perf_counter()
             other = namesake_check.fit(augment, ckpt, resume and holds_checkpoints(ckpt))
-            trial["namesake_hits"] = _pack(namesake_check.hits(other))
-            namesake_grid = weight_grid.namesakes(other) if weight_grid is not None else None
+            if weight_grid is not None:
+                namesake_grid = weight_grid.namesakes(other)
+            else:
+                trial["namesake_hits"] = _pack(namesake_check.hits(other))
             trial["seconds"] += time.perf_counter() - t1
             spent += time.perf_counter() - t1
         if grid is not None and namesake_check is not None:

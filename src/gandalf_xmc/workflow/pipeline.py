@@ -24,7 +24,7 @@ from ..data.dataset import Split, XMCDataset
 from ..engine.records import TrainResult, Validation, holds_checkpoints
 from ..errors import ConfigError
 from ..metrics import inverse_propensity
-from ..metrics.ranking import prepare
+from ..metrics.ranking import prepare, remove_pairs
 from ..models.registry import (
     MODELS,
     build_model,
@@ -304,6 +304,12 @@ def _train_into(
     return TrainedModel(model, info, search, validated)
 
 
+def _most_filtered(split: Split) -> int:
+    """The most filter pairs of one row: predicting that many more labels leaves enough after a
+    row's filtered pairs go, as validation counts them."""
+    return int(np.bincount(np.asarray(split.filter_pairs, dtype=np.int64).reshape(-1, 2)[:, 0], minlength=1).max())
+
+
 def _check_new_items(augment: AugmentConfig, valid_split, valid_protocol: str, refit: bool, valid_fraction: float) -> None:
     """Refuse the settings a new-items deployment cannot validate with, in one line each."""
     if augment.augmentation != "auto":
@@ -328,8 +334,6 @@ def _namesake_check(dataset: XMCDataset, carving: tuple[XMCDataset, Split], new_
     """The namesakes' part of the new-items forecast: the candidates trained on the catalogue's
     carving ``carving``, scored on its held-out items whose own label is in the label space (a
     filter pair names it), that label left in their answers."""
-    from ..metrics.ranking import remove_pairs
-
     rest, valid = carving
     fp = np.asarray(valid.filter_pairs, dtype=np.int64).reshape(-1, 2)
     rows = np.unique(fp[:, 0])  # held-out items whose own label is in the label space (their filter pairs)
@@ -356,11 +360,10 @@ def _weight_grid(valid: Split, inv, check: auto.NamesakeCheck) -> auto.WeightGri
     metrics on the held-out points ``valid``, and its top-1 hits on ``check``'s namesakes."""
     from ..engine.records import validation_metrics
 
-    filtered = np.bincount(np.asarray(valid.filter_pairs, dtype=np.int64).reshape(-1, 2)[:, 0], minlength=1)
     scored = Validation(valid.texts, valid.Y, inv, valid.filter_pairs)
 
     def future(model):
-        settings, predictions = model.weight_grid(list(valid.texts), 5 + int(filtered.max()))
+        settings, predictions = model.weight_grid(list(valid.texts), 5 + _most_filtered(valid))
         hits = np.array([prepare(p, valid.Y, 1, valid.filter_pairs).hits[:, 0] for p in predictions])
         return settings, hits, [validation_metrics(p, scored) for p in predictions]
 
@@ -402,11 +405,9 @@ def _validation_run(
     auto_config = auto_config or auto.AutoConfig()
     if auto_config.candidates is None:
         auto_config = replace(auto_config, candidates=auto.candidates_for(entry(model_name(model_config))))
-    # enough labels that one is left after a row's filtered pairs go, as validation P@1 counts them
-    filtered = np.bincount(np.asarray(valid.filter_pairs, dtype=np.int64).reshape(-1, 2)[:, 0], minlength=1)
 
     def point_hits(trained) -> np.ndarray:
-        pred = trained.predict(valid.texts, k=1 + int(filtered.max()))
+        pred = trained.predict(valid.texts, k=1 + _most_filtered(valid))
         return prepare(pred, valid.Y, 1, valid.filter_pairs).hits[:, 0]
 
     check, grid = None, None
