@@ -179,11 +179,12 @@ def _catalogue(directory):
     return directory, labels
 
 
-def test_train_for_new_items_scores_namesakes_unfiltered_and_keeps_every_point(tmp_path):
+def _trained_for_new_items(tmp_path, config):
+    """``train_model`` with auto for new items on :func:`_catalogue`, none and identity its
+    candidates, half the query sample a label's text: the dataset, its labels' texts, the trained
+    model and its ``auto.json``."""
     data, labels = _catalogue(tmp_path / "d")
     ds = load_dataset(data)
-    config = model_config("linear", seed=0)
-    sample = QuerySample([labels[0], "dried fig snack"])  # half the queries are a label's text
     trained = train_model(
         ds,
         tmp_path / "m",
@@ -192,9 +193,14 @@ def test_train_for_new_items_scores_namesakes_unfiltered_and_keeps_every_point(t
         valid_fraction=0.3,
         progress=False,
         auto_config=auto.AutoConfig(candidates=("none", "identity")),
-        new_items=NewItems(sample),
+        new_items=NewItems(QuerySample([labels[0], "dried fig snack"])),
     )
-    record = json.loads((tmp_path / "m" / "auto.json").read_text())
+    return ds, labels, trained, json.loads((tmp_path / "m" / "auto.json").read_text())
+
+
+def test_train_for_new_items_scores_namesakes_unfiltered_and_keeps_every_point(tmp_path):
+    config = model_config("linear", seed=0)
+    ds, labels, trained, record = _trained_for_new_items(tmp_path, config)
     info = json.loads((tmp_path / "m" / "training.json").read_text())
     assert info["valid_protocol"] == "future" and info["queries"] == "new items"
     assert info["refit"] and info["n_train"] == len(ds.train) + (len(labels) if record["chosen"] == "identity" else 0)
@@ -301,20 +307,8 @@ def test_train_for_new_items_fixes_the_blends_weights_the_forecast_chose(tmp_pat
 
     monkeypatch.setattr(auto, "choose_setting", last_setting)
 
-    data, labels = _catalogue(tmp_path / "d")
-    ds = load_dataset(data)
     config = model_config("linear-knn", seed=0)  # for new items its label-text similarity is left out
-    train_model(
-        ds,
-        tmp_path / "m",
-        config,
-        AugmentConfig("auto"),
-        valid_fraction=0.3,
-        progress=False,
-        auto_config=auto.AutoConfig(candidates=("none", "identity")),
-        new_items=NewItems(QuerySample([labels[0], "dried fig snack"])),
-    )
-    record = json.loads((tmp_path / "m" / "auto.json").read_text())
+    _, _, _, record = _trained_for_new_items(tmp_path, config)
     chosen = next(t for t in record["trials"] if t["name"] == record["chosen"])
     for trial in record["trials"]:
         forecast_of = trial["settings_forecast"]
