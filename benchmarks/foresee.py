@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from suite import HERE, augment_config, valid_fraction
+from suite import HERE, NEW_ITEMS_SPLIT, augment_config, query_sample, valid_fraction
 
 from gandalf_xmc.augment import training_set
 from gandalf_xmc.data import load_dataset
@@ -52,18 +52,10 @@ from gandalf_xmc.metrics.ranking import prepare, remove_pairs
 from gandalf_xmc.models.registry import build_model, model_config
 from gandalf_xmc.workflow import forecast
 from gandalf_xmc.workflow.fitting import fit_model
-from gandalf_xmc.workflow.forecast import QuerySample, paired_gain
+from gandalf_xmc.workflow.forecast import paired_gain
 from gandalf_xmc.workflow.validation import carve_validation
 
 AUGMENTS = ("none", "gandalf", "gandalf-tempered", "identity")
-NEW_ITEMS_SPLIT = "val"  # a new-items set's unlabelled sample of its deployment's queries
-
-
-def query_sample(ds, dataset: str) -> QuerySample:
-    """A new-items set's unlabelled sample of its deployment's queries: the ``val`` split's texts,
-    and their families where the set's group key names them (its labels are not read)."""
-    queries = ds.split(NEW_ITEMS_SPLIT)
-    return QuerySample(list(queries.texts), list(queries.groups) if BY_NAME[dataset].group_is_family else None)
 
 
 def deployment_share(ds, dataset: str) -> tuple[float, tuple[float, float]]:

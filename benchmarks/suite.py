@@ -47,6 +47,7 @@ from gandalf_xmc.workflow.validation import BENCHMARK_PROTOCOLS, PROTOCOLS, carv
 
 HERE = Path(__file__).resolve().parent
 METRICS = ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5")
+NEW_ITEMS_SPLIT = "val"  # a new-items set's labelled new items; its texts sample the deployment's queries
 
 
 def valid_fraction(n: int) -> float:
@@ -83,7 +84,12 @@ def run_one(
     ``queries`` what the deployment meets (``new-items``: auto chooses by its forecast)."""
     given = valid_split if valid_split and find_split_file(suite_path(dataset), valid_split) else None
     splits = ("trn", "tst") if split == "test" else ("trn",)
-    ds = load_dataset(dataset, splits=splits + ((given,) if given else ()))
+    if given:
+        splits += (given,)
+    new_items = queries == "new-items" and augment == "auto"
+    if new_items and NEW_ITEMS_SPLIT not in splits and find_split_file(suite_path(dataset), NEW_ITEMS_SPLIT):
+        splits += (NEW_ITEMS_SPLIT,)
+    ds = load_dataset(dataset, splits=splits)
     frac = valid_fraction(ds.n_original_train or len(ds.train))
     if split == "valid":
         rest, target = carve_validation(ds, frac, seed, protocol)
@@ -118,7 +124,9 @@ def run_one(
                 valid_fraction=valid_fraction(rest.n_original_train or len(rest.train)),
                 progress=False,
                 valid_split=None if given is None else (given, ds.split(given)),
-                new_items=new_items_of(dataset) if queries == "new-items" and augment == "auto" else None,
+                # new items of a set whose group key names families are held out a family at a time
+                valid_protocol="group" if new_items and BY_NAME[dataset].group_is_family else "random",
+                new_items=NewItems(query_sample(ds, dataset)) if new_items else None,
             )
         fitted, chosen = trained.model, trained.search["chosen"] if trained.search else None
         forecast = (trained.search or {}).get("new_items")
@@ -247,14 +255,15 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def new_items_of(dataset: str) -> NewItems:
-    """A new-items deployment with the texts of ``dataset``'s ``val`` split as its query sample
-    (their families where its group key names them; no label read), or without a sample."""
-    family = BY_NAME[dataset].group_is_family
-    if find_split_file(suite_path(dataset), "val") is None:
-        return NewItems(None, family)
-    queries = load_dataset(dataset, splits=("trn", "val")).split("val")
-    return NewItems(QuerySample(list(queries.texts), list(queries.groups) if family and queries.groups else None), family)
+def query_sample(ds, dataset: str) -> QuerySample | None:
+    """A new-items set's unlabelled sample of its deployment's queries: the texts of ``ds``'s
+    ``val`` split (loaded with it), and their families where the set's group key names them (no
+    label is read); None where ``ds`` has no such split."""
+    if NEW_ITEMS_SPLIT not in ds.splits:
+        return None
+    queries = ds.split(NEW_ITEMS_SPLIT)
+    family = BY_NAME[dataset].group_is_family and queries.groups
+    return QuerySample(list(queries.texts), list(queries.groups) if family else None)
 
 
 def main() -> None:

@@ -608,7 +608,7 @@ def train(
         raise ConfigError("--valid-split and --valid-protocol exclude each other: the split given is the validation")
     if query_sample is not None and queries.value != "new-items":
         raise ConfigError("--query-sample is read with --queries new-items only")
-    new_items = _new_items(query_sample, valid_protocol.value == "group") if queries.value == "new-items" else None
+    new_items = _new_items(query_sample) if queries.value == "new-items" else None
     ds = _load(data, splits=("trn",) if valid_split is None else ("trn", valid_split), derive_filters=derive_filters)
     config = model_config(model.value, seed=seed, epochs=epochs, device=device)
     config = _with_encoder_precision(apply_settings(config, parse_settings(settings or [])), encoder_precision.value)
@@ -648,14 +648,14 @@ def train(
     )
 
 
-def _new_items(sample_file: str | None, families: bool):
+def _new_items(sample_file: str | None):
     """The new-items deployment of ``--queries new-items``, with the texts (and groups) of ``--query-sample``."""
     from .errors import DataFormatError
     from .predictor import read_queries
     from .workflow.forecast import NewItems, QuerySample
 
     if sample_file is None:
-        return NewItems(None, families)
+        return NewItems(None)
     texts, groups = [], []
     for text, _, fields in read_queries(sample_file):
         texts.append(text)
@@ -665,7 +665,7 @@ def _new_items(sample_file: str | None, families: bool):
         raise DataFormatError(sample_file, None, "the query sample holds no query")
     if any(g is None for g in groups) and any(g is not None for g in groups):
         raise DataFormatError(sample_file, None, "give a 'group' on every line of the query sample or on none")
-    return NewItems(QuerySample(texts, groups if groups[0] is not None else None), families)
+    return NewItems(QuerySample(texts, groups if groups[0] is not None else None))
 
 
 def _with_encoder_precision(config, precision: str):

@@ -33,7 +33,7 @@ from ..augment import TEMPERED_GRAPH, AugmentConfig, preset
 from ..data.atomic import atomic_path
 from ..engine.records import holds_checkpoints
 from ..models.registry import ModelEntry
-from .forecast import new_items_forecast, paired_gain
+from .forecast import forecast_from_hits
 
 # Candidates, most promising first (the budget may cut the list short); docs/decisions.md
 # ("Augmentation with the linear model") gives the validation figures behind the list and its
@@ -120,9 +120,11 @@ def choose_setting(
     (two standard errors down, at either end of the share); on a tie the earlier. Returns it and
     every setting's forecast."""
     forecasts = [
-        new_items_forecast(
-            paired_gain(future_hits[c], future_hits[0]),
-            paired_gain(namesake_hits[c], namesake_hits[0]) if namesake_hits is not None else (0.0, 0.0),
+        forecast_from_hits(
+            future_hits[c],
+            future_hits[0],
+            None if namesake_hits is None else namesake_hits[c],
+            None if namesake_hits is None else namesake_hits[0],
             interval,
         )
         for c in range(len(future_hits))
@@ -142,13 +144,14 @@ def new_items_forecasts(trials: list[dict], interval: tuple[float, float]) -> di
     for t in trials:
         if t["name"] == "none" or "p1_hits" not in t:
             continue
-        future = paired_gain(_unpack(t), _unpack(base))
-        namesake = (
-            paired_gain(_unpack(t, "namesake_hits"), _unpack(base, "namesake_hits"))
-            if "namesake_hits" in t and "namesake_hits" in base
-            else (0.0, 0.0)
+        both = "namesake_hits" in t and "namesake_hits" in base
+        out[t["name"]] = forecast_from_hits(
+            _unpack(t),
+            _unpack(base),
+            _unpack(t, "namesake_hits") if both else None,
+            _unpack(base, "namesake_hits") if both else None,
+            interval,
         )
-        out[t["name"]] = new_items_forecast(future, namesake, interval)
     return out
 
 

@@ -38,11 +38,9 @@ class QuerySample:
 @dataclass(frozen=True)
 class NewItems:
     """The deployment's queries are new items, absent from the label space. ``sample``: unlabelled
-    texts of them (``None``: the share of namesakes is unknown, anything from 0 to 1);
-    ``families``: the training points' group key names families, which are held out whole."""
+    texts of them (``None``: the share of namesakes is unknown, anything from 0 to 1)."""
 
     sample: QuerySample | None = None
-    families: bool = False
 
     def fingerprint(self) -> dict:
         """What a resumed run compares (the sample by a digest, not its texts)."""
@@ -54,7 +52,7 @@ class NewItems:
             for text, group in zip(self.sample.texts, self.sample.groups or [None] * len(self.sample.texts)):
                 h.update(f"{text}\x00{group}\x01".encode())
             digest = h.hexdigest()
-        return {"queries": "new-items", "sample_sha256": digest, "families": self.families}
+        return {"queries": "new-items", "sample_sha256": digest}
 
 
 def namesakes(texts: list[str], label_texts: list[str]) -> np.ndarray:
@@ -101,6 +99,19 @@ def paired_gain(hits: np.ndarray, base: np.ndarray) -> tuple[float, float]:
         return 0.0, 0.0
     se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else 0.0
     return 100 * float(diff.mean()), 100 * se
+
+
+def forecast_from_hits(
+    hits: np.ndarray,
+    base: np.ndarray,
+    namesake_hits: np.ndarray | None,
+    namesake_base: np.ndarray | None,
+    interval: tuple[float, float],
+) -> dict:
+    """:func:`new_items_forecast` of top-1 ``hits`` against ``base`` (the same held-out items), and
+    of the namesakes' hits against theirs where both are given (else that part is 0)."""
+    namesake = (0.0, 0.0) if namesake_hits is None or namesake_base is None else paired_gain(namesake_hits, namesake_base)
+    return new_items_forecast(paired_gain(hits, base), namesake, interval)
 
 
 def new_items_forecast(future: tuple[float, float], namesake: tuple[float, float], interval: tuple[float, float]) -> dict:

@@ -183,7 +183,7 @@ def _train_into(
         model_config = new_items_config(model_config)
         seed = config_seed(model_config)
         namesake_carving = carve_validation(dataset, valid_fraction, seed, "random")
-        valid_protocol = "future-family" if new_items.families or valid_protocol == "group" else "future"
+        valid_protocol = "future-family" if valid_protocol == "group" else "future"
         valid_source = f"{valid_protocol} share (new items)"
         rest, valid = carve_validation(dataset, valid_fraction, seed, valid_protocol)
     elif valid_split is not None:
