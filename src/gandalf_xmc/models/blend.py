@@ -114,8 +114,8 @@ def refit_config(config: BlendConfig, result: TrainResult) -> BlendConfig:
 
 def new_items_config(config: BlendConfig) -> BlendConfig:
     """``config`` for new items: the label-text similarity is not tried (a weight fixed by the caller
-    stays). Validated on labelled new items it was worth nothing on Debian's new packages, where
-    the forecast from the training release admits it (docs/decisions.md, "auto for new items")."""
+    stays), since the forecast for new items cannot vouch for it (docs/decisions.md, "auto for new
+    items")."""
     return config if config.text_weight is not None else replace(config, text_weights=(0.0,))
 
 
