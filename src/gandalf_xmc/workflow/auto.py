@@ -336,9 +336,8 @@ def search(
             ]
         trials.append(trial)
         setting = f" with {trial['setting']}" if "setting" in trial else ""
-        log(
-            f"auto: {name}{setting}: valid P@1 {trial['valid']['P@1']:.2f}, PSP@5 {trial['valid']['PSP@5']:.2f} ({seconds:.0f} s)"
-        )
+        scores = trial["valid"]
+        log(f"auto: {name}{setting}: valid P@1 {scores['P@1']:.2f}, PSP@5 {scores['PSP@5']:.2f} ({trial['seconds']:.0f} s)")
         with atomic_path(record_path) as tmp:
             tmp.write_text(json.dumps(trials, indent=1) + "\n")
     forecasts: dict[str, dict] = {}
