@@ -10,8 +10,8 @@ import pytest
 import scipy.sparse as sp
 
 from gandalf_xmc.engine.beam_search import TreeWeights
-from gandalf_xmc.engine.level_chunks import CHUNK_FILES, has_chunks, lay_out, map_chunks, write_chunks
-from gandalf_xmc.engine.level_store import read_level, write_level
+from gandalf_xmc.engine.level_chunks import CHUNK_FILES, has_chunks, lay_out, map_chunks, to_csr, write_chunks
+from gandalf_xmc.engine.level_store import LaidOutLevel, drop_csr, open_level, read_level, write_level
 from gandalf_xmc.errors import DataFormatError
 
 
@@ -19,6 +19,11 @@ def _level(seed: int, rows: int, d: int, density: float) -> sp.csr_matrix:
     rng = np.random.default_rng(seed)
     dense = np.where(rng.random((rows, d)) < density, rng.normal(size=(rows, d)), 0.0).astype(np.float32)
     return sp.csr_matrix(dense)
+
+
+def _halved(W: sp.csr_matrix) -> sp.csr_matrix:
+    """``W`` with its weights rounded to float16, as a layout in files holds them."""
+    return sp.csr_matrix((W.data.astype(np.float16).astype(np.float32), W.indices, W.indptr), shape=W.shape)
 
 
 def _from_layout(chunks, child_ptr: np.ndarray, d: int) -> np.ndarray:
@@ -51,16 +56,55 @@ def test_layout_holds_every_weight_once_in_memory_and_in_files(tmp_path):
         write_chunks(W, CHILD_PTR, folder, threads=threads, group_entries=group)
         assert has_chunks(folder) and not list(folder.glob("*.part"))
         mapped = map_chunks(folder, CHILD_PTR)
-        for a, b in zip(held.arrays, mapped.arrays):
+        for a, b in zip(held.arrays[:-1], mapped.arrays[:-1]):
             assert a.dtype == b.dtype and np.array_equal(a, b)
+        assert mapped.value.dtype == np.float16 and np.array_equal(mapped.value, held.value.astype(np.float16))
         assert not mapped.value.flags.writeable
+        rebuilt = to_csr(mapped, CHILD_PTR, 50)  # the level's CSR again, from the layout alone
+        assert (rebuilt != _halved(W)).nnz == 0 and np.array_equal(rebuilt.indptr, W.indptr)
     # from a level that is itself mapped from files, as training's levels beyond memory are
     write_level(W, tmp_path / "csr")
     source = read_level(tmp_path / "csr", W.shape[1])
     assert not source.data.flags.writeable
     write_chunks(source, CHILD_PTR, tmp_path / "csr", group_entries=40)
-    for a, b in zip(held.arrays, map_chunks(tmp_path / "csr", CHILD_PTR).arrays):
+    for a, b in zip(lay_out(_halved(W), CHILD_PTR).arrays, map_chunks(tmp_path / "csr", CHILD_PTR).arrays):
         assert np.array_equal(a, b)
+
+
+def test_a_weight_beyond_float16_keeps_the_level_in_float32(tmp_path):
+    W = _level(7, 34, 50, 0.3)
+    W.data[5] = 70_000.0  # float16's largest is 65,504
+    write_chunks(W, CHILD_PTR, tmp_path)
+    mapped = map_chunks(tmp_path, CHILD_PTR)
+    assert mapped.value.dtype == np.float32
+    np.testing.assert_array_equal(_from_layout(mapped, CHILD_PTR, 50), W.toarray())
+
+
+def test_a_level_kept_as_its_layout_alone_is_read_as_one(tmp_path):
+    W = _level(8, 34, 50, 0.3)
+    write_level(W, tmp_path / "level")
+    write_chunks(read_level(tmp_path / "level", 50), CHILD_PTR, tmp_path / "level")
+    drop_csr(tmp_path / "level")
+    level = open_level(tmp_path / "level", 50, 34)
+    assert isinstance(level, LaidOutLevel) and level.shape == (34, 50) and level.nnz == W.nnz
+    top = sp.csr_matrix(np.ones((6, 50), dtype=np.float32))
+    weights = TreeWeights([top, level], [CHILD_PTR], chunk_dirs=[None, tmp_path / "level"])
+    in_memory = TreeWeights([top, _halved(W)], [CHILD_PTR])
+    Q = _level(9, 5, 50, 0.2)
+    assert all(np.array_equal(a, b) for a, b in zip(weights.search(Q, 2, 4), in_memory.search(Q, 2, 4)))
+    write_level(level, tmp_path / "saved", source=tmp_path / "level")  # saving links the layout
+    assert sorted(f.name for f in (tmp_path / "saved").iterdir()) == sorted(
+        ["indptr.npy", *(f"chunk_{name}.npy" for name in CHUNK_FILES)]
+    )
+    with pytest.raises(ValueError, match="saved from its files"):
+        write_level(level, tmp_path / "elsewhere")
+    with pytest.raises(ValueError, match="level: neither weights nor a search layout"):
+        TreeWeights([top, level], [CHILD_PTR], chunk_dirs=[None, tmp_path / "saved" / "level"])
+    (tmp_path / "saved" / "chunk_value.npy").unlink()
+    with pytest.raises(ValueError, match="saved: neither weights nor a search layout"):
+        TreeWeights([top, level], [CHILD_PTR], chunk_dirs=[None, tmp_path / "saved"])
+    with pytest.raises(ValueError, match="inconsistent weight arrays"):
+        open_level(tmp_path / "level", 50, 33)  # rows that do not match the tree
 
 
 def test_search_in_mapped_files_equals_search_in_memory(tmp_path):
@@ -73,7 +117,7 @@ def test_search_in_mapped_files_equals_search_in_memory(tmp_path):
         folder.mkdir()
         write_chunks(W, np.array([0, W.shape[0]]) if t == 0 else children[t - 1], folder, group_entries=25)
         dirs.append(folder)
-    memory = TreeWeights(levels, children)
+    memory = TreeWeights([_halved(W) for W in levels], children)  # the files' weights, held as float32
     files = TreeWeights(levels, children, chunk_dirs=dirs)
     assert [c.name for c in files.chunks] == [str(d) for d in dirs]
     Q = sp.vstack([_level(5, 40, D, 0.15), sp.csr_matrix((1, D), dtype=np.float32)], format="csr")

@@ -13,7 +13,8 @@ import scipy.sparse as sp
 
 from gandalf_xmc.augment import TrainingSet
 from gandalf_xmc.data.dataset import Split
-from gandalf_xmc.engine.level_chunks import has_chunks
+from gandalf_xmc.engine.beam_search import TreeWeights
+from gandalf_xmc.engine.level_chunks import CHUNK_FILES, has_chunks, to_csr
 from gandalf_xmc.engine.linear_solver import SolverConfig
 from gandalf_xmc.engine.node_targets import SHORT_ROW, node_targets
 from gandalf_xmc.errors import ConfigError
@@ -239,9 +240,11 @@ def test_same_seed_same_weights_on_one_or_two_threads(tmp_path):
             assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
 
 
-def test_levels_written_to_disk_give_the_same_model_and_predictions(tmp_path, monkeypatch):
+def test_levels_written_to_disk_keep_their_layout_alone_in_float16(tmp_path, monkeypatch):
     """A model whose levels outgrow memory (here: every level, from a one-byte budget) is trained,
-    saved and loaded from files, with the same weights and predictions as one held in memory."""
+    saved and loaded from files: each level is its search layout alone, whose weights are the
+    in-memory model's rounded to float16, and it predicts exactly as the in-memory model with its
+    weights so rounded."""
     from gandalf_xmc.engine import linear_solver
 
     texts, targets = TEXTS * 30, sp.vstack([Y] * 30)
@@ -249,25 +252,40 @@ def test_levels_written_to_disk_give_the_same_model_and_predictions(tmp_path, mo
     monkeypatch.setattr(linear_solver, "SPILL_BYTES", 1)
     spilled = XRLinear(small(threads=2)).fit(texts, targets, LABELS, checkpoint_dir=tmp_path / "ckpt", progress=False)
     assert all(f is not None for f in spilled._level_files)  # each level went to files
-    assert not spilled.weights.levels[-1].data.flags.writeable  # and is read mapped from them
-    for a, b in zip(held.weights.levels, spilled.weights.levels):
-        assert (a != b).nnz == 0 and np.array_equal(a.indptr, b.indptr)
+    assert all(c.value.dtype == np.float16 and not c.value.flags.writeable for c in spilled.weights.chunks)  # mapped
+    rounded = [
+        sp.csr_matrix((W.data.astype(np.float16).astype(np.float32), W.indices, W.indptr), shape=W.shape)
+        for W in held.weights.levels
+    ]
+    for t, (want, level, chunks) in enumerate(zip(rounded, spilled.weights.levels, spilled.weights.chunks)):
+        assert np.array_equal(level.indptr, want.indptr) and level.shape == want.shape
+        got = to_csr(chunks, spilled.weights.bounds[t], want.shape[1])
+        assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.indices, want.indices)
+        assert np.array_equal(got.data, want.data)
     held.save(tmp_path / "held")
     spilled.save(tmp_path / "spilled")
-    for f in (tmp_path / "held").rglob("*.npy"):
-        assert f.read_bytes() == (tmp_path / "spilled" / f.relative_to(tmp_path / "held")).read_bytes(), f
+    for t in range(len(held.weights.levels)):
+        names = sorted(f.name for f in (tmp_path / "spilled" / f"weights_level{t}").iterdir())
+        assert names == sorted(["indptr.npy", *(f"chunk_{name}.npy" for name in CHUNK_FILES)])
+        level = f"weights_level{t}/indptr.npy"
+        assert (tmp_path / "held" / level).read_bytes() == (tmp_path / "spilled" / level).read_bytes()
     reloaded = XRLinear.load(tmp_path / "spilled")
-    # the levels in files have their search layout in files, saved beside them and mapped
-    assert all(has_chunks(tmp_path / "spilled" / f"weights_level{t}") for t in range(len(held.weights.levels)))
     assert not any(has_chunks(f) for f in (tmp_path / "held").glob("weights_level*"))
     assert [c.name for c in reloaded.weights.chunks + spilled.weights.chunks] == 2 * [
         str(tmp_path / "spilled" / f"weights_level{t}") for t in range(len(held.weights.levels))
     ]
-    queries = ["alpha delta", "zeta omega"]
+    as_rounded = TreeWeights(rounded, [held.tree.children(t) for t in range(len(held.tree.bounds))])
+    queries = ["alpha delta", "zeta omega", "beta"]
+    Q = held.featurizer.transform(queries)
+    want_positions, want_scores = as_rounded.search(held._with_bias(Q), held.config.beam, 3)
     for model in (spilled, reloaded):
-        got = model.predict(queries, k=3)
-        want = held.predict(queries, k=3)
-        assert np.array_equal(got.indices, want.indices) and np.array_equal(got.data, want.data)
+        positions, scores = model.weights.search(held._with_bias(Q), held.config.beam, 3)
+        assert np.array_equal(positions, want_positions) and np.array_equal(scores, want_scores)
+        one = model.weights.search(held._with_bias(Q[1]), held.config.beam, 3)
+        assert np.array_equal(one[0][0], want_positions[1]) and np.array_equal(one[1][0], want_scores[1])
+        got, want = model.predict(queries, k=3), held.predict(queries, k=3)
+        assert np.array_equal(got.indices, want.indices)  # rounding moves no label here
+        np.testing.assert_allclose(got.data, want.data, rtol=1e-2)
     # training's files went once the model was saved, with the checkpoint directory made for them
     assert not (tmp_path / "ckpt").exists()
     # a model never saved takes them with it; a checkpoint directory that was there stays

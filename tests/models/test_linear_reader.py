@@ -91,3 +91,19 @@ def test_a_damaged_character_idf_is_named(saved, tmp_path):
     np.save(copy / "features_char_idf.npy", np.ones(3))
     with pytest.raises(DataFormatError, match="features_char_idf.npy"):
         LinearReader(copy)
+
+
+def test_a_model_whose_levels_are_layouts_alone_is_left_to_the_full_loader(spilled_model):
+    """Levels trained to files keep their search layout alone (no CSR for this reader): the
+    light loader declines such a model, and the predictor answers through the full one."""
+    from gandalf_xmc.models.linear_reader import NeedsFullReader
+    from gandalf_xmc.predictor import _load_light, load_predictor
+
+    assert not list(spilled_model.glob("weights_level*/indices.npy"))
+    with pytest.raises(NeedsFullReader):
+        LinearReader(spilled_model)
+    assert _load_light(spilled_model) is None
+    full = XRLinear.load(spilled_model)
+    want = full.predict(["fresh red apple"], k=2)
+    got = load_predictor(spilled_model, light=True).model.predict(["fresh red apple"], k=2)
+    assert np.array_equal(got.indices, want.indices) and np.array_equal(got.data, want.data)

@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from ..errors import DataFormatError
 from ..sparse_ops import threads_for
 from .level_chunks import CHUNK_FILES, LevelChunks, has_chunks, lay_out, map_chunks
-from .level_store import finite_problem, mappings, read_level, write_level
+from .level_store import LaidOutLevel, finite_problem, mappings, open_level, write_level
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -40,9 +40,10 @@ def _first_at_least(ascending, lo, hi, f):
 
 
 @numba.njit(cache=True, nogil=True)
-def _chunk_margins(q_idx, q_val, feat_lo, entry_lo, feat, feat_end, child, value, p, z):
+def _chunk_margins(q_idx, q_val, feat_lo, entry_lo, feat, feat_end, child, value, half, table, p, z):
     """``z[c] += w_c . q`` for the ``z.size`` children of parent ``p`` (:mod:`.level_chunks`'s
-    layout); False if an entry's bounds or child fall outside the chunk (a damaged file: the
+    layout; the weights are ``value``, or where that is empty ``table`` at the float16 bits
+    ``half``); False if an entry's bounds or child fall outside the chunk (a damaged file: the
     arrays are mapped, too large to check when loading, and numba does not check indices)."""
     f_lo, f_hi = feat_lo[p], feat_lo[p + 1]
     base, base_hi = entry_lo[p], entry_lo[p + 1]
@@ -58,11 +59,12 @@ def _chunk_margins(q_idx, q_val, feat_lo, entry_lo, feat, feat_end, child, value
             if start < base or start > stop or stop > base_hi:
                 return False
             v = np.float64(q_val[t])
+            halves = value.size == 0
             for e in range(start, stop):
                 c = child[e]
                 if c >= z.size:
                     return False
-                z[c] += value[e] * v
+                z[c] += (table[half[e]] if halves else value[e]) * v
             a += 1
         lo = a
     return True
@@ -89,6 +91,8 @@ def _expand_in_chunks(
     feat_end,
     child,
     value,
+    half,
+    table,
     sigmoid,
     out_nodes,
     out_scores,
@@ -111,7 +115,7 @@ def _expand_in_chunks(
             continue
         lo, hi = child_ptr[p], child_ptr[p + 1]
         z = np.zeros(hi - lo)
-        intact &= _chunk_margins(q_idx, q_val, feat_lo, entry_lo, feat, feat_end, child, value, p, z)
+        intact &= _chunk_margins(q_idx, q_val, feat_lo, entry_lo, feat, feat_end, child, value, half, table, p, z)
         for j in range(hi - lo):
             cand[at] = lo + j
             scores[at] = parent_scores[r] * _level_score(z[j], sigmoid)
@@ -125,7 +129,22 @@ def _expand_in_chunks(
 
 @numba.njit(cache=True, parallel=True)
 def _chunks_level(
-    q_indptr, q_indices, q_data, parents, parent_scores, child_ptr, feat_lo, entry_lo, feat, feat_end, child, value, sigmoid, keep
+    q_indptr,
+    q_indices,
+    q_data,
+    parents,
+    parent_scores,
+    child_ptr,
+    feat_lo,
+    entry_lo,
+    feat,
+    feat_end,
+    child,
+    value,
+    half,
+    table,
+    sigmoid,
+    keep,
 ):
     """One level of the search in a level's chunk layout for every query (rows of ``parents``):
     the kept nodes, their path scores and the number of queries that met a damaged entry."""
@@ -147,6 +166,8 @@ def _chunks_level(
             feat_end,
             child,
             value,
+            half,
+            table,
             sigmoid,
             out_nodes[i],
             out_scores[i],
@@ -157,7 +178,7 @@ def _chunks_level(
 
 @numba.njit(cache=True, nogil=True)
 def _chunks_level_one(
-    q_idx, q_val, parents, parent_scores, child_ptr, feat_lo, entry_lo, feat, feat_end, child, value, sigmoid, keep
+    q_idx, q_val, parents, parent_scores, child_ptr, feat_lo, entry_lo, feat, feat_end, child, value, half, table, sigmoid, keep
 ):
     """:func:`_chunks_level` for a single query, without the thread pool's launch."""
     out_nodes = np.full((1, keep), -1, dtype=np.int64)
@@ -174,6 +195,8 @@ def _chunks_level_one(
         feat_end,
         child,
         value,
+        half,
+        table,
         sigmoid,
         out_nodes[0],
         out_scores[0],
@@ -239,14 +262,15 @@ CHUNK_LAYOUT_ENTRIES = 100_000_000
 class TreeWeights:
     """The classifiers of every level (level 0 = top nodes, last = the labels, in tree order), each
     non-final level's child offsets, and each level's layout for the search (:mod:`.level_chunks`):
-    mapped from the level's directory where one was written (``chunk_dirs``), else laid out in
-    memory; a level of more than ``chunk_entries`` weights without one is searched in its CSR rows
-    (each node's features looked up by bisection: the same results, slower). ``sigmoid``: nodes
-    are scored by the sigmoid of their margins (classifiers of the logistic loss), not l3-hinge."""
+    mapped from the level's directory where one was written (``chunk_dirs``; a
+    :class:`.LaidOutLevel` has no other copy of its weights), else laid out in memory; a level of
+    more than ``chunk_entries`` weights without one is searched in its CSR rows (each node's
+    features looked up by bisection: the same results, slower). ``sigmoid``: nodes are scored by
+    the sigmoid of their margins (classifiers of the logistic loss), not l3-hinge."""
 
     def __init__(
         self,
-        levels: list[sp.csr_matrix],
+        levels: list[sp.csr_matrix | LaidOutLevel],
         children: list[np.ndarray],
         chunk_entries: int = CHUNK_LAYOUT_ENTRIES,
         chunk_dirs: list[Path | None] | None = None,
@@ -255,14 +279,11 @@ class TreeWeights:
         self.sigmoid = bool(sigmoid)
         if len(children) != len(levels) - 1:
             raise ValueError("one children array per level but the last")
-        self.levels = [_float32_csr(W) for W in levels]
+        self.levels = [W if isinstance(W, LaidOutLevel) else _float32_csr(W) for W in levels]
         # level t's parent p has the rows [lo, hi) of level t as children (level 0: the root's)
         self.bounds = [np.array([0, self.levels[0].shape[0]], dtype=np.int64)] + [np.asarray(c, dtype=np.int64) for c in children]
         dirs = chunk_dirs or [None] * len(self.levels)
-        self.chunks: list[LevelChunks | None] = [
-            map_chunks(d, b) if has_chunks(d) else lay_out(W, b) if W.nnz <= chunk_entries else None
-            for W, b, d in zip(self.levels, self.bounds, dirs)
-        ]
+        self.chunks = [_level_chunks(W, b, d, chunk_entries) for W, b, d in zip(self.levels, self.bounds, dirs)]
 
     @property
     def n_positions(self) -> int:
@@ -285,10 +306,10 @@ class TreeWeights:
             for t, (W, child_ptr, chunks) in enumerate(zip(self.levels, self.bounds, self.chunks)):
                 keep = k if t == len(self.levels) - 1 else int(beam)
                 if chunks is None:
-                    parents, scores = _rows_level(*q, parents, scores, child_ptr, W.indptr, W.indices, W.data, self.sigmoid, keep)
+                    parents, scores = _rows_level(*q, parents, scores, child_ptr, *_csr_arrays(W), self.sigmoid, keep)
                     continue
                 parents, scores, damaged = _chunks_level(  # type: ignore[call-arg]  # numba's stubs
-                    *q, parents, scores, child_ptr, *chunks.arrays, self.sigmoid, keep
+                    *q, parents, scores, child_ptr, *chunks.search_arrays, self.sigmoid, keep
                 )
                 if damaged:
                     raise DataFormatError(chunks.name, None, "the search layout is damaged (an entry out of its bounds)")
@@ -305,11 +326,11 @@ class TreeWeights:
             if chunks is None:
                 q_ptr = np.array([0, q_idx.size], dtype=np.int64)
                 with threads_for(1):
-                    level = (W.indptr, W.indices, W.data)
+                    level = _csr_arrays(W)
                     parents, scores = _rows_level(q_ptr, q_idx, q_val, parents, scores, child_ptr, *level, self.sigmoid, keep)
                 continue
             parents, scores, damaged = _chunks_level_one(  # type: ignore[call-arg]  # numba's stubs
-                q_idx, q_val, parents, scores, child_ptr, *chunks.arrays, self.sigmoid, keep
+                q_idx, q_val, parents, scores, child_ptr, *chunks.search_arrays, self.sigmoid, keep
             )
             if damaged:
                 raise DataFormatError(chunks.name, None, "the search layout is damaged (an entry out of its bounds)")
@@ -325,15 +346,13 @@ class TreeWeights:
         """Read ``levels`` mapped from the files :meth:`save` wrote, instead of the files they were
         mapped from (a training directory about to go)."""
         for t in levels:
-            self.levels[t] = read_level(directory / f"weights_level{t}", n_columns)
-            self.chunks[t] = map_chunks(directory / f"weights_level{t}", self.bounds[t])
+            self.levels[t] = open_level(directory / f"weights_level{t}", n_columns)
+            self.chunks[t] = _level_chunks(self.levels[t], self.bounds[t], directory / f"weights_level{t}", 0)
 
     def mapped_arrays(self) -> list[np.ndarray]:
         """The arrays the search reads that may be mapped from files (for a server's warm-up)."""
         return [
-            a
-            for W, chunks in zip(self.levels, self.chunks)
-            for a in (chunks.arrays if chunks is not None else (W.indptr, W.indices, W.data))
+            a for W, chunks in zip(self.levels, self.chunks) for a in (chunks.arrays if chunks is not None else _csr_arrays(W))
         ]
 
     def hold_in_memory(self) -> int:
@@ -355,6 +374,7 @@ class TreeWeights:
                 self.chunks[t] = LevelChunks(**{name: own(getattr(chunks, name)) for name in CHUNK_FILES}, name=chunks.name)
                 values, where = self.chunks[t].value, chunks.name
             else:
+                assert isinstance(W, sp.csr_matrix)  # a level without a layout has its CSR
                 owned = sp.csr_matrix((own(W.data), own(W.indices), own(W.indptr)), shape=W.shape, copy=False)
                 owned.has_sorted_indices = True
                 self.levels[t] = owned
@@ -367,6 +387,26 @@ class TreeWeights:
     def mapped_files(self) -> list[str]:
         """The files the search still reads through a mapping."""
         return sorted({str(m.filename) for m in mappings(self.mapped_arrays())})
+
+
+def _level_chunks(W: sp.csr_matrix | LaidOutLevel, child_ptr: np.ndarray, directory: Path | None, chunk_entries: int):
+    """A level's layout: mapped from ``directory`` where one was written there, else laid out in
+    memory up to ``chunk_entries`` weights, else None (searched in its CSR rows)."""
+    if has_chunks(directory):
+        assert directory is not None
+        chunks = map_chunks(directory, child_ptr)
+        if chunks.child.size != W.nnz:
+            raise ValueError(f"{directory.name}: the search layout holds {chunks.child.size:,} weights, the level {W.nnz:,}")
+        return chunks
+    if isinstance(W, LaidOutLevel):
+        raise ValueError(f"{directory.name if directory else 'a level'}: neither weights nor a search layout")
+    return lay_out(W, child_ptr) if W.nnz <= chunk_entries else None
+
+
+def _csr_arrays(W: sp.csr_matrix | LaidOutLevel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A level's CSR arrays: a level searched without a layout always has its CSR."""
+    assert isinstance(W, sp.csr_matrix)
+    return W.indptr, W.indices, W.data
 
 
 def _float32_csr(W: sp.spmatrix) -> sp.csr_matrix:

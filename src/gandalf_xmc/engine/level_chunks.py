@@ -16,16 +16,20 @@ Arrays of one level (``P`` parents; the root is the top level's one parent):
   start where the chunk's previous feature's end, the first feature's at 0);
 - ``child`` (uint8, uint16 or uint32: the smallest that holds the level's largest family): the
   entry's child, counted from its parent's first;
-- ``value`` (float32): the weight.
+- ``value`` (float32; float16 in files, see below): the weight.
 
-Bytes: 8 a (parent, feature) pair and 5 to 8 a weight, about the CSR's 8 a weight; the CSR stays
-the model's interchange format (docs/decisions.md, "The linear model (XR-Linear)").
+Bytes: 8 a (parent, feature) pair and 5 to 8 a weight in memory, about the CSR's 8 a weight.
 
 Levels trained to files get their layout as files too (:func:`write_chunks`, streamed a group of
 parents at a time: memory is bounded by ``group_entries``, not by the level), mapped read-only by
-:func:`map_chunks`; smaller levels are laid out in memory (:func:`lay_out`). A mapped layout's
-per-entry arrays are too large to check when loading, so the search kernel checks every index it
-follows (:mod:`.beam_search`): a damaged file is an error, never a read or write outside an array.
+:func:`map_chunks`, and the layout is then the level's only copy of its weights (the CSR files are
+dropped, :func:`to_csr` rebuilds them): there the weights are float16 (3 to 4 bytes a weight),
+since the pruning threshold keeps them within its range and the search sums them in float64;
+a level with a weight beyond float16's range keeps float32. Smaller levels are laid out in
+memory (:func:`lay_out`) from their CSR, which stays the saved format of small models. A mapped
+layout's per-entry arrays are too large to check when loading, so the search kernel checks every
+index it follows (:mod:`.beam_search`): a damaged file is an error, never a read or write outside
+an array.
 """
 
 from __future__ import annotations
@@ -43,8 +47,14 @@ import scipy.sparse as sp
 from .level_store import finite_problem, load_array, release_pages
 
 CHUNK_FILES = ("feat_lo", "entry_lo", "feat", "feat_end", "child", "value")
-_DTYPES = {"feat_lo": np.int64, "entry_lo": np.int64, "feat": np.int32, "feat_end": np.int32, "value": np.float32}
+_DTYPES = {"feat_lo": np.int64, "entry_lo": np.int64, "feat": np.int32, "feat_end": np.int32}
 _CHILD_DTYPES = (np.uint8, np.uint16, np.uint32)
+_VALUE_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+# every float16 bit pattern's value: numba has no float16, so the search reads a weight's bits
+# (uint16) and looks its value up here (256 KB)
+HALF_VALUES = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
+_NO_HALVES = np.empty(0, dtype=np.uint16)
+_NO_VALUES = np.empty(0, dtype=np.float32)
 # weights transposed at once by a thread when writing a level's layout to files (about 30 bytes
 # each, twice: one group being written while the next is laid out)
 GROUP_ENTRIES = 1 << 23
@@ -66,6 +76,16 @@ class LevelChunks:
     @property
     def arrays(self) -> tuple[np.ndarray, ...]:
         return tuple(getattr(self, name) for name in CHUNK_FILES)
+
+    @property
+    def search_arrays(self) -> tuple[np.ndarray, ...]:
+        """What the search kernels read: the pointers, features, children, then the weights as
+        ``(float32 values, float16 bits, HALF_VALUES)``, one of the first two empty."""
+        if self.value.dtype == np.float16:
+            weights = (_NO_VALUES, self.value.view(np.uint16), HALF_VALUES)
+        else:
+            weights = (self.value, _NO_HALVES, HALF_VALUES)
+        return (self.feat_lo, self.entry_lo, self.feat, self.feat_end, self.child, *weights)
 
 
 def child_dtype(child_ptr: np.ndarray) -> np.dtype:
@@ -266,12 +286,14 @@ class _NpyStream:
 def write_chunks(
     W: sp.csr_matrix, child_ptr: np.ndarray, directory: Path, threads: int = 1, group_entries: int = GROUP_ENTRIES
 ) -> None:
-    """``W``'s layout as ``directory/chunk_{name}.npy``, built ``group_entries`` weights at a time
-    on each of ``threads`` threads (``W`` may be mapped from files larger than memory; memory is
-    about 30 bytes a weight of ``2 * threads`` groups, whatever the level's size: the threads lay out
-    the next groups while the main thread writes the last ones)."""
+    """``W``'s layout as ``directory/chunk_{name}.npy``, its weights as float16 where every one
+    fits (see the module's docstring), built ``group_entries`` weights at a time on each of
+    ``threads`` threads (``W`` may be mapped from files larger than memory; memory is about 30
+    bytes a weight of ``2 * threads`` groups, whatever the level's size: the threads lay out the
+    next groups while the main thread writes the last ones)."""
     child_ptr = _checked_level(W, child_ptr)
     dtype = child_dtype(child_ptr)
+    value_dtype = np.float16 if fits_half(W.data) else np.float32
     n_parents = child_ptr.size - 1
     feat_lo = np.zeros(n_parents + 1, dtype=np.int64)
     entry_lo = np.zeros(n_parents + 1, dtype=np.int64)
@@ -281,7 +303,7 @@ def write_chunks(
     buffers = [[_GroupBuffers(most_weights, W.shape[1], most_parents, dtype) for _ in range(lanes)] for _ in range(2)]
     batches = [groups[first : first + lanes] for first in range(0, len(groups), lanes)]  # one group a thread
     streams = {
-        name: _NpyStream(directory / f"chunk_{name}.npy", _DTYPES.get(name, dtype))
+        name: _NpyStream(directory / f"chunk_{name}.npy", {**_DTYPES, "child": dtype, "value": value_dtype}[name])
         for name in ("feat", "feat_end", "child", "value")
     }
     try:
@@ -311,6 +333,35 @@ def write_chunks(
         raise
 
 
+def fits_half(values: np.ndarray, block: int = 1 << 26) -> bool:
+    """Whether every one of ``values`` is finite and within float16's range (read a block at a
+    time: ``values`` may be mapped from a file larger than memory)."""
+    largest = float(np.finfo(np.float16).max)
+    for lo in range(0, values.size, block):
+        part = values[lo : lo + block]
+        fits = bool(np.all(np.abs(part) <= largest))  # False for NaN too
+        release_pages((part,))
+        if not fits:
+            return False
+    return True
+
+
+def to_csr(chunks: LevelChunks, child_ptr: np.ndarray, n_columns: int) -> sp.csr_matrix:
+    """The level's CSR (float32, rows in tree order) rebuilt from its layout, for what reads a
+    level row by row (exports, checks); it is held in memory."""
+    child_ptr = np.asarray(child_ptr, dtype=np.int64)
+    feat_lo, entry_lo = np.asarray(chunks.feat_lo), np.asarray(chunks.entry_lo)
+    ends = np.asarray(chunks.feat_end, dtype=np.int64)
+    starts = np.concatenate([[0], ends[:-1]])
+    starts[feat_lo[:-1][np.diff(feat_lo) > 0]] = 0  # a chunk's first feature starts at its first entry
+    columns = np.repeat(np.asarray(chunks.feat, dtype=np.int64), ends - starts)
+    rows = np.repeat(child_ptr[:-1], np.diff(entry_lo)) + np.asarray(chunks.child, dtype=np.int64)
+    values = np.asarray(chunks.value, dtype=np.float32)
+    W = sp.csr_matrix((values, (rows, columns)), shape=(int(child_ptr[-1]), n_columns))
+    W.sort_indices()
+    return W
+
+
 def has_chunks(directory: Path | None) -> bool:
     """Whether :func:`write_chunks` finished a layout in ``directory``."""
     return directory is not None and all((directory / f"chunk_{name}.npy").exists() for name in CHUNK_FILES)
@@ -332,6 +383,8 @@ def _layout_problem(arrays: dict, child_ptr: np.ndarray) -> str | None:
     for name, dtype in _DTYPES.items():
         if arrays[name].ndim != 1 or arrays[name].dtype != dtype:
             return f"chunk_{name}.npy is not a one-dimensional {np.dtype(dtype).name} array"
+    if arrays["value"].ndim != 1 or arrays["value"].dtype not in _VALUE_DTYPES:
+        return "chunk_value.npy is not a one-dimensional float32 or float16 array"
     child = arrays["child"]
     if child.ndim != 1 or child.dtype not in [np.dtype(d) for d in _CHILD_DTYPES]:
         return "chunk_child.npy is not a one-dimensional unsigned integer array"

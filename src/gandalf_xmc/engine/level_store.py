@@ -17,6 +17,7 @@ import errno
 import mmap
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,24 @@ if TYPE_CHECKING:
     import scipy.sparse as sp
 
 LEVEL_FILES = ("indptr", "indices", "data")
+
+
+@dataclass(frozen=True)
+class LaidOutLevel:
+    """A level kept in files as its search layout alone (:mod:`.level_chunks`), its CSR dropped:
+    ``indptr`` (int64, each node's first weight) gives its shape and weights, and
+    :func:`.level_chunks.to_csr` rebuilds its CSR where one is wanted."""
+
+    indptr: np.ndarray
+    n_columns: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.indptr.size - 1, self.n_columns)
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indptr[-1])
 
 
 class UnitBlocks:
@@ -232,6 +251,31 @@ def read_level(directory: Path, n_columns: int, n_rows: int | None = None) -> sp
     return _csr(data, indices, indptr, n_columns)
 
 
+def open_level(directory: Path, n_columns: int, n_rows: int | None = None) -> sp.csr_matrix | LaidOutLevel:
+    """A level saved as files: its CSR (:func:`read_level`), or, where :func:`drop_csr` left its
+    search layout alone, its row pointers as a :class:`LaidOutLevel` (the caller maps the layout)."""
+    if (directory / "indices.npy").exists() or (directory / "data.npy").exists():
+        return read_level(directory, n_columns, n_rows)
+    indptr = np.array(load_array(directory / "indptr.npy"))
+    if (
+        indptr.ndim != 1
+        or indptr.dtype != np.int64
+        or indptr.size == 0
+        or (n_rows is not None and indptr.size != n_rows + 1)
+        or indptr[0] != 0
+        or np.any(np.diff(indptr) < 0)
+    ):
+        raise ValueError(f"{directory.name}: inconsistent weight arrays")
+    return LaidOutLevel(indptr, n_columns)
+
+
+def drop_csr(directory: Path) -> None:
+    """Remove a level's CSR weights from its files once its search layout holds them (the row
+    pointers stay): at a million labels each copy of the weights is about as large as the other."""
+    for name in ("indices", "data"):
+        (directory / f"{name}.npy").unlink(missing_ok=True)
+
+
 def page_in(arrays: list[np.ndarray]) -> int:
     """Read the mapped ones of ``arrays`` into the page cache now, so that the first queries do not
     each wait on the disk for the pages their weights lie on (a server's warm-up); returns the
@@ -265,17 +309,20 @@ def mappings(arrays) -> list[np.memmap]:
     return found
 
 
-def write_level(W: sp.csr_matrix, directory: Path, source: Path | None = None) -> None:
+def write_level(W: sp.csr_matrix | LaidOutLevel, directory: Path, source: Path | None = None) -> None:
     """``W``'s arrays as ``directory/{indptr,indices,data}.npy``; ``source``: a directory where
     :func:`assemble_level` already wrote them, with whatever else was written there for the
-    level (its search layout): every ``.npy`` file of it is hard-linked (or copied across file
-    systems). Files of an earlier model in ``directory`` are removed first."""
+    level (its search layout, which replaces the CSR of a :class:`LaidOutLevel`): every ``.npy``
+    file of it is hard-linked (or copied across file systems). Files of an earlier model in
+    ``directory`` are removed first."""
+    if isinstance(W, LaidOutLevel) and not is_spilled(source):
+        raise ValueError("a level kept as its search layout is saved from its files")
     if source is not None and directory.exists() and source.resolve() == directory.resolve():
         return  # saved where it was read from
     directory.mkdir(parents=True, exist_ok=True)
     for stale in directory.glob("*.npy"):
         stale.unlink()
-    if source is not None and is_spilled(source):
+    if source is not None and is_spilled(source):  # every file of it: its CSR or its layout, or both
         for path in sorted(source.glob("*.npy")):
             try:
                 os.link(path, directory / path.name)
@@ -287,5 +334,6 @@ def write_level(W: sp.csr_matrix, directory: Path, source: Path | None = None) -
 
 
 def is_spilled(directory: Path | None) -> bool:
-    """Whether :func:`assemble_level` wrote its level to ``directory``."""
-    return directory is not None and all((directory / f"{name}.npy").exists() for name in LEVEL_FILES)
+    """Whether :func:`assemble_level` wrote its level to ``directory`` (its CSR may have been
+    dropped since for its layout: the row pointers stay)."""
+    return directory is not None and (directory / "indptr.npy").exists()

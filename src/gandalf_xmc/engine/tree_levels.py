@@ -18,7 +18,7 @@ import scipy.sparse as sp
 
 from .label_tree import LabelTree
 from .level_chunks import write_chunks
-from .level_store import is_spilled
+from .level_store import LaidOutLevel, drop_csr, is_spilled
 from .linear_solver import SolverConfig, train_level
 from .node_targets import node_targets
 
@@ -29,9 +29,10 @@ LEVEL_PROGRESS_SECONDS = 15.0
 @dataclass(frozen=True)
 class TrainedLevels:
     """Each level's classifiers (CSR, one row a node in tree order) and, for a level written to
-    files because it outgrew memory, its directory (None: in memory)."""
+    files because it outgrew memory, its directory (None: in memory), where its search layout is
+    its only copy (a :class:`.LaidOutLevel`)."""
 
-    levels: list[sp.csr_matrix]
+    levels: list[sp.csr_matrix | LaidOutLevel]
     files: list[Path | None]
 
 
@@ -55,7 +56,7 @@ def train_levels(
     position = np.empty(n_labels, dtype=np.int64)
     position[tree.order] = np.arange(n_labels)
     n_levels = len(tree.bounds) + 1  # cluster levels, then the labels
-    levels: list[sp.csr_matrix] = []
+    levels: list[sp.csr_matrix | LaidOutLevel] = []
     files: list[Path | None] = []
     parent_targets: sp.csc_matrix | None = None
     for t in range(n_levels):
@@ -79,10 +80,12 @@ def train_levels(
         W = train_level(
             Xb, T, active, parent_of, weights, solver, seed=level_seed, threads=threads, spill_dir=spill, on_progress=on_progress
         )
-        levels.append(W)
         files.append(spill if is_spilled(spill) else None)
-        if is_spilled(spill):  # a level in files gets its search layout in files too
+        if is_spilled(spill):  # a level in files keeps its search layout alone, in files
             write_chunks(W, np.array([0, n_nodes]) if t == 0 else tree.children(t - 1), spill, threads)
+            W = LaidOutLevel(np.array(W.indptr), W.shape[1])
+            drop_csr(spill)
+        levels.append(W)
         say(f"{level}: {n_nodes:,} classifiers, {W.nnz:,} weights")
         parent_targets = T
     return TrainedLevels(levels, files)

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 
 from ..engine.beam_search import TreeWeights
 from ..engine.label_tree import LabelTree, build_tree, label_vectors
-from ..engine.level_store import page_in, read_level
+from ..engine.level_store import LaidOutLevel, open_level, page_in
 from ..engine.linear_solver import SolverConfig, kernels_cached
 from ..engine.records import TrainResult, Validation, validation_metrics
 from ..engine.tree_levels import Scratch, remove_scratch, train_levels
@@ -416,10 +416,10 @@ class XRLinear(LabelledModel):
         return model
 
 
-def _read_weights(d: Path, level: int, n_columns: int, n_rows: int) -> sp.csr_matrix:
+def _read_weights(d: Path, level: int, n_columns: int, n_rows: int) -> sp.csr_matrix | LaidOutLevel:
     """A saved level, mapped from its ``.npy`` files (models saved before them: one ``.npz``)."""
     if (d / f"weights_level{level}").is_dir():
-        return read_level(d / f"weights_level{level}", n_columns, n_rows)
+        return open_level(d / f"weights_level{level}", n_columns, n_rows)
     return sp.load_npz(d / f"weights_level{level}.npz").tocsr()
 
 

@@ -39,6 +39,8 @@ class _CSR:
         folder = d / f"weights_level{level}"
         self.name = folder
         if folder.is_dir():
+            if not (folder / "indices.npy").exists() and (folder / "chunk_value.npy").exists():
+                raise NeedsFullReader(d)  # a level kept as its search layout alone: a large model
             self.indptr, self.indices, self.data = map_level(folder, n_columns, n_rows)
             self.shape = (self.indptr.size - 1, n_columns)
             return
