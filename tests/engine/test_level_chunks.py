@@ -29,15 +29,29 @@ def _halved(W: sp.csr_matrix) -> sp.csr_matrix:
 def _from_layout(chunks, child_ptr: np.ndarray, d: int) -> np.ndarray:
     """The dense level rebuilt entry by entry from a layout, reading it as documented."""
     out = np.zeros((child_ptr[-1], d), dtype=np.float32)
-    for p in range(child_ptr.size - 1):
-        prev_end = 0
-        features = chunks.feat[chunks.feat_lo[p] : chunks.feat_lo[p + 1]]
-        assert np.all(np.diff(features) > 0)  # distinct and ascending within a chunk
-        for a in range(chunks.feat_lo[p], chunks.feat_lo[p + 1]):
-            for e in range(chunks.entry_lo[p] + prev_end, chunks.entry_lo[p] + chunks.feat_end[a]):
-                out[child_ptr[p] + chunks.child[e], chunks.feat[a]] = chunks.value[e]
-            prev_end = chunks.feat_end[a]
-        assert chunks.entry_lo[p] + prev_end == chunks.entry_lo[p + 1]
+    n_parents = child_ptr.size - 1
+    blocks = (chunks.feat_lo.size - 1) // n_parents
+    assert blocks == -(-d // 65536)
+    largest = int(np.diff(child_ptr).max())
+    stride = max(1, 65535 // largest)
+    assert chunks.stride == stride and chunks.end_mark.size == -(-chunks.feat.size // stride)
+
+    def end(a):
+        exact = chunks.end_mark[a // stride]
+        assert a % stride != 0 or chunks.feat_end[a] == exact % 65536
+        return exact + (int(chunks.feat_end[a]) - exact) % 65536
+
+    for p in range(n_parents):
+        first, last = chunks.feat_lo[p * blocks], chunks.feat_lo[(p + 1) * blocks]
+        prev_end = chunks.entry_lo[p]
+        for b in range(blocks):
+            lo, hi = chunks.feat_lo[p * blocks + b], chunks.feat_lo[p * blocks + b + 1]
+            assert np.all(np.diff(chunks.feat[lo:hi].astype(int)) > 0)  # distinct and ascending within a block
+            for a in range(lo, hi):
+                for e in range(prev_end, end(a)):
+                    out[child_ptr[p] + chunks.child[e], b * 65536 + int(chunks.feat[a])] = chunks.value[e]
+                prev_end = end(a)
+        assert first <= last and prev_end == chunks.entry_lo[p + 1]
     return out
 
 
@@ -55,7 +69,7 @@ def test_layout_holds_every_weight_once_in_memory_and_in_files(tmp_path):
         folder.mkdir()
         write_chunks(W, CHILD_PTR, folder, threads=threads, group_entries=group)
         assert has_chunks(folder) and not list(folder.glob("*.part"))
-        mapped = map_chunks(folder, CHILD_PTR)
+        mapped = map_chunks(folder, CHILD_PTR, 50)
         for a, b in zip(held.arrays[:-1], mapped.arrays[:-1]):
             assert a.dtype == b.dtype and np.array_equal(a, b)
         assert mapped.value.dtype == np.float16 and np.array_equal(mapped.value, held.value.astype(np.float16))
@@ -67,7 +81,7 @@ def test_layout_holds_every_weight_once_in_memory_and_in_files(tmp_path):
     source = read_level(tmp_path / "csr", W.shape[1])
     assert not source.data.flags.writeable
     write_chunks(source, CHILD_PTR, tmp_path / "csr", group_entries=40)
-    for a, b in zip(lay_out(_halved(W), CHILD_PTR).arrays, map_chunks(tmp_path / "csr", CHILD_PTR).arrays):
+    for a, b in zip(lay_out(_halved(W), CHILD_PTR).arrays, map_chunks(tmp_path / "csr", CHILD_PTR, 50).arrays):
         assert np.array_equal(a, b)
 
 
@@ -75,7 +89,7 @@ def test_a_weight_beyond_float16_keeps_the_level_in_float32(tmp_path):
     W = _level(7, 34, 50, 0.3)
     W.data[5] = 70_000.0  # float16's largest is 65,504
     write_chunks(W, CHILD_PTR, tmp_path)
-    mapped = map_chunks(tmp_path, CHILD_PTR)
+    mapped = map_chunks(tmp_path, CHILD_PTR, 50)
     assert mapped.value.dtype == np.float32
     np.testing.assert_array_equal(_from_layout(mapped, CHILD_PTR, 50), W.toarray())
 
@@ -127,7 +141,7 @@ def test_search_in_mapped_files_equals_search_in_memory(tmp_path):
         for i in range(Q.shape[0]):  # one query at a time takes the single-query kernel: the same rows
             one = files.search(Q[i], beam, k)
             assert np.array_equal(one[0][0], a[0][i]) and np.array_equal(one[1][0], a[1][i])
-    assert len(files.mapped_arrays()) == 6 * len(levels)
+    assert len(files.mapped_arrays()) == len(CHUNK_FILES) * len(levels)
 
 
 def _damage(folder, name, change):
@@ -142,7 +156,8 @@ def _damage(folder, name, change):
     "name, change",
     [
         ("child", lambda a: a.__setitem__(slice(None), 250)),  # children past the family
-        ("feat_end", lambda a: a.__setitem__(slice(None), 10**6)),  # entries past the chunk's
+        ("feat_end", lambda a: a.__setitem__(slice(None), 65535)),  # entries past the chunk's
+        ("end_mark", lambda a: a.__setitem__(slice(None), 10**12)),  # likewise, from the marks
     ],
 )
 def test_a_damaged_entry_is_an_error_not_a_stray_access(tmp_path, name, change):
@@ -170,9 +185,55 @@ def test_pointers_that_disagree_are_refused_when_mapping(tmp_path, name, change)
     write_chunks(W, CHILD_PTR, tmp_path)
     _damage(tmp_path, name, change)
     with pytest.raises(ValueError, match=f"chunk_{name}"):
-        map_chunks(tmp_path, CHILD_PTR)
+        map_chunks(tmp_path, CHILD_PTR, 50)
     with pytest.raises(ValueError, match="does not match the tree"):
-        map_chunks(tmp_path, np.array([0, 34]))  # another tree
+        map_chunks(tmp_path, np.array([0, 34]), 50)  # another tree
+
+
+def test_marks_missing_or_other_features_are_refused_when_mapping(tmp_path):
+    W = _level(7, 34, 50, 0.4)
+    write_chunks(W, CHILD_PTR, tmp_path)
+    with pytest.raises(ValueError, match="chunk_feat_lo.npy does not match"):
+        map_chunks(tmp_path, CHILD_PTR, 70_000)  # two blocks of features, where the layout has one
+    _damage(tmp_path, "end_mark", lambda a: None)
+    (tmp_path / "chunk_end_mark.npy").unlink()
+    np.save(tmp_path / "chunk_end_mark.npy", np.zeros(0, dtype=np.int64))
+    with pytest.raises(ValueError, match="differ in length"):
+        map_chunks(tmp_path, CHILD_PTR, 50)
+
+
+def test_a_chunk_past_65536_entries_and_features_past_one_block_are_searched_exactly(tmp_path):
+    """The 16-bit ends wrap within a chunk of 300 children x about 400 weights, and features of
+    three blocks: the layout, in memory and in files, gives every weight back and the search the
+    same nodes and scores as the search in the CSR rows (an independent path)."""
+    rng = np.random.default_rng(11)
+    d, rows = 140_000, 310
+    dense_band = np.arange(300)  # shared by every row: pairs of up to 300 entries
+    cols = [np.unique(np.concatenate([dense_band, rng.choice(d, 100, replace=False)])) for _ in range(rows)]
+    indptr = np.concatenate([[0], np.cumsum([c.size for c in cols])])
+    W = sp.csr_matrix((rng.normal(size=indptr[-1]).astype(np.float32), np.concatenate(cols), indptr), shape=(rows, d))
+    child_ptr = np.array([0, 300, 310])
+    top = sp.csr_matrix(rng.normal(size=(2, d)).astype(np.float32) * (rng.random((2, d)) < 0.01))
+    assert W[:300].nnz > 65536
+    held = lay_out(W, child_ptr)
+    assert held.stride == 65535 // 300 and held.feat_lo.size == 2 * 3 + 1
+    np.testing.assert_array_equal(_from_layout(held, child_ptr, d), W.toarray())
+    for t, level in enumerate((top, W)):
+        (tmp_path / str(t)).mkdir()
+        write_chunks(level, np.array([0, 2]) if t == 0 else child_ptr, tmp_path / str(t), group_entries=5000)
+    assert (to_csr(map_chunks(tmp_path / "1", child_ptr, d), child_ptr, d) != _halved(W)).nnz == 0
+    Q = sp.hstack([sp.csr_matrix(rng.random((20, 300)).astype(np.float32)), _level(12, 20, d - 300, 0.001)], format="csr")
+    rows_only = TreeWeights([top, W], [child_ptr], chunk_entries=0)
+    assert rows_only.chunks == [None, None]
+    in_memory = TreeWeights([top, W], [child_ptr])
+    a, b = rows_only.search(Q, 2, 10), in_memory.search(Q, 2, 10)
+    assert np.array_equal(a[0], b[0])
+    np.testing.assert_allclose(a[1], b[1], rtol=1e-6)  # sums in another order
+    halved_rows = TreeWeights([_halved(top), _halved(W)], [child_ptr], chunk_entries=0)
+    files = TreeWeights([top, W], [child_ptr], chunk_dirs=[tmp_path / "0", tmp_path / "1"])
+    a, b = halved_rows.search(Q, 2, 10), files.search(Q, 2, 10)
+    assert np.array_equal(a[0], b[0])
+    np.testing.assert_allclose(a[1], b[1], rtol=1e-6)
 
 
 def test_an_unfinished_layout_is_not_read(tmp_path):

@@ -333,7 +333,9 @@ def test_page_in_reads_the_mapped_search_layout_and_changes_nothing(tmp_path, mo
     arrays = [a for chunks in again.weights.chunks for a in chunks.arrays]
     want = sum(a.nbytes for a in arrays if not a.flags.writeable)
     entry_files = [
-        f for name in ("feat", "feat_end", "child", "value") for f in (tmp_path / "m").glob(f"weights_level*/chunk_{name}.npy")
+        f
+        for name in ("feat", "feat_end", "end_mark", "child", "value")
+        for f in (tmp_path / "m").glob(f"weights_level*/chunk_{name}.npy")
     ]
     assert want > 0 and want == sum(f.stat().st_size - 128 for f in entry_files)  # each less its header
     queries = ["alpha zeta", "gamma", "omega delta"]

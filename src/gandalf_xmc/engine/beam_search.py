@@ -14,6 +14,7 @@ cost the p99). The search goes one level at a time, each level in memory or mapp
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -23,7 +24,7 @@ import scipy.sparse as sp
 
 from ..errors import DataFormatError
 from ..sparse_ops import threads_for
-from .level_chunks import CHUNK_FILES, LevelChunks, has_chunks, lay_out, map_chunks
+from .level_chunks import CHUNK_FILES, has_chunks, lay_out, map_chunks
 from .level_store import LaidOutLevel, finite_problem, mappings, open_level, write_level
 
 
@@ -39,27 +40,43 @@ def _first_at_least(ascending, lo, hi, f):
     return lo
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _pair_end(a, feat_end, end_mark, stride):
+    """Where pair ``a``'s entries end (:mod:`.level_chunks`: its low 16 bits, the rest from the
+    mark before it); -1 where the mark is missing (a damaged file)."""
+    j = a // stride
+    if j >= end_mark.size:
+        return -1
+    mark = end_mark[j]
+    return mark + ((np.int64(feat_end[a]) - mark) & 0xFFFF)
+
+
 @numba.njit(cache=True, nogil=True)
-def _chunk_margins(q_idx, q_val, feat_lo, entry_lo, feat, feat_end, child, value, half, table, p, z):
+def _chunk_margins(q_idx, q_val, feat_lo, entry_lo, feat, feat_end, end_mark, stride, child, value, half, table, p, z):
     """``z[c] += w_c . q`` for the ``z.size`` children of parent ``p`` (:mod:`.level_chunks`'s
     layout; the weights are ``value``, or where that is empty ``table`` at the float16 bits
     ``half``); False if an entry's bounds or child fall outside the chunk (a damaged file: the
     arrays are mapped, too large to check when loading, and numba does not check indices)."""
-    f_lo, f_hi = feat_lo[p], feat_lo[p + 1]
+    blocks = (feat_lo.size - 1) // (entry_lo.size - 1)
+    first = feat_lo[p * blocks]
     base, base_hi = entry_lo[p], entry_lo[p + 1]
-    lo = f_lo
+    halves = value.size == 0
+    block, lo, hi = -1, 0, 0
     for t in range(q_idx.size):
-        if lo >= f_hi:
-            break
         f = q_idx[t]
-        a = _first_at_least(feat, lo, f_hi, f)
-        if a < f_hi and feat[a] == f:
-            start = base + (feat_end[a - 1] if a > f_lo else 0)
-            stop = base + feat_end[a]
+        b = f >> 16
+        if b >= blocks:
+            break  # the query's features ascend: none further is in the layout
+        if b != block:
+            block, lo, hi = b, feat_lo[p * blocks + b], feat_lo[p * blocks + b + 1]
+        low = f & 0xFFFF
+        a = _first_at_least(feat, lo, hi, low)
+        if a < hi and feat[a] == low:
+            start = base if a == first else _pair_end(a - 1, feat_end, end_mark, stride)
+            stop = _pair_end(a, feat_end, end_mark, stride)
             if start < base or start > stop or stop > base_hi:
                 return False
             v = np.float64(q_val[t])
-            halves = value.size == 0
             for e in range(start, stop):
                 c = child[e]
                 if c >= z.size:
@@ -89,6 +106,8 @@ def _expand_in_chunks(
     entry_lo,
     feat,
     feat_end,
+    end_mark,
+    stride,
     child,
     value,
     half,
@@ -115,7 +134,9 @@ def _expand_in_chunks(
             continue
         lo, hi = child_ptr[p], child_ptr[p + 1]
         z = np.zeros(hi - lo)
-        intact &= _chunk_margins(q_idx, q_val, feat_lo, entry_lo, feat, feat_end, child, value, half, table, p, z)
+        intact &= _chunk_margins(
+            q_idx, q_val, feat_lo, entry_lo, feat, feat_end, end_mark, stride, child, value, half, table, p, z
+        )
         for j in range(hi - lo):
             cand[at] = lo + j
             scores[at] = parent_scores[r] * _level_score(z[j], sigmoid)
@@ -139,6 +160,8 @@ def _chunks_level(
     entry_lo,
     feat,
     feat_end,
+    end_mark,
+    stride,
     child,
     value,
     half,
@@ -164,6 +187,8 @@ def _chunks_level(
             entry_lo,
             feat,
             feat_end,
+            end_mark,
+            stride,
             child,
             value,
             half,
@@ -178,7 +203,23 @@ def _chunks_level(
 
 @numba.njit(cache=True, nogil=True)
 def _chunks_level_one(
-    q_idx, q_val, parents, parent_scores, child_ptr, feat_lo, entry_lo, feat, feat_end, child, value, half, table, sigmoid, keep
+    q_idx,
+    q_val,
+    parents,
+    parent_scores,
+    child_ptr,
+    feat_lo,
+    entry_lo,
+    feat,
+    feat_end,
+    end_mark,
+    stride,
+    child,
+    value,
+    half,
+    table,
+    sigmoid,
+    keep,
 ):
     """:func:`_chunks_level` for a single query, without the thread pool's launch."""
     out_nodes = np.full((1, keep), -1, dtype=np.int64)
@@ -193,6 +234,8 @@ def _chunks_level_one(
         entry_lo,
         feat,
         feat_end,
+        end_mark,
+        stride,
         child,
         value,
         half,
@@ -371,7 +414,7 @@ class TreeWeights:
 
         for t, (W, chunks) in enumerate(zip(self.levels, self.chunks)):
             if chunks is not None:
-                self.chunks[t] = LevelChunks(**{name: own(getattr(chunks, name)) for name in CHUNK_FILES}, name=chunks.name)
+                self.chunks[t] = dataclasses.replace(chunks, **{name: own(getattr(chunks, name)) for name in CHUNK_FILES})
                 values, where = self.chunks[t].value, chunks.name
             else:
                 assert isinstance(W, sp.csr_matrix)  # a level without a layout has its CSR
@@ -394,7 +437,7 @@ def _level_chunks(W: sp.csr_matrix | LaidOutLevel, child_ptr: np.ndarray, direct
     memory up to ``chunk_entries`` weights, else None (searched in its CSR rows)."""
     if has_chunks(directory):
         assert directory is not None
-        chunks = map_chunks(directory, child_ptr)
+        chunks = map_chunks(directory, child_ptr, W.shape[1])
         if chunks.child.size != W.nnz:
             raise ValueError(f"{directory.name}: the search layout holds {chunks.child.size:,} weights, the level {W.nnz:,}")
         return chunks

@@ -7,18 +7,28 @@ chunk's distinct features ascend, and each feature lists its entries (child with
 weight). A query feature costs one bisection in its chunk's feature list, whatever the length of
 the children's rows (PECOS's chunked layout), where a row-by-row search reads every child's row.
 
-Arrays of one level (``P`` parents; the root is the top level's one parent):
+Arrays of one level (``P`` parents, the root being the top level's one parent; feature ids are
+cut into ``B`` blocks of 65,536, block ``b`` holding the ids ``f`` with ``f >> 16 == b``, so that a
+(parent, feature) pair costs 4 bytes, not 8):
 
-- ``feat_lo`` (int64, ``P + 1``): chunk p's features are ``feat[feat_lo[p]:feat_lo[p + 1]]``;
-- ``entry_lo`` (int64, ``P + 1``): its entries are ``[entry_lo[p], entry_lo[p + 1])``;
-- ``feat`` (int32): feature ids, ascending within a chunk;
-- ``feat_end`` (int32): where a feature's entries end, counted from its chunk's first entry (they
-  start where the chunk's previous feature's end, the first feature's at 0);
+- ``feat_lo`` (int64, ``P * B + 1``): chunk p's features of block b are
+  ``feat[feat_lo[p * B + b]:feat_lo[p * B + b + 1]]`` (so the chunk's pairs are
+  ``feat_lo[p * B]:feat_lo[(p + 1) * B]``);
+- ``entry_lo`` (int64, ``P + 1``): chunk p's entries are ``[entry_lo[p], entry_lo[p + 1])``;
+- ``feat`` (uint16): a pair's feature id less its block (``f & 0xFFFF``), ascending within a
+  (chunk, block);
+- ``feat_end`` (uint16) and ``end_mark`` (int64): pair a's entries end at entry ``end(a)``
+  (counted over the level), whose low 16 bits are ``feat_end[a]``; the rest comes from
+  ``end_mark[a // K]``, the exact end of pair ``K * (a // K)``: ``end(a) = m + ((feat_end[a] - m)
+  & 0xFFFF)``. A pair holds at most F entries (F: the level's largest family), so with ``K =
+  max(1, 65535 // F)`` no run of K pairs spans 65,536 entries. A chunk's first pair starts at
+  its first entry, every other one where the pair before it ends;
 - ``child`` (uint8, uint16 or uint32: the smallest that holds the level's largest family): the
   entry's child, counted from its parent's first;
 - ``value`` (float32; float16 in files, see below): the weight.
 
-Bytes: 8 a (parent, feature) pair and 5 to 8 a weight in memory, about the CSR's 8 a weight.
+Bytes: about 4 a (parent, feature) pair and 5 to 8 a weight in memory, less than the CSR's 8 a
+weight.
 
 Levels trained to files get their layout as files too (:func:`write_chunks`, streamed a group of
 parents at a time: memory is bounded by ``group_entries``, not by the level), mapped read-only by
@@ -46,8 +56,9 @@ import scipy.sparse as sp
 
 from .level_store import finite_problem, load_array, release_pages
 
-CHUNK_FILES = ("feat_lo", "entry_lo", "feat", "feat_end", "child", "value")
-_DTYPES = {"feat_lo": np.int64, "entry_lo": np.int64, "feat": np.int32, "feat_end": np.int32}
+CHUNK_FILES = ("feat_lo", "entry_lo", "feat", "feat_end", "end_mark", "child", "value")
+_DTYPES = {"feat_lo": np.int64, "entry_lo": np.int64, "feat": np.uint16, "feat_end": np.uint16, "end_mark": np.int64}
+BLOCK_BITS = 16  # a feature's block: its id >> 16; within it, its low 16 bits
 _CHILD_DTYPES = (np.uint8, np.uint16, np.uint32)
 _VALUE_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
 # every float16 bit pattern's value: numba has no float16, so the search reads a weight's bits
@@ -69,8 +80,10 @@ class LevelChunks:
     entry_lo: np.ndarray
     feat: np.ndarray
     feat_end: np.ndarray
+    end_mark: np.ndarray
     child: np.ndarray
     value: np.ndarray
+    stride: int  # K of the module's docstring
     name: str = "in memory"
 
     @property
@@ -78,14 +91,24 @@ class LevelChunks:
         return tuple(getattr(self, name) for name in CHUNK_FILES)
 
     @property
-    def search_arrays(self) -> tuple[np.ndarray, ...]:
+    def search_arrays(self) -> tuple:
         """What the search kernels read: the pointers, features, children, then the weights as
         ``(float32 values, float16 bits, HALF_VALUES)``, one of the first two empty."""
         if self.value.dtype == np.float16:
             weights = (_NO_VALUES, self.value.view(np.uint16), HALF_VALUES)
         else:
             weights = (self.value, _NO_HALVES, HALF_VALUES)
-        return (self.feat_lo, self.entry_lo, self.feat, self.feat_end, self.child, *weights)
+        return (self.feat_lo, self.entry_lo, self.feat, self.feat_end, self.end_mark, self.stride, self.child, *weights)
+
+
+def mark_stride(largest_family: int) -> int:
+    """K: pairs between two exact ends (see the module's docstring)."""
+    return max(1, 65535 // max(int(largest_family), 1))
+
+
+def n_blocks(n_columns: int) -> int:
+    """B: blocks of 65,536 feature ids that cover ``n_columns``."""
+    return max(1, (int(n_columns) + (1 << BLOCK_BITS) - 1) >> BLOCK_BITS)
 
 
 def child_dtype(child_ptr: np.ndarray) -> np.dtype:
@@ -166,6 +189,67 @@ def _lay_out_rows(
     return n_feat
 
 
+@numba.njit(cache=True, nogil=True)
+def _compact_pairs(
+    feat_lo, entry_lo, feat, feat_end, blocks, stride, first_pair, first_entry, block_counts, feat16, end16, marks
+):
+    """A group's pairs as :func:`_lay_out_rows` gives them (full feature ids, ends counted from
+    their chunk's first entry) in the module's encoding: ``block_counts[c * blocks + b]`` pairs of
+    chunk c in block b, each pair's low 16 bits of its id and of its end over the level (the group
+    starts at pair ``first_pair`` and entry ``first_entry``), and the exact end of every pair whose
+    number is a multiple of ``stride``, in ``marks``; returns how many marks."""
+    n_chunks = feat_lo.size - 1
+    block_counts[: n_chunks * blocks] = 0
+    n_marks = 0
+    for c in range(n_chunks):
+        base = first_entry + entry_lo[c]
+        for a in range(feat_lo[c], feat_lo[c + 1]):
+            f = feat[a]
+            block_counts[c * blocks + (f >> 16)] += 1
+            feat16[a] = f & 0xFFFF
+            end = base + feat_end[a]
+            end16[a] = end & 0xFFFF
+            if (first_pair + a) % stride == 0:
+                marks[n_marks] = end
+                n_marks += 1
+    return n_marks
+
+
+class _Compactor:
+    """The module's encoding of successive groups' pairs (one at a time, in the level's order)."""
+
+    def __init__(self, most_pairs: int, most_parents: int, blocks: int, stride: int, n_parents: int):
+        self.blocks, self.stride = blocks, stride
+        self.block_counts = np.zeros(most_parents * blocks, dtype=np.int64)
+        self.feat = np.empty(most_pairs, dtype=np.uint16)
+        self.feat_end = np.empty(most_pairs, dtype=np.uint16)
+        self.marks = np.empty(most_pairs // stride + 1, dtype=np.int64)
+        self.feat_lo = np.zeros(n_parents * blocks + 1, dtype=np.int64)  # the level's, filled group by group
+        self.pairs = 0
+
+    def add(self, p: int, q: int, g_feat_lo, g_entry_lo, feat, feat_end, first_entry: int):
+        """Parents ``p:q``'s pairs (their layout from :meth:`_GroupBuffers.lay_out`, entries from
+        ``first_entry``): ``(feat, feat_end, marks)`` views valid until the next call."""
+        n_marks = _compact_pairs(
+            g_feat_lo,
+            g_entry_lo,
+            feat,
+            feat_end,
+            self.blocks,
+            self.stride,
+            self.pairs,
+            first_entry,
+            self.block_counts,
+            self.feat,
+            self.feat_end,
+            self.marks,
+        )
+        counts = self.block_counts[: (q - p) * self.blocks]
+        self.feat_lo[p * self.blocks + 1 : q * self.blocks + 1] = np.cumsum(counts) + self.pairs
+        self.pairs += feat.size
+        return self.feat[: feat.size], self.feat_end[: feat.size], self.marks[:n_marks]
+
+
 class _GroupBuffers:
     """Work and output arrays for groups of up to ``size`` weights, allocated once."""
 
@@ -243,9 +327,13 @@ def _checked_level(W: sp.csr_matrix, child_ptr: np.ndarray) -> np.ndarray:
 def lay_out(W: sp.csr_matrix, child_ptr: np.ndarray) -> LevelChunks:
     """``W``'s layout in memory; parent p's children are rows ``child_ptr[p]:child_ptr[p + 1]``."""
     child_ptr = _checked_level(W, child_ptr)
-    buffers = _GroupBuffers(W.nnz, W.shape[1], child_ptr.size - 1, child_dtype(child_ptr))
-    feat_lo, entry_lo, feat, feat_end, child, value = buffers.lay_out(W, child_ptr, 0, child_ptr.size - 1)
-    return LevelChunks(feat_lo.copy(), entry_lo.copy(), feat.copy(), feat_end.copy(), child, value)
+    n_parents = child_ptr.size - 1
+    buffers = _GroupBuffers(W.nnz, W.shape[1], n_parents, child_dtype(child_ptr))
+    g_feat_lo, entry_lo, feat, feat_end, child, value = buffers.lay_out(W, child_ptr, 0, n_parents)
+    stride = mark_stride(int(np.diff(child_ptr).max(initial=0)))
+    compactor = _Compactor(feat.size, n_parents, n_blocks(W.shape[1]), stride, n_parents)
+    feat16, end16, marks = compactor.add(0, n_parents, g_feat_lo, entry_lo, feat, feat_end, 0)
+    return LevelChunks(compactor.feat_lo, entry_lo.copy(), feat16.copy(), end16.copy(), marks.copy(), child, value, stride)
 
 
 class _NpyStream:
@@ -295,16 +383,17 @@ def write_chunks(
     dtype = child_dtype(child_ptr)
     value_dtype = np.float16 if fits_half(W.data) else np.float32
     n_parents = child_ptr.size - 1
-    feat_lo = np.zeros(n_parents + 1, dtype=np.int64)
     entry_lo = np.zeros(n_parents + 1, dtype=np.int64)
     groups, most_weights, most_parents = _groups(W, child_ptr, group_entries)
+    stride = mark_stride(int(np.diff(child_ptr).max(initial=0)))
+    compactor = _Compactor(most_weights, most_parents, n_blocks(W.shape[1]), stride, n_parents)  # pairs <= weights
     lanes = max(1, min(int(threads), len(groups)))
     # two sets of buffers: the threads lay out the next batch while this one is written
     buffers = [[_GroupBuffers(most_weights, W.shape[1], most_parents, dtype) for _ in range(lanes)] for _ in range(2)]
     batches = [groups[first : first + lanes] for first in range(0, len(groups), lanes)]  # one group a thread
     streams = {
         name: _NpyStream(directory / f"chunk_{name}.npy", {**_DTYPES, "child": dtype, "value": value_dtype}[name])
-        for name in ("feat", "feat_end", "child", "value")
+        for name in ("feat", "feat_end", "end_mark", "child", "value")
     }
     try:
         with ThreadPoolExecutor(lanes) as pool:
@@ -317,12 +406,18 @@ def write_chunks(
                 laid_out, pending = pending, submit(b + 1) if b + 1 < len(batches) else []
                 for (p, q), future in zip(batch, laid_out):
                     g_feat_lo, g_entry_lo, feat, feat_end, child, value = future.result()
-                    feat_lo[p + 1 : q + 1] = g_feat_lo[1:] + feat_lo[p]
                     entry_lo[p + 1 : q + 1] = g_entry_lo[1:] + entry_lo[p]
-                    for name, array in (("feat", feat), ("feat_end", feat_end), ("child", child), ("value", value)):
+                    feat16, end16, marks = compactor.add(p, q, g_feat_lo, g_entry_lo, feat, feat_end, int(entry_lo[p]))
+                    for name, array in (
+                        ("feat", feat16),
+                        ("feat_end", end16),
+                        ("end_mark", marks),
+                        ("child", child),
+                        ("value", value),
+                    ):
                         streams[name].append(array)
                 release_pages((W.indices, W.data))  # the groups' mapped pages: not this process's memory
-        for name, array in (("entry_lo", entry_lo), ("feat_lo", feat_lo)):
+        for name, array in (("entry_lo", entry_lo), ("feat_lo", compactor.feat_lo)):
             streams[name] = _NpyStream(directory / f"chunk_{name}.npy", _DTYPES[name])
             streams[name].append(array)
         for stream in streams.values():  # the pointers last: a directory with every file holds a whole layout
@@ -351,13 +446,16 @@ def to_csr(chunks: LevelChunks, child_ptr: np.ndarray, n_columns: int) -> sp.csr
     level row by row (exports, checks); it is held in memory."""
     child_ptr = np.asarray(child_ptr, dtype=np.int64)
     feat_lo, entry_lo = np.asarray(chunks.feat_lo), np.asarray(chunks.entry_lo)
-    ends = np.asarray(chunks.feat_end, dtype=np.int64)
-    starts = np.concatenate([[0], ends[:-1]])
-    starts[feat_lo[:-1][np.diff(feat_lo) > 0]] = 0  # a chunk's first feature starts at its first entry
-    columns = np.repeat(np.asarray(chunks.feat, dtype=np.int64), ends - starts)
+    n_parents = entry_lo.size - 1
+    blocks = (feat_lo.size - 1) // n_parents
+    cell = np.repeat(np.arange(n_parents * blocks), np.diff(feat_lo))  # each pair's (chunk, block)
+    features = (cell % blocks << BLOCK_BITS) + np.asarray(chunks.feat, dtype=np.int64)
+    marks = np.asarray(chunks.end_mark)[np.arange(features.size) // chunks.stride]
+    ends = marks + ((np.asarray(chunks.feat_end, dtype=np.int64) - marks) & 0xFFFF)
+    starts = np.concatenate([[0], ends[:-1]])  # the level's entries are contiguous, chunk after chunk
+    columns = np.repeat(features, ends - starts)
     rows = np.repeat(child_ptr[:-1], np.diff(entry_lo)) + np.asarray(chunks.child, dtype=np.int64)
-    values = np.asarray(chunks.value, dtype=np.float32)
-    W = sp.csr_matrix((values, (rows, columns)), shape=(int(child_ptr[-1]), n_columns))
+    W = sp.csr_matrix((np.asarray(chunks.value, dtype=np.float32), (rows, columns)), shape=(int(child_ptr[-1]), n_columns))
     W.sort_indices()
     return W
 
@@ -367,19 +465,21 @@ def has_chunks(directory: Path | None) -> bool:
     return directory is not None and all((directory / f"chunk_{name}.npy").exists() for name in CHUNK_FILES)
 
 
-def map_chunks(directory: Path, child_ptr: np.ndarray) -> LevelChunks:
+def map_chunks(directory: Path, child_ptr: np.ndarray, n_columns: int) -> LevelChunks:
     """The layout :func:`write_chunks` wrote to ``directory``, mapped read-only. Raises
-    ValueError when the files disagree with each other or with the tree (``child_ptr``): the
-    checks here read the per-parent pointers only; the search checks every entry it follows."""
+    ValueError when the files disagree with each other or with the tree (``child_ptr``) and the
+    features (``n_columns``): the checks here read the pointers only; the search checks every
+    entry it follows."""
     arrays = {name: load_array(directory / f"chunk_{name}.npy", mapped=True) for name in CHUNK_FILES}
-    problem = _layout_problem(arrays, np.asarray(child_ptr, dtype=np.int64))
+    problem = _layout_problem(arrays, np.asarray(child_ptr, dtype=np.int64), n_blocks(n_columns))
     if problem:
         raise ValueError(f"{directory.name}: {problem}")
     pointers = {name: np.array(arrays[name]) for name in ("feat_lo", "entry_lo")}  # small: held in memory
-    return LevelChunks(**{name: pointers.get(name, arrays[name]) for name in CHUNK_FILES}, name=str(directory))
+    stride = mark_stride(int(np.diff(child_ptr).max(initial=0)))
+    return LevelChunks(**{name: pointers.get(name, arrays[name]) for name in CHUNK_FILES}, stride=stride, name=str(directory))
 
 
-def _layout_problem(arrays: dict, child_ptr: np.ndarray) -> str | None:
+def _layout_problem(arrays: dict, child_ptr: np.ndarray, blocks: int) -> str | None:
     for name, dtype in _DTYPES.items():
         if arrays[name].ndim != 1 or arrays[name].dtype != dtype:
             return f"chunk_{name}.npy is not a one-dimensional {np.dtype(dtype).name} array"
@@ -389,11 +489,16 @@ def _layout_problem(arrays: dict, child_ptr: np.ndarray) -> str | None:
     if child.ndim != 1 or child.dtype not in [np.dtype(d) for d in _CHILD_DTYPES]:
         return "chunk_child.npy is not a one-dimensional unsigned integer array"
     n_parents = child_ptr.size - 1
-    for name, size in (("feat_lo", arrays["feat"].size), ("entry_lo", child.size)):
+    for name, size, cells in (("feat_lo", arrays["feat"].size, n_parents * blocks), ("entry_lo", child.size, n_parents)):
         pointer = np.asarray(arrays[name])
-        if pointer.size != n_parents + 1 or pointer[0] != 0 or pointer[-1] != size or np.any(np.diff(pointer) < 0):
+        if pointer.size != cells + 1 or pointer[0] != 0 or pointer[-1] != size or np.any(np.diff(pointer) < 0):
             return f"chunk_{name}.npy does not match the tree and the other arrays"
-    if arrays["feat_end"].size != arrays["feat"].size or arrays["value"].size != child.size:
+    stride = mark_stride(int(np.diff(child_ptr).max(initial=0)))
+    if (
+        arrays["feat_end"].size != arrays["feat"].size
+        or arrays["end_mark"].size != -(-arrays["feat"].size // stride)
+        or arrays["value"].size != child.size
+    ):
         return "the layout's arrays differ in length"
     if finite_problem(arrays["value"]):
         return "a weight of the layout is not a finite number"
