@@ -242,3 +242,19 @@ def test_an_unfinished_layout_is_not_read(tmp_path):
     (tmp_path / "chunk_feat_lo.npy").unlink()  # written last: the others may be whole
     assert not has_chunks(tmp_path)
     assert set(CHUNK_FILES) - {"feat_lo"} == {p.name[6:-4] for p in tmp_path.glob("chunk_*.npy")}
+
+
+def test_a_layout_of_the_earlier_encoding_is_left_for_the_level_s_csr(tmp_path):
+    """Models saved before the 4-byte pairs have a layout without marks beside their CSR: the
+    layout is not read (it would be misread), the level is laid out again from its CSR."""
+    W = _level(13, 34, 50, 0.3)
+    top = sp.csr_matrix(np.ones((6, 50), dtype=np.float32))
+    write_level(W, tmp_path / "old")
+    write_chunks(W, CHILD_PTR, tmp_path / "old")
+    (tmp_path / "old" / "chunk_end_mark.npy").unlink()
+    level = open_level(tmp_path / "old", 50, 34)
+    weights = TreeWeights([top, level], [CHILD_PTR], chunk_dirs=[None, tmp_path / "old"])
+    assert weights.chunks[1].name == "in memory" and weights.chunks[1].value.dtype == np.float32
+    Q = _level(14, 5, 50, 0.2)
+    want = TreeWeights([top, W], [CHILD_PTR]).search(Q, 2, 4)
+    assert all(np.array_equal(a, b) for a, b in zip(weights.search(Q, 2, 4), want))
