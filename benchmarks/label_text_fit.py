@@ -25,14 +25,12 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.preprocessing import normalize
-from suite import METRICS, valid_fraction, variants_main
+from suite import METRICS, scored_split, variants_main
 
 from gandalf_xmc.augment import preset, training_set
-from gandalf_xmc.data import load_dataset
-from gandalf_xmc.metrics import evaluate, inverse_propensity
+from gandalf_xmc.metrics import evaluate
 from gandalf_xmc.models.registry import build_model, model_config
 from gandalf_xmc.workflow.fitting import fit_model
-from gandalf_xmc.workflow.validation import carve_validation
 
 RANDOM_SPLIT_SETS = ("debian-bookworm", "gene-ontology", "manpages", "jargon")
 VARIANTS = ("none", "gandalf-tempered", "centroid", "neighbours")
@@ -57,12 +55,7 @@ def label_text_fit(texts: list[str], Y: sp.csr_matrix, label_texts: list[str]) -
 
 
 def run_variant(dataset: str, variant: str, seed: int, split: str) -> dict:
-    ds = load_dataset(dataset, splits=("trn", "tst") if split == "test" else ("trn",))
-    if split == "valid":
-        rest, target = carve_validation(ds, valid_fraction(ds.n_original_train or len(ds.train)), seed)
-    else:
-        rest, target = ds, ds.test
-    inv = inverse_propensity(rest.original_train_Y(), *ds.propensity_constants())
+    ds, rest, target, inv = scored_split(dataset, seed, split)
     t0 = time.perf_counter()
     train = training_set(rest, preset("none" if variant == "none" else "gandalf-tempered", seed=seed))
     weights = None

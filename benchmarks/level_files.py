@@ -17,14 +17,12 @@ import json
 import tempfile
 from pathlib import Path
 
-from suite import HERE, METRICS, run_grid, valid_fraction
+from suite import HERE, METRICS, run_grid, scored_split
 
-from gandalf_xmc.data import load_dataset
 from gandalf_xmc.data.suite import SUITE
 from gandalf_xmc.engine import linear_solver
-from gandalf_xmc.metrics import evaluate, inverse_propensity
+from gandalf_xmc.metrics import evaluate
 from gandalf_xmc.models.linear import LinearConfig, XRLinear
-from gandalf_xmc.workflow.validation import carve_validation
 
 
 def directory_bytes(directory: Path) -> int:
@@ -36,12 +34,7 @@ def measure(dataset: str, augment: str, seed: int, split: str) -> dict:
     ``seed``, and what differs."""
     if augment != "none":
         raise SystemExit("only --augment none: this compares how weights are stored, not training sets")
-    ds = load_dataset(dataset, splits=("trn", "tst") if split == "test" else ("trn",))
-    if split == "valid":
-        rest, target = carve_validation(ds, valid_fraction(ds.n_original_train or len(ds.train)), seed)
-    else:
-        rest, target = ds, ds.test
-    inv = inverse_propensity(rest.original_train_Y(), *ds.propensity_constants())
+    ds, rest, target, inv = scored_split(dataset, seed, split)
     row: dict = {"dataset": dataset, "seed": seed, "split": split, "n_eval": len(target.texts)}
     tops = {}
     budget = linear_solver.SPILL_BYTES

@@ -63,6 +63,17 @@ def recipe_for(augment: str, seed: int, recipe: AugmentConfig | None) -> Augment
     return augment_config(augment, seed) if recipe is None else replace(recipe, seed=seed)
 
 
+def scored_split(dataset: str, seed: int, split: str, protocol: str = "random", splits: tuple[str, ...] | None = None):
+    """``(dataset, training part, scored split, inverse propensities)``: the suite's validation
+    split of ``seed`` (``split="valid"``) carved from the training points, or the test split."""
+    ds = load_dataset(dataset, splits=splits or (("trn", "tst") if split == "test" else ("trn",)))
+    if split == "valid":
+        rest, target = carve_validation(ds, valid_fraction(ds.n_original_train or len(ds.train)), seed, protocol)
+    else:
+        rest, target = ds, ds.test
+    return ds, rest, target, inverse_propensity(rest.original_train_Y(), *ds.propensity_constants())
+
+
 def run_one(
     dataset: str,
     model: str,
@@ -89,13 +100,7 @@ def run_one(
     new_items = queries == "new-items" and augment == "auto"
     if new_items and NEW_ITEMS_SPLIT not in splits and find_split_file(suite_path(dataset), NEW_ITEMS_SPLIT):
         splits += (NEW_ITEMS_SPLIT,)
-    ds = load_dataset(dataset, splits=splits)
-    frac = valid_fraction(ds.n_original_train or len(ds.train))
-    if split == "valid":
-        rest, target = carve_validation(ds, frac, seed, protocol)
-    else:
-        rest, target = ds, ds.test
-    inv = inverse_propensity(rest.original_train_Y(), *ds.propensity_constants())
+    ds, rest, target, inv = scored_split(dataset, seed, split, protocol, splits)
     if hold_out:
         rest, _ = carve_validation(rest, hold_out, seed + 1000)  # another seed than the validation split's
     from gandalf_xmc.models.registry import entry
