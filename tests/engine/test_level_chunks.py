@@ -10,7 +10,8 @@ import pytest
 import scipy.sparse as sp
 
 from gandalf_xmc.engine.beam_search import TreeWeights
-from gandalf_xmc.engine.level_chunks import CHUNK_FILES, has_chunks, lay_out, map_chunks, to_csr, write_chunks
+from gandalf_xmc.engine.layout_format import CHUNK_FILES, has_chunks
+from gandalf_xmc.engine.level_chunks import lay_out, map_chunks, to_csr, write_chunks
 from gandalf_xmc.engine.level_store import LaidOutLevel, drop_csr, open_level, read_level, write_level
 from gandalf_xmc.errors import DataFormatError
 

@@ -14,7 +14,8 @@ import scipy.sparse as sp
 from gandalf_xmc.augment import TrainingSet
 from gandalf_xmc.data.dataset import Split
 from gandalf_xmc.engine.beam_search import TreeWeights
-from gandalf_xmc.engine.level_chunks import CHUNK_FILES, has_chunks, to_csr
+from gandalf_xmc.engine.layout_format import CHUNK_FILES, has_chunks
+from gandalf_xmc.engine.level_chunks import to_csr
 from gandalf_xmc.engine.linear_solver import SolverConfig
 from gandalf_xmc.engine.node_targets import SHORT_ROW, node_targets
 from gandalf_xmc.errors import ConfigError

@@ -93,17 +93,27 @@ def test_a_damaged_character_idf_is_named(saved, tmp_path):
         LinearReader(copy)
 
 
-def test_a_model_whose_levels_are_layouts_alone_is_left_to_the_full_loader(spilled_model):
-    """Levels trained to files keep their search layout alone (no CSR for this reader): the
-    light loader declines such a model, and the predictor answers through the full one."""
-    from gandalf_xmc.models.linear_reader import NeedsFullReader
-    from gandalf_xmc.predictor import _load_light, load_predictor
+def test_levels_kept_as_their_layout_alone_are_read_with_numpy_too(spilled_model, tmp_path):
+    """Levels trained to files keep their search layout alone (float16 weights, no CSR): the
+    reader searches the layout as the full model does, in the same order of sums, and refuses a
+    damaged entry with the full model's line."""
+    from gandalf_xmc.errors import DataFormatError
+    from gandalf_xmc.predictor import load_predictor
 
     assert not list(spilled_model.glob("weights_level*/indices.npy"))
-    with pytest.raises(NeedsFullReader):
-        LinearReader(spilled_model)
-    assert _load_light(spilled_model) is None
-    full = XRLinear.load(spilled_model)
-    want = full.predict(["fresh red apple"], k=2)
-    got = load_predictor(spilled_model, light=True).model.predict(["fresh red apple"], k=2)
-    assert np.array_equal(got.indices, want.indices) and np.array_equal(got.data, want.data)
+    reader, full = LinearReader(spilled_model), XRLinear.load(spilled_model)
+    assert load_predictor(spilled_model, light=True).model.__class__ is LinearReader
+    texts = ["fresh red apple", "green", "apple banana cherry", "nothing known here"]
+    want = full.predict(texts, k=3)
+    got = reader.predict(texts, k=3)
+    for i in range(len(texts)):
+        row = slice(want.indptr[i], want.indptr[i + 1])
+        assert list(got.indices[got.indptr[i] : got.indptr[i + 1]]) == list(want.indices[row])
+        np.testing.assert_array_equal(got.data[got.indptr[i] : got.indptr[i + 1]], want.data[row])
+    leaves = max(spilled_model.glob("weights_level*"), key=lambda p: int(p.name.removeprefix("weights_level")))
+    child = np.load(leaves / "chunk_child.npy")
+    child[:] = 250
+    (leaves / "chunk_child.npy").unlink()
+    np.save(leaves / "chunk_child.npy", child)
+    with pytest.raises(DataFormatError, match="the search layout is damaged"):
+        LinearReader(spilled_model).predict(texts, k=3)

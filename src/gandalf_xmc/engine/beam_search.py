@@ -24,7 +24,8 @@ import scipy.sparse as sp
 
 from ..errors import DataFormatError
 from ..sparse_ops import threads_for
-from .level_chunks import CHUNK_FILES, has_chunks, lay_out, map_chunks
+from .layout_format import CHUNK_FILES, has_chunks
+from .level_chunks import lay_out, map_chunks
 from .level_store import LaidOutLevel, finite_problem, mappings, open_level, write_level
 
 

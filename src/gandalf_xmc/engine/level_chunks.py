@@ -54,13 +54,17 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from .level_store import finite_problem, load_array, release_pages
+from .layout_format import (
+    BLOCK_BITS,
+    CHILD_DTYPES,
+    CHUNK_FILES,
+    DTYPES,
+    map_layout,
+    mark_stride,
+    n_blocks,
+)
+from .level_store import release_pages
 
-CHUNK_FILES = ("feat_lo", "entry_lo", "feat", "feat_end", "end_mark", "child", "value")
-_DTYPES = {"feat_lo": np.int64, "entry_lo": np.int64, "feat": np.uint16, "feat_end": np.uint16, "end_mark": np.int64}
-BLOCK_BITS = 16  # a feature's block: its id >> 16; within it, its low 16 bits
-_CHILD_DTYPES = (np.uint8, np.uint16, np.uint32)
-_VALUE_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
 # every float16 bit pattern's value: numba has no float16, so the search reads a weight's bits
 # (uint16) and looks its value up here (256 KB)
 HALF_VALUES = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
@@ -101,20 +105,10 @@ class LevelChunks:
         return (self.feat_lo, self.entry_lo, self.feat, self.feat_end, self.end_mark, self.stride, self.child, *weights)
 
 
-def mark_stride(largest_family: int) -> int:
-    """K: pairs between two exact ends (see the module's docstring)."""
-    return max(1, 65535 // max(int(largest_family), 1))
-
-
-def n_blocks(n_columns: int) -> int:
-    """B: blocks of 65,536 feature ids that cover ``n_columns``."""
-    return max(1, (int(n_columns) + (1 << BLOCK_BITS) - 1) >> BLOCK_BITS)
-
-
 def child_dtype(child_ptr: np.ndarray) -> np.dtype:
     """The smallest unsigned type that numbers the children of the largest family."""
     largest = int(np.diff(child_ptr).max(initial=0))
-    for dtype in _CHILD_DTYPES:
+    for dtype in CHILD_DTYPES:
         if largest <= np.iinfo(dtype).max + 1:
             return np.dtype(dtype)
     raise ValueError(f"a parent with {largest:,} children")
@@ -392,7 +386,7 @@ def write_chunks(
     buffers = [[_GroupBuffers(most_weights, W.shape[1], most_parents, dtype) for _ in range(lanes)] for _ in range(2)]
     batches = [groups[first : first + lanes] for first in range(0, len(groups), lanes)]  # one group a thread
     streams = {
-        name: _NpyStream(directory / f"chunk_{name}.npy", {**_DTYPES, "child": dtype, "value": value_dtype}[name])
+        name: _NpyStream(directory / f"chunk_{name}.npy", {**DTYPES, "child": dtype, "value": value_dtype}[name])
         for name in ("feat", "feat_end", "end_mark", "child", "value")
     }
     try:
@@ -418,7 +412,7 @@ def write_chunks(
                         streams[name].append(array)
                 release_pages((W.indices, W.data))  # the groups' mapped pages: not this process's memory
         for name, array in (("entry_lo", entry_lo), ("feat_lo", compactor.feat_lo)):
-            streams[name] = _NpyStream(directory / f"chunk_{name}.npy", _DTYPES[name])
+            streams[name] = _NpyStream(directory / f"chunk_{name}.npy", DTYPES[name])
             streams[name].append(array)
         for stream in streams.values():  # the pointers last: a directory with every file holds a whole layout
             stream.close()
@@ -460,46 +454,10 @@ def to_csr(chunks: LevelChunks, child_ptr: np.ndarray, n_columns: int) -> sp.csr
     return W
 
 
-def has_chunks(directory: Path | None) -> bool:
-    """Whether :func:`write_chunks` finished a layout in ``directory``."""
-    return directory is not None and all((directory / f"chunk_{name}.npy").exists() for name in CHUNK_FILES)
-
-
 def map_chunks(directory: Path, child_ptr: np.ndarray, n_columns: int) -> LevelChunks:
     """The layout :func:`write_chunks` wrote to ``directory``, mapped read-only. Raises
     ValueError when the files disagree with each other or with the tree (``child_ptr``) and the
     features (``n_columns``): the checks here read the pointers only; the search checks every
     entry it follows."""
-    arrays = {name: load_array(directory / f"chunk_{name}.npy", mapped=True) for name in CHUNK_FILES}
-    problem = _layout_problem(arrays, np.asarray(child_ptr, dtype=np.int64), n_blocks(n_columns))
-    if problem:
-        raise ValueError(f"{directory.name}: {problem}")
-    pointers = {name: np.array(arrays[name]) for name in ("feat_lo", "entry_lo")}  # small: held in memory
-    stride = mark_stride(int(np.diff(child_ptr).max(initial=0)))
-    return LevelChunks(**{name: pointers.get(name, arrays[name]) for name in CHUNK_FILES}, stride=stride, name=str(directory))
-
-
-def _layout_problem(arrays: dict, child_ptr: np.ndarray, blocks: int) -> str | None:
-    for name, dtype in _DTYPES.items():
-        if arrays[name].ndim != 1 or arrays[name].dtype != dtype:
-            return f"chunk_{name}.npy is not a one-dimensional {np.dtype(dtype).name} array"
-    if arrays["value"].ndim != 1 or arrays["value"].dtype not in _VALUE_DTYPES:
-        return "chunk_value.npy is not a one-dimensional float32 or float16 array"
-    child = arrays["child"]
-    if child.ndim != 1 or child.dtype not in [np.dtype(d) for d in _CHILD_DTYPES]:
-        return "chunk_child.npy is not a one-dimensional unsigned integer array"
-    n_parents = child_ptr.size - 1
-    for name, size, cells in (("feat_lo", arrays["feat"].size, n_parents * blocks), ("entry_lo", child.size, n_parents)):
-        pointer = np.asarray(arrays[name])
-        if pointer.size != cells + 1 or pointer[0] != 0 or pointer[-1] != size or np.any(np.diff(pointer) < 0):
-            return f"chunk_{name}.npy does not match the tree and the other arrays"
-    stride = mark_stride(int(np.diff(child_ptr).max(initial=0)))
-    if (
-        arrays["feat_end"].size != arrays["feat"].size
-        or arrays["end_mark"].size != -(-arrays["feat"].size // stride)
-        or arrays["value"].size != child.size
-    ):
-        return "the layout's arrays differ in length"
-    if finite_problem(arrays["value"]):
-        return "a weight of the layout is not a finite number"
-    return None
+    arrays, stride = map_layout(directory, child_ptr, n_columns)
+    return LevelChunks(**arrays, stride=stride, name=str(directory))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engine.layout_format import BLOCK_BITS, has_chunks, map_layout
 from ..engine.level_store import map_level
 from ..errors import DataFormatError
 from ..text import CharGramIds, feature_row
@@ -39,12 +40,50 @@ class _CSR:
         folder = d / f"weights_level{level}"
         self.name = folder
         if folder.is_dir():
-            if not (folder / "indices.npy").exists() and (folder / "chunk_value.npy").exists():
-                raise NeedsFullReader(d)  # a level kept as its search layout alone: a large model
             self.indptr, self.indices, self.data = map_level(folder, n_columns, n_rows)
             self.shape = (self.indptr.size - 1, n_columns)
             return
         self.indptr, self.indices, self.data, self.shape = read_npz_csr(d / f"weights_level{level}.npz")
+
+
+class _Layout:
+    """A saved level kept as its search layout alone (:mod:`gandalf_xmc.engine.level_chunks`),
+    mapped; ``child_ptr``: its parents' children."""
+
+    def __init__(self, folder: Path, child_ptr: np.ndarray, n_columns: int):
+        self.name = folder
+        self.child_ptr = np.asarray(child_ptr, dtype=np.int64)
+        self.arrays, self.stride = map_layout(folder, self.child_ptr, n_columns)
+        self.blocks = (self.arrays["feat_lo"].size - 1) // (self.child_ptr.size - 1)
+        self.shape = (int(self.child_ptr[-1]), n_columns)
+
+    def _end(self, a: int) -> int:
+        mark = int(self.arrays["end_mark"][a // self.stride])
+        return mark + ((int(self.arrays["feat_end"][a]) - mark) & 0xFFFF)
+
+    def margins(self, parent: int, ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """The margins of ``parent``'s children for the query ``(ids, values)`` (ids ascending),
+        summed in the order the full search sums them."""
+        a = self.arrays
+        lo_child, hi_child = int(self.child_ptr[parent]), int(self.child_ptr[parent + 1])
+        z = np.zeros(hi_child - lo_child)
+        first, base, base_hi = int(a["feat_lo"][parent * self.blocks]), int(a["entry_lo"][parent]), int(a["entry_lo"][parent + 1])
+        for f, v in zip(ids.tolist(), values.astype(np.float64).tolist()):
+            b = f >> BLOCK_BITS
+            if b >= self.blocks:
+                break
+            lo, hi = int(a["feat_lo"][parent * self.blocks + b]), int(a["feat_lo"][parent * self.blocks + b + 1])
+            low = f & 0xFFFF
+            pos = lo + int(np.searchsorted(a["feat"][lo:hi], low))
+            if pos >= hi or int(a["feat"][pos]) != low:
+                continue
+            start = base if pos == first else self._end(pos - 1)
+            stop = self._end(pos)
+            children = np.asarray(a["child"][start:stop], dtype=np.int64)
+            if start < base or start > stop or stop > base_hi or (children.size and children.max() >= z.size):
+                raise DataFormatError(self.name, None, "the search layout is damaged (an entry out of its bounds)")
+            np.add.at(z, children, np.asarray(a["value"][start:stop], dtype=np.float64) * v)
+        return z
 
 
 class LinearReader(LabelledModel):
@@ -69,13 +108,17 @@ class LinearReader(LabelledModel):
             char_vocabulary = {t: i for i, t in enumerate(features["char_vocabulary"])}
             self.chars = (CharGramIds(tuple(features["char_ngrams"]), char_vocabulary), char_idf)
         self.n_features = len(self.vocabulary) + (0 if self.chars is None else len(self.chars[0].vocabulary))
-        self.levels = [
-            _CSR(d, t, self.n_features + 1, level_rows(t, self.n_labels, self.bounds)) for t in range(int(spec["n_levels"]))
-        ]
-        for t, level in enumerate(self.levels):
-            check_level_rows(d, t, level.shape[0], self.n_labels, self.bounds)
         below = [*self.bounds[1:], np.arange(self.n_labels + 1)]
         self.children = [np.searchsorted(nxt, b) for b, nxt in zip(self.bounds, below)]
+        self.levels: list[_CSR | _Layout] = []
+        for t in range(int(spec["n_levels"])):
+            folder, rows = d / f"weights_level{t}", level_rows(t, self.n_labels, self.bounds)
+            if has_chunks(folder) and not (folder / "indices.npy").exists():  # a large level: its layout alone
+                child_ptr = np.array([0, self.bounds[0].size - 1]) if t == 0 else self.children[t - 1]
+                self.levels.append(_Layout(folder, child_ptr, self.n_features + 1))
+            else:
+                self.levels.append(_CSR(d, t, self.n_features + 1, rows))
+            check_level_rows(d, t, self.levels[-1].shape[0], self.n_labels, self.bounds)
         self.load_labels(d, self.n_labels)
 
     def features(self, text: str) -> tuple[np.ndarray, np.ndarray]:
@@ -105,8 +148,14 @@ class LinearReader(LabelledModel):
         beam = int(self.config["beam"])
         cand = np.arange(self.levels[0].shape[0])
         parent = np.ones(cand.size)
+        kept = [0]  # the parents whose children ``cand`` are (level 0: the root)
         for t, level in enumerate(self.levels):
-            margins = self._margins(level, cand, ids, values)
+            if isinstance(level, _Layout):
+                margins = np.concatenate([level.margins(p, ids, values) for p in kept])
+                if not np.isfinite(margins).all():
+                    raise DataFormatError(level.name, None, "damaged model: a weight is not a finite number")
+            else:
+                margins = self._margins(level, cand, ids, values)
             if self.sigmoid:
                 scores = parent / (1.0 + np.exp(-np.maximum(margins, -700.0)))
             else:
@@ -116,7 +165,8 @@ class LinearReader(LabelledModel):
             best = np.argsort(-scores, kind="mergesort")[:keep]
             if t == len(self.levels) - 1:
                 return self.order[cand[best]], scores[best].astype(np.float32)
-            ranges = [np.arange(self.children[t][n], self.children[t][n + 1]) for n in cand[best].tolist()]
+            kept = cand[best].tolist()
+            ranges = [np.arange(self.children[t][n], self.children[t][n + 1]) for n in kept]
             parent = np.concatenate([np.full(r.size, scores[b]) for r, b in zip(ranges, best.tolist())])
             cand = np.concatenate(ranges)
         raise AssertionError("unreachable")
