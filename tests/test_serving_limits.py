@@ -150,7 +150,7 @@ def test_a_port_in_use_is_one_line(spilled_model, capsys):
 def test_a_level_too_large_to_check_at_load_is_checked_as_the_server_copies_it(spilled_model, monkeypatch):
     import numpy as np
 
-    from gandalf_xmc.engine import level_chunks, level_store
+    from gandalf_xmc.engine import layout_format, level_store
     from gandalf_xmc.errors import DataFormatError
     from gandalf_xmc.serve import prepare
 
@@ -162,7 +162,7 @@ def test_a_level_too_large_to_check_at_load_is_checked_as_the_server_copies_it(s
     original = level_store.finite_problem
     as_if_large = lambda values, check_entries=0: original(values, check_entries=0)  # noqa: E731  (nothing checked)
     monkeypatch.setattr(level_store, "finite_problem", as_if_large)
-    monkeypatch.setattr(level_chunks, "finite_problem", as_if_large)
+    monkeypatch.setattr(layout_format, "finite_problem", as_if_large)
     with pytest.raises(DataFormatError, match=f"^{leaves}: damaged model: a weight is not a finite number$"):
         prepare(spilled_model, "memory")
 
