@@ -454,3 +454,32 @@ def test_sigterm_during_augment_leaves_nothing(tmp_path):
     assert proc.returncode == 130 and "interrupted" in err
     assert list(tmp_path.iterdir()) == []  # no staging directory, no output
     assert suite_path("debian-bookworm").is_dir()
+
+
+def test_an_interrupt_while_writer_threads_start_is_handed_over_when_they_have(monkeypatch):
+    """``interrupts_deferred`` holds SIGTERM back during the block (an interrupt inside
+    ``ThreadPoolExecutor.submit`` could leave a worker the pool never joins) and hands it to the
+    handler that was set, once the block ends; the handler is set back."""
+    from gandalf_xmc.data.atomic import interrupts_deferred
+
+    class Stopped(Exception):
+        pass
+
+    calls = []
+
+    def handler(signum, frame):
+        calls.append(signum)
+        raise Stopped
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    finished = []
+    try:
+        with pytest.raises(Stopped):
+            with interrupts_deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)  # the handler would have run by now
+                finished.append(calls == [])
+        assert finished == [True]  # the block ran to its end before the handler
+        assert calls == [signal.SIGTERM] and signal.getsignal(signal.SIGTERM) is handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)

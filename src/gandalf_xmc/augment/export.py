@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from ..data.atomic import atomic_directory
+from ..data.atomic import atomic_directory, interrupts_deferred
 from ..data.dataset import AUGMENT_METADATA, SPLIT_FILTER_FILES, XMCDataset
 from ..data.formats import lf_json_chunks, write_lf_json, write_lines, write_sparse_text
 from ..errors import ConfigError
@@ -125,7 +125,8 @@ def _write_lf_files(dataset: XMCDataset, points, staging: Path) -> None:
         )
     # two writers at a time: gzip and the numba renderer release the GIL, so they overlap
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = [pool.submit(job) for job in jobs]
+        with interrupts_deferred():  # every worker started is one the pool joins
+            futures = [pool.submit(job) for job in jobs]
         try:
             for future in futures:
                 future.result()

@@ -9,12 +9,14 @@ import io
 import os
 import re
 import shutil
+import signal
 import stat
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, Any, cast
 
 from ..errors import OutputError
 
@@ -206,6 +208,34 @@ def output_lock(out_dir: str | Path) -> Iterator[None]:
         yield
     finally:
         fh.close()
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM that arrive during the block are held and handed to their handlers as it
+    ends. Starting writer threads needs it: an interrupt raised inside ``ThreadPoolExecutor.submit``
+    can leave a started worker the pool never joins (CPython records the thread after starting
+    it), which then writes into a staging directory being removed. Handlers can only be set from
+    the main thread; elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[tuple[int, Any]] = []
+    previous: dict[int, Any] = {int(number): signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    for number in previous:
+        signal.signal(number, lambda signum, frame: held.append((signum, frame)))
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if held:
+            signum, frame = held[0]
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, frame)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), signum)  # the default action, now that it is back
 
 
 @contextlib.contextmanager
