@@ -17,9 +17,10 @@ CHILD_DTYPES = (np.uint8, np.uint16, np.uint32)
 VALUE_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
 
 
-def mark_stride(largest_family: int) -> int:
-    """K: pairs between two exact ends (see :mod:`.level_chunks`)."""
-    return max(1, 65535 // max(int(largest_family), 1))
+def mark_stride(child_ptr: np.ndarray) -> int:
+    """K, pairs between two exact ends (see :mod:`.level_chunks`), for a level whose parents'
+    children are ``child_ptr``: 65535 // the largest family."""
+    return max(1, 65535 // max(int(np.diff(child_ptr).max(initial=0)), 1))
 
 
 def n_blocks(n_columns: int) -> int:
@@ -44,7 +45,7 @@ def map_layout(directory: Path, child_ptr: np.ndarray, n_columns: int) -> tuple[
         raise ValueError(f"{directory.name}: {problem}")
     for name in ("feat_lo", "entry_lo"):  # small: held in memory
         arrays[name] = np.array(arrays[name])
-    return arrays, mark_stride(int(np.diff(child_ptr).max(initial=0)))
+    return arrays, mark_stride(child_ptr)
 
 
 def _layout_problem(arrays: dict, child_ptr: np.ndarray, blocks: int) -> str | None:
@@ -61,7 +62,7 @@ def _layout_problem(arrays: dict, child_ptr: np.ndarray, blocks: int) -> str | N
         pointer = np.asarray(arrays[name])
         if pointer.size != cells + 1 or pointer[0] != 0 or pointer[-1] != size or np.any(np.diff(pointer) < 0):
             return f"chunk_{name}.npy does not match the tree and the other arrays"
-    stride = mark_stride(int(np.diff(child_ptr).max(initial=0)))
+    stride = mark_stride(child_ptr)
     if (
         arrays["feat_end"].size != arrays["feat"].size
         or arrays["end_mark"].size != -(-arrays["feat"].size // stride)

@@ -324,10 +324,12 @@ def lay_out(W: sp.csr_matrix, child_ptr: np.ndarray) -> LevelChunks:
     n_parents = child_ptr.size - 1
     buffers = _GroupBuffers(W.nnz, W.shape[1], n_parents, child_dtype(child_ptr))
     g_feat_lo, entry_lo, feat, feat_end, child, value = buffers.lay_out(W, child_ptr, 0, n_parents)
-    stride = mark_stride(int(np.diff(child_ptr).max(initial=0)))
+    stride = mark_stride(child_ptr)
     compactor = _Compactor(feat.size, n_parents, n_blocks(W.shape[1]), stride, n_parents)
     feat16, end16, marks = compactor.add(0, n_parents, g_feat_lo, entry_lo, feat, feat_end, 0)
-    return LevelChunks(compactor.feat_lo, entry_lo.copy(), feat16.copy(), end16.copy(), marks.copy(), child, value, stride)
+    return LevelChunks(
+        compactor.feat_lo, entry_lo.copy(), feat16, end16, marks, child, value, stride
+    )  # the compactor's own arrays
 
 
 class _NpyStream:
@@ -365,6 +367,10 @@ class _NpyStream:
         self.part.unlink(missing_ok=True)  # gone already if the stream was closed whole
 
 
+class _BeyondHalf(Exception):
+    """A group holds a weight that float16 cannot."""
+
+
 def write_chunks(
     W: sp.csr_matrix, child_ptr: np.ndarray, directory: Path, threads: int = 1, group_entries: int = GROUP_ENTRIES
 ) -> None:
@@ -373,13 +379,19 @@ def write_chunks(
     ``threads`` threads (``W`` may be mapped from files larger than memory; memory is about 30
     bytes a weight of ``2 * threads`` groups, whatever the level's size: the threads lay out the
     next groups while the main thread writes the last ones)."""
+    try:
+        _write_chunks(W, child_ptr, directory, threads, group_entries, np.float16)
+    except _BeyondHalf:  # rare: the level is written again, in float32
+        _write_chunks(W, child_ptr, directory, threads, group_entries, np.float32)
+
+
+def _write_chunks(W, child_ptr, directory: Path, threads: int, group_entries: int, value_dtype) -> None:
     child_ptr = _checked_level(W, child_ptr)
     dtype = child_dtype(child_ptr)
-    value_dtype = np.float16 if fits_half(W.data) else np.float32
     n_parents = child_ptr.size - 1
     entry_lo = np.zeros(n_parents + 1, dtype=np.int64)
     groups, most_weights, most_parents = _groups(W, child_ptr, group_entries)
-    stride = mark_stride(int(np.diff(child_ptr).max(initial=0)))
+    stride = mark_stride(child_ptr)
     compactor = _Compactor(most_weights, most_parents, n_blocks(W.shape[1]), stride, n_parents)  # pairs <= weights
     lanes = max(1, min(int(threads), len(groups)))
     # two sets of buffers: the threads lay out the next batch while this one is written
@@ -400,6 +412,8 @@ def write_chunks(
                 laid_out, pending = pending, submit(b + 1) if b + 1 < len(batches) else []
                 for (p, q), future in zip(batch, laid_out):
                     g_feat_lo, g_entry_lo, feat, feat_end, child, value = future.result()
+                    if value_dtype == np.float16 and not fits_half(value):
+                        raise _BeyondHalf
                     entry_lo[p + 1 : q + 1] = g_entry_lo[1:] + entry_lo[p]
                     feat16, end16, marks = compactor.add(p, q, g_feat_lo, g_entry_lo, feat, feat_end, int(entry_lo[p]))
                     for name, array in (
@@ -422,17 +436,9 @@ def write_chunks(
         raise
 
 
-def fits_half(values: np.ndarray, block: int = 1 << 26) -> bool:
-    """Whether every one of ``values`` is finite and within float16's range (read a block at a
-    time: ``values`` may be mapped from a file larger than memory)."""
-    largest = float(np.finfo(np.float16).max)
-    for lo in range(0, values.size, block):
-        part = values[lo : lo + block]
-        fits = bool(np.all(np.abs(part) <= largest))  # False for NaN too
-        release_pages((part,))
-        if not fits:
-            return False
-    return True
+def fits_half(values: np.ndarray) -> bool:
+    """Whether every one of ``values`` (a group's, in memory) is finite and within float16's range."""
+    return bool(np.all(np.abs(values) <= np.finfo(np.float16).max))  # False for NaN too
 
 
 def to_csr(chunks: LevelChunks, child_ptr: np.ndarray, n_columns: int) -> sp.csr_matrix:

@@ -45,6 +45,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+from ..data.atomic import interrupts_deferred
 from ..errors import ConfigError
 from ..settings import check_ranges
 from .huge_pages import huge_empty, huge_full
@@ -799,7 +800,9 @@ def train_level(
         parts = [work(0)]
     else:
         with ThreadPoolExecutor(lanes) as pool:
-            parts = list(pool.map(work, range(lanes)))
+            with interrupts_deferred():  # every lane started is one the pool joins (lanes write spill files)
+                running = pool.map(work, range(lanes))
+            parts = list(running)
     counts = sum(part[0] for part in parts)
     # every node is in one unit and a unit's nodes are consecutive: its weights are one block of W
     return assemble_level([part[1] for part in parts], counts, X.shape[1], spill_dir)
