@@ -8,6 +8,12 @@ leave-one-out default.
     python benchmarks/lodo.py --settings beam leaf_size --augment gandalf-tempered --seeds 0 1
     python benchmarks/lodo.py --settings leaf_size solver.C --values leaf_size=[400] --values solver.C=[0.5] --seeds 0 1 2
     python benchmarks/lodo.py --settings solver.loss            # squared hinge or logistic (at three costs)
+    python benchmarks/lodo.py --augment gandalf-tempered --settings augment.label_point_positive_cost --new-items
+
+Settings named ``augment.*`` are the augmentation's (its recipe), the others the linear model's.
+``--new-items`` adds, for each dataset with labelled new items (its ``val`` split), a column scored
+on them with every training point kept: the choice is then made over random and new-items
+validation alike.
 
 Ties (in the mean over the other datasets, or in how often a value is chosen) go to the current
 default. Prints one table a setting (P@1 of each value on each dataset), then the summary: per
@@ -21,11 +27,13 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
-from suite import HERE, run_grid, run_one
+from suite import HERE, NEW_ITEMS_SPLIT, augment_config, run_grid, run_one
 
-from gandalf_xmc.data.suite import SUITE
+from gandalf_xmc.data.dataset import find_split_file
+from gandalf_xmc.data.suite import SUITE, suite_path
 from gandalf_xmc.models.linear import LinearConfig
 
 DEFAULTS = LinearConfig()
@@ -49,23 +57,45 @@ GRID: dict[str, list] = {
         {"solver.loss": "logistic", "solver.C": 10.0},
         {"solver.loss": "logistic", "solver.C": 32.0},
     ],
+    "augment.label_point_positive_cost": [1.0, 2.0, 4.0, 8.0],  # a label point's positives' cost factor
 }
+AUGMENT = "augment."
 
 
-def default_of(name: str):
-    value = DEFAULTS
-    for part in name.split("."):
+def default_of(name: str, augment: str = "none"):
+    value = augment_config(augment, 0) if name.startswith(AUGMENT) else DEFAULTS
+    for part in name.removeprefix(AUGMENT).split("."):
         value = getattr(value, part)
     return list(value) if isinstance(value, tuple) else value
 
 
 def settings_of(name: str, value) -> dict:
     """The settings a run of ``value`` of ``name`` trains with (an object: several at once)."""
-    if name == "default":
+    if name == "default" or name.startswith(AUGMENT):
         return {}
     if isinstance(value, dict):
         return {key: tuple(v) if isinstance(v, list) else v for key, v in value.items()}
     return {name: tuple(value) if isinstance(value, list) else value}
+
+
+def recipe_of(name: str, value, augment: str):
+    """The augmentation a run of ``value`` of ``name`` trains with (None: ``augment`` as named)."""
+    if not name.startswith(AUGMENT):
+        return None
+    return replace(augment_config(augment, 0), **{name.removeprefix(AUGMENT): value})
+
+
+def columns(datasets: list[str], new_items: bool) -> list[tuple[str, str]]:
+    """``(dataset, split)`` scored: each dataset's validation split, and with ``new_items`` its
+    labelled new items where it has them."""
+    out = [(d, "valid") for d in datasets]
+    if new_items:
+        out += [(d, "new-items") for d in datasets if find_split_file(suite_path(d), NEW_ITEMS_SPLIT)]
+    return out
+
+
+def column_name(dataset: str, split: str) -> str:
+    return dataset if split == "valid" else f"{dataset} (new items)"
 
 
 def leave_one_out(scores: dict[str, dict[str, float]], default: str) -> list[dict]:
@@ -96,6 +126,7 @@ def main() -> None:
     ap.add_argument("--settings", nargs="+", default=list(GRID), choices=list(GRID))
     ap.add_argument("--augment", default="none")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    ap.add_argument("--new-items", action="store_true", help="also score on each dataset's labelled new items (val)")
     ap.add_argument(
         "--values",
         action="append",
@@ -108,46 +139,61 @@ def main() -> None:
         name, values = given.split("=", 1)
         if name not in GRID:
             ap.error(f"--values: unknown setting {name!r}")
-        GRID[name] = [default_of(name), *[v for v in json.loads(values) if v != default_of(name)]]
+        GRID[name] = [default_of(name, args.augment), *[v for v in json.loads(values) if v != default_of(name, args.augment)]]
+    for name in args.settings:  # the augmentation's own default among its values
+        if name.startswith(AUGMENT) and default_of(name, args.augment) not in GRID[name]:
+            GRID[name] = [default_of(name, args.augment), *GRID[name]]
     runs = [
-        (name, value, seed) for name in args.settings for value in GRID[name] if value != default_of(name) for seed in args.seeds
+        (name, value, seed)
+        for name in args.settings
+        for value in GRID[name]
+        if value != default_of(name, args.augment)
+        for seed in args.seeds
     ]
     runs = [("default", None, seed) for seed in args.seeds] + runs
+    scored = columns(args.datasets, args.new_items)
     rows = run_grid(
         args.datasets,
-        runs,
-        lambda dataset, name, value, seed: {
-            **run_one(
-                dataset,
-                "linear",
-                args.augment,
-                seed,
-                "valid",
-                settings_of(name, value),
-                None,
-            ),
-            "setting": name,
-            "value": value,
-        },
+        [(split, *run) for split in ("valid", "new-items") for run in runs],
+        lambda dataset, split, name, value, seed: (
+            {
+                **run_one(
+                    dataset,
+                    "linear",
+                    args.augment,
+                    seed,
+                    split,
+                    settings_of(name, value),
+                    None,
+                    recipe=recipe_of(name, value, args.augment),
+                ),
+                "setting": name,
+                "value": value,
+                "column": column_name(dataset, split),
+            }
+            if (dataset, split) in scored
+            else None
+        ),
     )
-    base = {d: np.mean([r["P@1"] for r in rows if r["setting"] == "default" and r["dataset"] == d]) for d in args.datasets}
+    names = [column_name(*c) for c in scored]
+    base = {c: np.mean([r["P@1"] for r in rows if r["setting"] == "default" and r["column"] == c]) for c in names}
     summary = []
     for name in args.settings:
         scores = {}
         for value in GRID[name]:
-            if value == default_of(name):
+            if value == default_of(name, args.augment):
                 scores[json.dumps(value)] = dict(base)
             else:
                 scores[json.dumps(value)] = {
-                    d: np.mean([r["P@1"] for r in rows if r["setting"] == name and r["value"] == value and r["dataset"] == d])
-                    for d in args.datasets
+                    c: np.mean([r["P@1"] for r in rows if r["setting"] == name and r["value"] == value and r["column"] == c])
+                    for c in names
                 }
-        print(f"\n{name} (validation P@1, augmentation {args.augment}; default {default_of(name)})\n")
-        print("| value | " + " | ".join(args.datasets) + " | mean |")
-        print("|" + " --- |" * (len(args.datasets) + 2))
+        print(f"\n{name} (validation P@1, augmentation {args.augment}; default {default_of(name, args.augment)})\n")
+        print("| value | " + " | ".join(names) + " | mean |")
+        print("|" + " --- |" * (len(names) + 2))
         for value, by in scores.items():
-            print(f"| {value} | " + " | ".join(f"{by[d]:.2f}" for d in args.datasets) + f" | {np.mean(list(by.values())):.2f} |")
-        default = json.dumps(default_of(name))
+            print(f"| {value} | " + " | ".join(f"{by[c]:.2f}" for c in names) + f" | {np.mean(list(by.values())):.2f} |")
+        default = json.dumps(default_of(name, args.augment))
         picks = leave_one_out(scores, default)
         most, top = most_often(picks, default)
         change = np.mean([p["P@1"] - p["default_P@1"] for p in picks])
@@ -171,7 +217,7 @@ def main() -> None:
         chosen = ", ".join(f"{d}: {v}" for d, v in s["chosen_when_left_out"].items())
         per = ", ".join(f"{v:+.2f}" for v in s["left_out_changes"].values())
         print(
-            f"| {s['setting']} | {s['default']} | {chosen} | {s['most_often']} ({s['times']}/{len(args.datasets)}) | "
+            f"| {s['setting']} | {s['default']} | {chosen} | {s['most_often']} ({s['times']}/{len(names)}) | "
             f"{s['mean_left_out_change']:+.2f} ({per}) |"
         )
     out = HERE / "results" / f"lodo-{args.augment}.json"

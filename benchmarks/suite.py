@@ -65,7 +65,12 @@ def recipe_for(augment: str, seed: int, recipe: AugmentConfig | None) -> Augment
 
 def scored_split(dataset: str, seed: int, split: str, protocol: str = "random", splits: tuple[str, ...] | None = None):
     """``(dataset, training part, scored split, inverse propensities)``: the suite's validation
-    split of ``seed`` (``split="valid"``) carved from the training points, or the test split."""
+    split of ``seed`` (``split="valid"``) carved from the training points, a new-items set's
+    labelled new items (``split="new-items"``: its ``val``, every training point kept), or the test
+    split."""
+    if split == "new-items":
+        ds = load_dataset(dataset, splits=tuple(dict.fromkeys(("trn", NEW_ITEMS_SPLIT, *(splits or ())))))
+        return ds, ds, ds.split(NEW_ITEMS_SPLIT), inverse_propensity(ds.original_train_Y(), *ds.propensity_constants())
     ds = load_dataset(dataset, splits=splits or (("trn", "tst") if split == "test" else ("trn",)))
     if split == "valid":
         rest, target = carve_validation(ds, valid_fraction(ds.n_original_train or len(ds.train)), seed, protocol)
@@ -202,13 +207,17 @@ def _gpu_peak_mib() -> float:
 
 def run_grid(datasets: list[str], combinations: list[tuple], measure) -> list[dict]:
     """``measure(dataset, *combination)`` for every dataset (built first where it is not) and
-    combination, each row printed as a JSON line as it comes; returns the rows."""
+    combination, each row printed as a JSON line as it comes (a measure that returns None is
+    skipped); returns the rows."""
     rows = []
     for dataset in datasets:
         if not is_available(dataset):
             build(dataset)
         for combination in combinations:
-            rows.append(measure(dataset, *combination))
+            row = measure(dataset, *combination)
+            if row is None:
+                continue
+            rows.append(row)
             print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in rows[-1].items()}), flush=True)
     return rows
 

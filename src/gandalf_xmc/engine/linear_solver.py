@@ -73,7 +73,7 @@ LOGISTIC_INNER_EPS = 1e-3  # a variable's derivative below this (or below eps): 
 class LevelData(NamedTuple):
     """What every work unit of a level reads: each parent's active instances and their targets of it
     (CSC lists of ``active``), the node targets (CSC lists), the instances' features (CSR) and
-    their loss weights."""
+    their loss weights and factors on their positives' cost."""
 
     act_ptr: np.ndarray
     act_idx: np.ndarray
@@ -85,6 +85,7 @@ class LevelData(NamedTuple):
     x_indices: np.ndarray
     x_data: np.ndarray
     inst_weight: np.ndarray
+    inst_positive: np.ndarray
 
 
 class SolverParams(NamedTuple):
@@ -276,19 +277,19 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, level, work, params, seed):
                 pos_t[fill[a]] = t_val[q]
                 fill[a] += 1
     cost = huge_empty(m, np.float64)
+    pcost = huge_empty(m, np.float64)  # a row's factor on its positives' cost
     strong = huge_empty(m, np.bool_)
     for a in range(m):
         strong[place[a]] = parent_t[a] >= min_parent_target
         cost[place[a]] = C * inst_weight[rows[a]]
+        pcost[place[a]] = positive_cost * level.inst_positive[rows[a]]
     # dual variables in float32, like the weights they build: at the leaves one parent's rows x
     # children reach hundreds of millions
     alpha_pos = huge_full(pos_ptr[m], 0.0, np.float32)  # one a positive entry
     alpha_neg = huge_full(m * n_k, 0.0, np.float32).reshape((m, n_k))  # one an entry (a weak row's hard negatives stay 0)
     W = huge_full(n_shared * n_k, 0.0, np.float32).reshape((n_shared, n_k))  # rows of the features two or more rows use
     if logistic:
-        _start_logistic(
-            l_indptr, l_indices, l_data, pos_ptr, pos_child, pos_t, cost, strong, positive_cost, alpha_pos, alpha_neg, W
-        )
+        _start_logistic(l_indptr, l_indices, l_data, pos_ptr, pos_child, pos_t, cost, strong, pcost, alpha_pos, alpha_neg, W)
     dots = np.zeros(n_k, dtype=np.float32)
     steps = np.zeros(n_k, dtype=np.float32)
     negative = np.zeros(n_k, dtype=np.bool_)  # the row's hard negatives of running children
@@ -313,6 +314,7 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, level, work, params, seed):
                 prefetch(l_sqnorm, r)
                 prefetch(private_sq, r)
                 prefetch(cost, r)
+                prefetch(pcost, r)
                 prefetch(strong, r)
                 for k in range(0, n_k, FLOATS_PER_LINE):
                     prefetch(alpha_neg, r * n_k + k)
@@ -347,7 +349,7 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, level, work, params, seed):
                     for pp in range(lo, hi):
                         d += W[l_indices[pp], k] * l_data[pp]
                     step = _positive_step(
-                        q, a, k, d, pos_t[q], sq, cw, positive_cost, logistic, tol, alpha_pos, alpha_neg, pg_max, pg_min
+                        q, a, k, d, pos_t[q], sq, cw, pcost[a], logistic, tol, alpha_pos, alpha_neg, pg_max, pg_min
                     )
                     if step != 0.0:
                         for pp in range(lo, hi):
@@ -399,7 +401,7 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, level, work, params, seed):
                 if done[k]:
                     continue
                 step = _positive_step(
-                    q, a, k, dots[k], pos_t[q], sq, cw, positive_cost, logistic, tol, alpha_pos, alpha_neg, pg_max, pg_min
+                    q, a, k, dots[k], pos_t[q], sq, cw, pcost[a], logistic, tol, alpha_pos, alpha_neg, pg_max, pg_min
                 )
                 steps[k] = np.float32(step)
                 moved += step != 0.0
@@ -496,10 +498,11 @@ def _private_lists(owner, owner_val, alpha_neg, alpha_pos, pos_ptr, pos_child, t
 
 
 @numba.njit(cache=True, nogil=True)
-def _start_logistic(l_indptr, l_indices, l_data, pos_ptr, pos_child, pos_t, cost, strong, positive_cost, alpha_pos, alpha_neg, W):
-    """The logistic loss's starting point: every entry's dual variable at ``LOGISTIC_START_SHARE``
-    of its cost (at most ``LOGISTIC_START``; the hard negatives of a strong row too, an entry of
-    cost 0 stays 0), and the shared weights ``W`` their signed sum, as the descent keeps them."""
+def _start_logistic(l_indptr, l_indices, l_data, pos_ptr, pos_child, pos_t, cost, strong, pcost, alpha_pos, alpha_neg, W):
+    """The logistic loss's starting point (``pcost``: each row's factor on its positives' cost):
+    every entry's dual variable at ``LOGISTIC_START_SHARE`` of its cost (at most
+    ``LOGISTIC_START``; the hard negatives of a strong row too, an entry of cost 0 stays 0), and
+    the shared weights ``W`` their signed sum, as the descent keeps them."""
     m, n_k = alpha_neg.shape
     signed = np.zeros(n_k, dtype=np.float32)
     for a in range(m):
@@ -510,7 +513,7 @@ def _start_logistic(l_indptr, l_indices, l_data, pos_ptr, pos_child, pos_t, cost
             signed[k] = -alpha_neg[a, k]
         for q in range(pos_ptr[a], pos_ptr[a + 1]):
             k, t = pos_child[q], np.float64(pos_t[q])
-            alpha_pos[q] = np.float32(min(LOGISTIC_START_SHARE * positive_cost * cw * t, LOGISTIC_START))
+            alpha_pos[q] = np.float32(min(LOGISTIC_START_SHARE * pcost[a] * cw * t, LOGISTIC_START))
             negative_cost = cw * (1.0 - t)
             alpha_neg[a, k] = np.float32(min(LOGISTIC_START_SHARE * negative_cost, LOGISTIC_START)) if t < 1.0 else 0.0
             signed[k] = alpha_pos[q] - alpha_neg[a, k]
@@ -715,6 +718,7 @@ def train_level(
     spill_dir: Path | None = None,
     spill_bytes: int | None = None,
     on_progress: Callable[[float], None] | None = None,
+    positive_weights: np.ndarray | None = None,
 ) -> sp.csr_matrix:
     """The classifiers of one level as a ``K x D`` CSR matrix (row k = node k's weights).
 
@@ -732,6 +736,8 @@ def train_level(
         spill_bytes: that budget (default ``SPILL_BYTES``).
         on_progress: called after each work unit with the share of the level's work done so far
             (by the units' cost: active instances x children), from the worker threads.
+        positive_weights: ``N`` factors on the cost of each instance's positive entries, on top
+            of ``config.positive_cost`` (None: 1 for every instance).
     """
     spill_bytes = SPILL_BYTES if spill_bytes is None else spill_bytes
     X = sp.csr_matrix(X, dtype=np.float32)
@@ -769,7 +775,10 @@ def train_level(
             share = done[0] / total_cost
         on_progress(min(share, 1.0))
 
-    level = LevelData(act_ptr, act_idx, act_val, t_ptr, t_idx, t_val, xi, xx, xd, weights)
+    positives = np.ones(len(weights)) if positive_weights is None else np.asarray(positive_weights, dtype=np.float64)
+    if positives.shape != weights.shape or not np.all(np.isfinite(positives) & (positives > 0)):
+        raise ValueError(f"positive_weights must be {len(weights):,} finite numbers > 0, one an instance")
+    level = LevelData(act_ptr, act_idx, act_val, t_ptr, t_idx, t_val, xi, xx, xd, weights, positives)
     params = SolverParams(
         float(config.C),
         float(config.positive_cost),

@@ -47,9 +47,11 @@ def train_levels(
     scratch: Path,
     say: Callable[[str], None] = lambda message: None,
     progress: bool = False,
+    positive_weights: np.ndarray | None = None,
 ) -> TrainedLevels:
     """Every level of ``tree``'s classifiers on inputs ``Xb`` (bias feature included), (soft)
-    targets ``Y`` (``N x L``) and instance weights: the cluster levels top down, then the labels.
+    targets ``Y`` (``N x L``), instance weights and factors on each instance's positives' cost
+    (None: 1): the cluster levels top down, then the labels.
     Level ``t``'s solver seed is drawn from ``(seed, t)``; a level that outgrows memory goes to
     ``scratch / level{t}`` with its search layout."""
     n_labels = Y.shape[1]
@@ -78,7 +80,17 @@ def train_levels(
         level = f"level {t + 1}/{n_levels}"
         on_progress = every(LEVEL_PROGRESS_SECONDS, _share_line(level, say)) if progress else None
         W = train_level(
-            Xb, T, active, parent_of, weights, solver, seed=level_seed, threads=threads, spill_dir=spill, on_progress=on_progress
+            Xb,
+            T,
+            active,
+            parent_of,
+            weights,
+            solver,
+            seed=level_seed,
+            threads=threads,
+            spill_dir=spill,
+            on_progress=on_progress,
+            positive_weights=positive_weights,
         )
         files.append(spill if is_spilled(spill) else None)
         if is_spilled(spill):  # a level in files keeps its search layout alone, in files

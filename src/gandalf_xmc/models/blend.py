@@ -156,6 +156,7 @@ class LinearKnnBlend(LabelledModel):
         resume: bool = False,
         progress: bool = True,
         label_points: LabelPoints | None = None,
+        positive_weight: np.ndarray | None = None,
     ) -> LinearKnnBlend:
         """Train the tree and index the neighbours on the same points (arguments as
         :meth:`.linear.XRLinear.fit`); with ``valid``, choose the vote's and the label texts'
@@ -163,13 +164,22 @@ class LinearKnnBlend(LabelledModel):
         the smaller vote weight. The label texts are embedded only where a text weight above 0 is
         tried or fixed (:func:`text_similarity_available`, ``text_max_labels``). ``label_points``
         says which points are label points: without validation, the vote's weight is the one chosen
-        across the suite for a training set with or without them."""
+        across the suite for a training set with or without them. ``positive_weight`` goes to the
+        tree."""
         texts = inputs
         if label_texts is None:
             raise ConfigError("fit needs the labels' texts (label_texts=dataset.label_texts)")
         started = time.perf_counter()
         self.set_labels(label_texts, self.label_uids if self.label_uids and len(self.label_uids) == len(label_texts) else None)
-        self.tree.fit(texts, Y, label_texts, sample_weight=sample_weight, checkpoint_dir=checkpoint_dir, progress=progress)
+        self.tree.fit(
+            texts,
+            Y,
+            label_texts,
+            sample_weight=sample_weight,
+            positive_weight=positive_weight,
+            checkpoint_dir=checkpoint_dir,
+            progress=progress,
+        )
         self.knn.fit(texts, Y, label_texts)
         if self.config.knn_weight is None:  # the neighbours' vote is worth more where label points carry label texts
             self.knn_weight = UNVALIDATED_WEIGHT[label_points is not None and bool(np.any(label_points.mask))]

@@ -159,10 +159,13 @@ class XRLinear(LabelledModel):
         progress: bool = True,
         feature_mix=None,
         label_features=None,
+        positive_weight: np.ndarray | None = None,
     ) -> XRLinear:
         """Train on texts ``inputs`` with (soft) targets ``Y`` (``N x L``), the labels' texts and
-        per-point loss weights ``sample_weight`` (1 when None); a training set with label points is
-        handed over by ``workflow.fitting.fit_model``.
+        per-point loss weights ``sample_weight`` (1 when None) and per-point factors on the cost of
+        a point's positive entries ``positive_weight`` (1 when None; on top of
+        ``solver.positive_cost``); a training set with label points is handed over by
+        ``workflow.fitting.fit_model``.
 
         ``inputs`` may instead be feature rows computed by the caller (a scipy sparse matrix or a
         2-D numpy array, ``N x D``), as PECOS's ``XLinearModel.train(X, Y)`` takes them; the model
@@ -197,6 +200,7 @@ class XRLinear(LabelledModel):
             say("compiling the solver's kernels (numba, once for this Python: about a minute) ...")
         Y = sp.csr_matrix(Y, dtype=np.float32)
         weights = _checked_weights(sample_weight, Y.shape[0])
+        positives = _checked_positive_weights(positive_weight, Y.shape[0])
         if not given_rows:
             texts = list(texts)
         X, Z = self._fit_features(texts, label_texts, label_features, Y.shape)
@@ -204,8 +208,10 @@ class XRLinear(LabelledModel):
             n_before = X.shape[0]
             X, Y, _, _ = append_mixed(feature_mix, X, Y, Z, None, None)
             weights = np.concatenate([weights, np.ones(X.shape[0] - n_before)])
+            if positives is not None:
+                positives = np.concatenate([positives, np.ones(X.shape[0] - n_before)])
         say(f"features: {X.shape[0]:,} points x {X.shape[1]:,} features, {self.n_labels:,} labels")
-        self._fit_tree_and_levels(X, Y, Z, weights, checkpoint_dir, say, progress)
+        self._fit_tree_and_levels(X, Y, Z, weights, positives, checkpoint_dir, say, progress)
         seconds = time.perf_counter() - started
         record = {
             "epoch": 0,
@@ -252,7 +258,7 @@ class XRLinear(LabelledModel):
         del XZ  # copies were sliced off; at a million labels each of these matrices is gigabytes
         return X, Z
 
-    def _fit_tree_and_levels(self, X, Y, Z, weights: np.ndarray, checkpoint_dir, say, progress: bool) -> None:
+    def _fit_tree_and_levels(self, X, Y, Z, weights: np.ndarray, positives, checkpoint_dir, say, progress: bool) -> None:
         """The label tree (on PIFA and label-text vectors), then its classifiers level by level."""
         cfg = self.config
         vectors = label_vectors(X, Y, Z, cfg.label_text_weight, threads=cfg.threads)
@@ -266,7 +272,17 @@ class XRLinear(LabelledModel):
         self._scratch = scratch = Scratch.new(checkpoint_dir)
         weakref.finalize(self, remove_scratch, scratch.path, scratch.made_parent)
         trained = train_levels(
-            Xb, Y, weights, self.tree, cfg.solver, cfg.seed, cfg.threads or numba.get_num_threads(), scratch.path, say, progress
+            Xb,
+            Y,
+            weights,
+            self.tree,
+            cfg.solver,
+            cfg.seed,
+            cfg.threads or numba.get_num_threads(),
+            scratch.path,
+            say,
+            progress,
+            positive_weights=positives,
         )
         self._level_files = trained.files
         self.weights = TreeWeights(
@@ -429,6 +445,16 @@ def _checked_weights(sample_weight, n: int) -> np.ndarray:
     if weights.shape != (n,) or not np.all(np.isfinite(weights) & (weights >= 0)):
         raise ConfigError(f"sample_weight must be {n:,} finite numbers >= 0, one a point")
     return weights
+
+
+def _checked_positive_weights(positive_weight, n: int) -> np.ndarray | None:
+    """``n`` factors on the points' positive costs as float64 (None stays None), each finite and > 0."""
+    if positive_weight is None:
+        return None
+    positives = np.asarray(positive_weight, dtype=np.float64)
+    if positives.shape != (n,) or not np.all(np.isfinite(positives) & (positives > 0)):
+        raise ConfigError(f"positive_weight must be {n:,} finite numbers > 0, one a point")
+    return positives
 
 
 def _resident() -> str:
