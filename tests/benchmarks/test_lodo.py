@@ -30,3 +30,27 @@ def test_a_value_that_is_an_object_sets_its_settings_together():
     assert lodo.settings_of("char_ngrams", [3, 5]) == {"char_ngrams": (3, 5)}
     both = {"solver.loss": "logistic", "solver.C": 10.0}
     assert lodo.settings_of("solver.loss", both) == both
+
+
+def test_an_augmentation_setting_changes_the_recipe_and_not_the_model():
+    from gandalf_xmc.augment import preset
+
+    assert lodo.default_of("augment.label_point_positive_cost", "gandalf-tempered") == 1.0
+    assert lodo.default_of("augment.label_point_weight", "gandalf-tempered") == 0.5  # the preset's own
+    assert lodo.default_of("solver.positive_cost", "gandalf-tempered") == 2.0
+    assert lodo.settings_of("augment.label_point_positive_cost", 4.0) == {}
+    recipe = lodo.recipe_of("augment.label_point_positive_cost", 4.0, "gandalf-tempered")
+    assert recipe.label_point_positive_cost == 4.0
+    assert recipe.graph == preset("gandalf-tempered").graph and recipe.label_point_weight == 0.5
+    assert lodo.recipe_of("solver.C", 2.0, "gandalf-tempered") is None
+
+
+def test_new_items_columns_only_for_sets_with_labelled_new_items(tmp_path, monkeypatch):
+    for name, has_val in (("a", True), ("b", False)):
+        (tmp_path / name).mkdir()
+        if has_val:
+            (tmp_path / name / "val.json.gz").write_bytes(b"")
+    monkeypatch.setattr(lodo, "suite_path", lambda name: tmp_path / name)
+    assert lodo.columns(["a", "b"], False) == [("a", "valid"), ("b", "valid")]
+    assert lodo.columns(["a", "b"], True) == [("a", "valid"), ("b", "valid"), ("a", "new-items")]
+    assert lodo.column_name("a", "new-items") == "a (new items)" and lodo.column_name("a", "valid") == "a"

@@ -24,13 +24,14 @@ from gandalf_xmc.engine.prefetch import prefetch
 TIGHT = SolverConfig(C=1.0, eps=1e-6, max_iter=5000, threshold=0.0, positive_cost=1.0)
 
 
-def one_node(X, t, weights=None, config=TIGHT):
+def one_node(X, t, weights=None, config=TIGHT, positive_weights=None):
     """Train a single classifier (one node under the root) on every row of X with targets t."""
     n = X.shape[0]
     T = sp.csr_matrix(np.asarray(t, dtype=np.float32).reshape(-1, 1))
     active = sp.csr_matrix(np.ones((n, 1), dtype=np.float32))
     w = np.ones(n) if weights is None else weights
-    return train_level(sp.csr_matrix(X), T, active, np.zeros(1, dtype=np.int64), w, config).toarray()[0]
+    level = train_level(sp.csr_matrix(X), T, active, np.zeros(1, dtype=np.int64), w, config, positive_weights=positive_weights)
+    return level.toarray()[0]
 
 
 def test_hard_targets_match_liblinear():
@@ -57,11 +58,13 @@ def rows_with_own_features(n=60):
 
 
 def as_weighted_rows(X, t, cp, weights):
-    """The rows with soft targets as weighted hard rows: (rows, labels 0/1, sample weights)."""
+    """The rows with soft targets as weighted hard rows: (rows, labels 0/1, sample weights); ``cp``
+    one positive cost, or one a row."""
     pos, neg = t > 0, t < 1
+    cp = np.broadcast_to(cp, t.shape)
     X2 = sp.vstack([X[pos], X[neg]], format="csr")
     y2 = np.r_[np.ones(pos.sum()), np.zeros(neg.sum())]
-    return X2, y2, np.r_[cp * t[pos] * weights[pos], (1 - t[neg]) * weights[neg]]
+    return X2, y2, np.r_[cp[pos] * t[pos] * weights[pos], (1 - t[neg]) * weights[neg]]
 
 
 def test_features_of_one_row_equal_liblinear_with_hard_and_soft_targets():
@@ -78,6 +81,38 @@ def test_features_of_one_row_equal_liblinear_with_hard_and_soft_targets():
     svc.fit(X2, y2, sample_weight=w2)
     np.testing.assert_allclose(ours, svc.coef_[0], atol=2e-4)
     assert np.all(ours[5 : 5 + n] != 0)  # every row's own feature kept its weight
+
+
+def test_positive_weights_scale_each_rows_positive_cost_alone():
+    # a row's positive weight p makes its positive entry cost Cp p t w and leaves its negative part
+    # (1 - t) w as it was: LIBLINEAR on the weighted hard rows, with and without instance weights
+    n = 60
+    X, t, rng = rows_with_own_features(n)
+    p = rng.choice([1.0, 0.5, 4.0, 8.0], size=n)
+    w = rng.uniform(0.5, 2.0, size=n)
+    cp = 2.0
+    for weights in (np.ones(n), w):
+        ours = one_node(X, t, weights=weights, config=replace(TIGHT, positive_cost=cp), positive_weights=p)
+        X2, y2, w2 = as_weighted_rows(X, t, cp * p, weights)
+        svc = LinearSVC(C=1.0, loss="squared_hinge", dual=True, fit_intercept=False, tol=1e-10, max_iter=1000000)
+        np.testing.assert_allclose(ours, svc.fit(X2, y2, sample_weight=w2).coef_[0], atol=2e-4)
+    # by hand on one point x = [1], target t, C = 1: w = 2 (cp p t - (1 - t)) / (1 + 2 (cp p t + 1 - t))
+    for p1, t1 in ((4.0, 0.25), (0.5, 1.0)):
+        config = SolverConfig(eps=1e-9, max_iter=10000, threshold=0.0, positive_cost=cp)
+        w1 = one_node(np.ones((1, 1)), [t1], config=config, positive_weights=np.array([p1]))[0]
+        assert w1 == pytest.approx(2 * (cp * p1 * t1 - (1 - t1)) / (1 + 2 * (cp * p1 * t1 + 1 - t1)), abs=1e-6)
+
+
+def test_positive_weights_of_one_are_no_positive_weights_bit_for_bit():
+    X, t, _ = rows_with_own_features(60)
+    for config in (SolverConfig(), replace(SolverConfig(), loss="logistic")):
+        np.testing.assert_array_equal(one_node(X, t, config=config), one_node(X, t, config=config, positive_weights=np.ones(60)))
+
+
+@pytest.mark.parametrize("bad", [np.zeros(3), np.array([1.0, np.nan, 1.0]), np.ones(2), np.array([1.0, -1.0, 1.0])])
+def test_positive_weights_must_be_one_positive_number_a_row(bad):
+    with pytest.raises(ValueError, match="positive_weights must be 3 finite numbers > 0"):
+        one_node(sp.identity(3, format="csr"), [1.0, 0.0, 1.0], positive_weights=bad)
 
 
 def test_pruning_keeps_exactly_the_weights_past_the_threshold_private_features_included():
@@ -611,6 +646,12 @@ def test_logistic_loss_with_soft_targets_and_private_features_matches_weighted_l
     primal = LogisticRegression(C=1.0, fit_intercept=False, tol=1e-12, max_iter=100000).fit(X2, y2, sample_weight=w2)
     np.testing.assert_allclose(ours, primal.coef_[0], atol=1e-3)
     assert np.all(ours[5 : 5 + n] != 0)
+    # each row's own factor on its positive cost: the positive copy's weight, the negative's unchanged
+    p = rng.choice([1.0, 0.5, 4.0], size=n)
+    ours = one_node(X, t, weights=w, config=replace(LOGISTIC, positive_cost=cp), positive_weights=p)
+    X2, y2, w2 = as_weighted_rows(X, t, cp * p, w)
+    primal = LogisticRegression(C=1.0, fit_intercept=False, tol=1e-12, max_iter=100000).fit(X2, y2, sample_weight=w2)
+    np.testing.assert_allclose(ours, primal.coef_[0], atol=1e-3)
 
 
 def test_logistic_loss_on_one_point_solves_its_stationarity_equation():

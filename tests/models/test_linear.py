@@ -20,7 +20,7 @@ from gandalf_xmc.engine.linear_solver import SolverConfig
 from gandalf_xmc.engine.node_targets import SHORT_ROW, node_targets
 from gandalf_xmc.errors import ConfigError
 from gandalf_xmc.models.linear import LinearConfig, XRLinear
-from gandalf_xmc.models.registry import MODELS, load_trained
+from gandalf_xmc.models.registry import MODELS, build_model, load_trained, model_config
 from gandalf_xmc.row_ops import row_times, top_k_of_row
 from gandalf_xmc.sparse_ops import row_times_compiled, top_k_per_row
 from gandalf_xmc.workflow.fitting import fit_arguments, fit_model
@@ -209,6 +209,44 @@ def test_label_point_weight_reaches_the_solver_as_instance_weights(monkeypatch):
     train = TrainingSet(split, np.array([False] * 5 + [True] * 2), label_point_weight=0.25)
     fit_model(XRLinear(small()), train, LABELS, progress=False)
     assert seen and all(w.tolist() == [1.0] * 5 + [0.25] * 2 for w in seen)
+
+
+def test_label_point_positive_cost_reaches_the_solver_for_label_points_alone(monkeypatch):
+    from gandalf_xmc.engine import tree_levels
+
+    seen = []
+    real = tree_levels.train_level
+
+    def spy(X, T, active, parent_of, weights, config, **options):
+        seen.append((np.asarray(weights).copy(), options["positive_weights"]))
+        return real(X, T, active, parent_of, weights, config, **options)
+
+    monkeypatch.setattr(tree_levels, "train_level", spy)
+    split = Split([str(i) for i in range(7)], TEXTS, sp.csr_matrix(Y))
+    mask = np.array([False] * 5 + [True] * 2)
+    for name in ("linear", "linear-knn"):
+        seen.clear()
+        model = build_model(model_config(name, seed=0, threads=1))
+        fit_model(model, TrainingSet(split, mask, label_point_weight=0.5, label_point_positive_cost=4.0), LABELS, progress=False)
+        assert seen and all(w.tolist() == [1.0] * 5 + [0.5] * 2 and p.tolist() == [1.0] * 5 + [4.0] * 2 for w, p in seen)
+    seen.clear()
+    fit_model(XRLinear(small()), TrainingSet(split, mask), LABELS, progress=False)  # the default: no factors at all
+    assert seen and all(p is None for _, p in seen)
+
+
+def test_a_label_point_positive_cost_is_refused_by_models_without_the_solver():
+    split = Split([str(i) for i in range(7)], TEXTS, sp.csr_matrix(Y))
+    train = TrainingSet(split, np.array([False] * 5 + [True] * 2), label_point_positive_cost=4.0)
+    for name in ("knn", "astec", "dual-encoder"):
+        with pytest.raises(ConfigError, match=f"--label-point-positive-cost applies to the linear models' solver, not to {name}"):
+            fit_arguments(train, MODELS[name])
+    assert fit_arguments(TrainingSet(split, np.zeros(7, dtype=bool), label_point_positive_cost=4.0), MODELS["knn"])[3] == {}
+
+
+def test_bad_positive_weights_are_refused():
+    for bad in (np.array([1.0] * 6 + [0.0]), np.array([1.0] * 6 + [np.inf]), np.ones(6)):
+        with pytest.raises(ConfigError, match="positive_weight must be 7 finite numbers > 0"):
+            XRLinear(small()).fit(TEXTS, Y, LABELS, progress=False, positive_weight=bad)
 
 
 def test_points_of_weight_zero_train_and_bad_weights_are_refused():
