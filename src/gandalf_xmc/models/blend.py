@@ -156,7 +156,6 @@ class LinearKnnBlend(LabelledModel):
         resume: bool = False,
         progress: bool = True,
         label_points: LabelPoints | None = None,
-        positive_weight: np.ndarray | None = None,
     ) -> LinearKnnBlend:
         """Train the tree and index the neighbours on the same points (arguments as
         :meth:`.linear.XRLinear.fit`); with ``valid``, choose the vote's and the label texts'
@@ -164,8 +163,7 @@ class LinearKnnBlend(LabelledModel):
         the smaller vote weight. The label texts are embedded only where a text weight above 0 is
         tried or fixed (:func:`text_similarity_available`, ``text_max_labels``). ``label_points``
         says which points are label points: without validation, the vote's weight is the one chosen
-        across the suite for a training set with or without them. ``positive_weight`` goes to the
-        tree."""
+        across the suite for a training set with or without them, and goes to the tree too."""
         texts = inputs
         if label_texts is None:
             raise ConfigError("fit needs the labels' texts (label_texts=dataset.label_texts)")
@@ -176,7 +174,7 @@ class LinearKnnBlend(LabelledModel):
             Y,
             label_texts,
             sample_weight=sample_weight,
-            positive_weight=positive_weight,
+            label_points=label_points,
             checkpoint_dir=checkpoint_dir,
             progress=progress,
         )
