@@ -8,7 +8,7 @@ leave-one-out default.
     python benchmarks/lodo.py --settings beam leaf_size --augment gandalf-tempered --seeds 0 1
     python benchmarks/lodo.py --settings leaf_size solver.C --values leaf_size=[400] --values solver.C=[0.5] --seeds 0 1 2
     python benchmarks/lodo.py --settings solver.loss            # squared hinge or logistic (at three costs)
-    python benchmarks/lodo.py --augment gandalf-tempered --settings label_point_positive_cost --new-items
+    python benchmarks/lodo.py --augment gandalf-tempered --settings augment.label_point_positive_cost --new-items
 
 Settings named ``augment.*`` are the augmentation's (its recipe), the others the linear model's.
 ``--new-items`` adds, for each dataset with labelled new items (its ``val`` split), a column scored
@@ -57,8 +57,7 @@ GRID: dict[str, list] = {
         {"solver.loss": "logistic", "solver.C": 10.0},
         {"solver.loss": "logistic", "solver.C": 32.0},
     ],
-    "label_point_positive_cost": [1.0, 2.0, 4.0, 8.0],  # with an augmentation that has label points
-    "augment.label_point_weight": [0.25, 0.5, 1.0],  # the augmentation's own setting (its recipe)
+    "augment.label_point_positive_cost": [1.0, 2.0, 4.0, 8.0],  # a label point's positives' cost factor
 }
 AUGMENT = "augment."
 

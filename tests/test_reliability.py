@@ -164,6 +164,24 @@ def test_infinite_extra_weight(work, capsys):
     )
 
 
+def test_a_label_point_positive_cost_that_is_not_a_positive_number(work, capsys):
+    tmp, data = work
+    for bad, shown in (("0", "0.0"), ("-2", "-2.0"), ("inf", "inf"), ("nan", "nan")):
+        refused(
+            capsys,
+            tmp,
+            ["train", "--data", str(data), "--augment", "identity", "--label-point-positive-cost", bad, "--out", str(tmp / "m")],
+            f"label-point positive cost must be a finite number > 0, got {shown}",
+        )
+    refused(  # knn has no solver to weigh positives in
+        capsys,
+        tmp,
+        ["train", "--data", str(data), "--model", "knn", "--augment", "identity", "--label-point-positive-cost", "4"]
+        + ["--out", str(tmp / "m")],
+        "--label-point-positive-cost applies to the linear models' solver, not to knn",
+    )
+
+
 def test_a_tiny_labels_fraction_is_not_silently_empty(work, capsys):
     tmp, data = work
     refused(

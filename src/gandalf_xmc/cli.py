@@ -524,6 +524,11 @@ def train(
         "--extra-negatives/--no-extra-negatives",
         help="Whether a label point's shortlist labels outside its targets count as negatives (models trained in epochs).",
     ),
+    label_point_positive_cost: Optional[float] = typer.Option(
+        None,
+        "--label-point-positive-cost",
+        help="Factor on the cost of a label point's positive entries (the linear models; default: the augmentation's).",
+    ),
     auto_budget: float = typer.Option(60.0, min=0.0, help="Minutes --augment auto may spend on its trials."),
     out: Path = typer.Option(..., "--out", help="Model directory to write."),
     epochs: Optional[int] = typer.Option(None, min=1, help="Epochs (models trained in epochs; default: the model's)."),
@@ -613,7 +618,15 @@ def train(
     config = model_config(model.value, seed=seed, epochs=epochs, device=device)
     config = _with_encoder_precision(apply_settings(config, parse_settings(settings or [])), encoder_precision.value)
     graph_config = (graph, delta, top_k, shrinkage, point_weights, co_label_scale, self_scale)
-    aug = _augment_config(training_set.value, seed, graph_config, label_point_weight, label_point_share, label_point_negatives)
+    aug = _augment_config(
+        training_set.value,
+        seed,
+        graph_config,
+        label_point_weight,
+        label_point_share,
+        label_point_negatives,
+        label_point_positive_cost,
+    )
     started = time.perf_counter()
     trained = train_model(
         ds,
@@ -681,7 +694,15 @@ def _with_encoder_precision(config, precision: str):
     return replace(config, encoder_precision=precision)
 
 
-def _augment_config(name: str, seed: int, graph_options: tuple, weight: float | None, share: float, negatives: bool):
+def _augment_config(
+    name: str,
+    seed: int,
+    graph_options: tuple,
+    weight: float | None,
+    share: float,
+    negatives: bool,
+    positive_cost: float | None = None,
+):
     """The augmentation ``--augment`` names, with the graph's and the label points' options applied."""
     from dataclasses import replace
 
@@ -695,6 +716,8 @@ def _augment_config(name: str, seed: int, graph_options: tuple, weight: float | 
     }
     if weight is not None:
         changes["label_point_weight"] = weight
+    if positive_cost is not None:
+        changes["label_point_positive_cost"] = positive_cost
     return replace(base, **changes)
 
 

@@ -257,3 +257,22 @@ def test_augment_json_records_the_graph_as_built(tiny_dir, tmp_path, capsys):
     assert code == 0, err
     graph = json.loads((tmp_path / "aug" / "augment.json").read_text())["config"]["graph"]
     assert graph["kind"] == "glas" and graph["walk"]["seed"] == 3  # the one seed, not the section's default 0
+
+
+def test_label_point_positive_cost_is_checked_kept_in_records_and_given_to_label_points_alone():
+    from dataclasses import asdict
+
+    from gandalf_xmc.augment import TrainingSet
+    from gandalf_xmc.data.dataset import Split
+    from gandalf_xmc.errors import ConfigError
+
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ConfigError, match="label-point positive cost must be a finite number > 0"):
+            AugmentConfig("gandalf", label_point_positive_cost=bad).validate()
+    config = AugmentConfig("gandalf", label_point_positive_cost=4.0)
+    assert AugmentConfig.from_dict(asdict(config)) == config
+    split = Split(["a", "b", "c"], ["x", "y", "z"], sp.csr_matrix(np.eye(3, dtype=np.float32)))
+    mask = np.array([False, True, True])
+    assert TrainingSet(split, mask, label_point_positive_cost=4.0).positive_weight.tolist() == [1.0, 4.0, 4.0]
+    assert TrainingSet(split, mask).positive_weight is None
+    assert TrainingSet(split, np.zeros(3, dtype=bool), label_point_positive_cost=4.0).positive_weight is None

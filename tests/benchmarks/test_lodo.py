@@ -35,12 +35,13 @@ def test_a_value_that_is_an_object_sets_its_settings_together():
 def test_an_augmentation_setting_changes_the_recipe_and_not_the_model():
     from gandalf_xmc.augment import preset
 
+    assert lodo.default_of("augment.label_point_positive_cost", "gandalf-tempered") == 1.0
     assert lodo.default_of("augment.label_point_weight", "gandalf-tempered") == 0.5  # the preset's own
-    assert lodo.default_of("augment.label_point_weight", "identity") == 1.0
     assert lodo.default_of("solver.positive_cost", "gandalf-tempered") == 2.0
-    assert lodo.settings_of("augment.label_point_weight", 1.0) == {}
-    recipe = lodo.recipe_of("augment.label_point_weight", 1.0, "gandalf-tempered")
-    assert recipe.label_point_weight == 1.0 and recipe.graph == preset("gandalf-tempered").graph
+    assert lodo.settings_of("augment.label_point_positive_cost", 4.0) == {}
+    recipe = lodo.recipe_of("augment.label_point_positive_cost", 4.0, "gandalf-tempered")
+    assert recipe.label_point_positive_cost == 4.0
+    assert recipe.graph == preset("gandalf-tempered").graph and recipe.label_point_weight == 0.5
     assert lodo.recipe_of("solver.C", 2.0, "gandalf-tempered") is None
 
 

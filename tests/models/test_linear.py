@@ -213,7 +213,6 @@ def test_label_point_weight_reaches_the_solver_as_instance_weights(monkeypatch):
 
 def test_label_point_positive_cost_reaches_the_solver_for_label_points_alone(monkeypatch):
     from gandalf_xmc.engine import tree_levels
-    from gandalf_xmc.settings import apply_settings
 
     seen = []
     real = tree_levels.train_level
@@ -225,24 +224,29 @@ def test_label_point_positive_cost_reaches_the_solver_for_label_points_alone(mon
     monkeypatch.setattr(tree_levels, "train_level", spy)
     split = Split([str(i) for i in range(7)], TEXTS, sp.csr_matrix(Y))
     mask = np.array([False] * 5 + [True] * 2)
-    for name, key in (("linear", "label_point_positive_cost"), ("linear-knn", "linear.label_point_positive_cost")):
+    for name in ("linear", "linear-knn"):
         seen.clear()
-        config = apply_settings(model_config(name, seed=0, threads=1), {key: 4.0})
-        fit_model(build_model(config), TrainingSet(split, mask, label_point_weight=0.5), LABELS, progress=False)
+        model = build_model(model_config(name, seed=0, threads=1))
+        fit_model(model, TrainingSet(split, mask, label_point_weight=0.5, label_point_positive_cost=4.0), LABELS, progress=False)
         assert seen and all(w.tolist() == [1.0] * 5 + [0.5] * 2 and p.tolist() == [1.0] * 5 + [4.0] * 2 for w, p in seen)
-    for train, config in (
-        (TrainingSet(split, mask), small()),  # the factor at 1
-        (TrainingSet(split, np.zeros(7, dtype=bool)), small(label_point_positive_cost=4.0)),  # no label points
-    ):
-        seen.clear()
-        fit_model(XRLinear(config), train, LABELS, progress=False)
-        assert seen and all(p is None for _, p in seen)
+    seen.clear()
+    fit_model(XRLinear(small()), TrainingSet(split, mask), LABELS, progress=False)  # the default: no factors at all
+    assert seen and all(p is None for _, p in seen)
 
 
-def test_a_label_point_positive_cost_must_be_a_positive_number():
-    for bad in (0.0, -1.0):
-        with pytest.raises(ConfigError, match="label_point_positive_cost"):
-            small(label_point_positive_cost=bad)
+def test_a_label_point_positive_cost_is_refused_by_models_without_the_solver():
+    split = Split([str(i) for i in range(7)], TEXTS, sp.csr_matrix(Y))
+    train = TrainingSet(split, np.array([False] * 5 + [True] * 2), label_point_positive_cost=4.0)
+    for name in ("knn", "astec", "dual-encoder"):
+        with pytest.raises(ConfigError, match=f"--label-point-positive-cost applies to the linear models' solver, not to {name}"):
+            fit_arguments(train, MODELS[name])
+    assert fit_arguments(TrainingSet(split, np.zeros(7, dtype=bool), label_point_positive_cost=4.0), MODELS["knn"])[3] == {}
+
+
+def test_bad_positive_weights_are_refused():
+    for bad in (np.array([1.0] * 6 + [0.0]), np.array([1.0] * 6 + [np.inf]), np.ones(6)):
+        with pytest.raises(ConfigError, match="positive_weight must be 7 finite numbers > 0"):
+            XRLinear(small()).fit(TEXTS, Y, LABELS, progress=False, positive_weight=bad)
 
 
 def test_points_of_weight_zero_train_and_bad_weights_are_refused():

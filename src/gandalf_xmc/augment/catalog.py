@@ -28,7 +28,8 @@ TRANSFORM_PROBABILITY = 0.4
 class TrainingSet:
     """A built training set, all that a model trains on: its points (original points first), which
     of them are label points (``is_label_point``) and how they count (their loss weight, the share
-    drawn into each epoch, whether shortlist labels outside their targets are negatives), and the
+    drawn into each epoch, whether shortlist labels outside their targets are negatives, a factor on
+    the cost of their positive entries), and the
     batch transform applied while training (or None). The workflow hands it to a model as inputs,
     targets and sample weights, plus what the model's row of the model table declares it takes
     (``workflow.fitting.fit_model``)."""
@@ -39,6 +40,7 @@ class TrainingSet:
     label_point_weight: float = 1.0
     label_point_share: float = 1.0
     label_point_negatives: bool = True
+    label_point_positive_cost: float = 1.0
 
     @property
     def texts(self) -> list[str]:
@@ -62,6 +64,14 @@ class TrainingSet:
         if self.label_point_weight == 1.0 or not self.is_label_point.any():
             return None
         return np.where(self.is_label_point, self.label_point_weight, 1.0)
+
+    @property
+    def positive_weight(self) -> np.ndarray | None:
+        """Each point's factor on the cost of its positive entries: ``label_point_positive_cost`` for
+        a label point, 1 for the others; None where every factor is 1."""
+        if self.label_point_positive_cost == 1.0 or not self.is_label_point.any():
+            return None
+        return np.where(self.is_label_point, self.label_point_positive_cost, 1.0)
 
     @property
     def label_points(self):

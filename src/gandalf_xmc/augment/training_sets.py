@@ -21,10 +21,12 @@ class AugmentConfig:
     """Which augmentation builds the training set, and how (``augmentation``: a row of
     :data:`.catalog.AUGMENTATIONS`).
 
-    ``label_point_weight``, ``label_point_share`` and ``label_point_negatives`` act while training:
-    the loss weight of a label point, the original points weighing 1; the share of the label points
-    drawn into each epoch; and whether a label point's shortlist labels outside its targets count
-    as negatives (models trained in epochs; off, it contributes its soft targets only).
+    ``label_point_weight``, ``label_point_share``, ``label_point_negatives`` and
+    ``label_point_positive_cost`` act while training: the loss weight of a label point, the original
+    points weighing 1; the share of the label points drawn into each epoch; whether a label point's
+    shortlist labels outside its targets count as negatives (models trained in epochs; off, it
+    contributes its soft targets only); and a factor on the cost of a label point's positive entries
+    (the linear models), so that its soft targets can outweigh each entry's negative part ``1 - t``.
     """
 
     augmentation: str = "gandalf"
@@ -34,6 +36,7 @@ class AugmentConfig:
     label_point_weight: float = 1.0
     label_point_share: float = 1.0
     label_point_negatives: bool = True
+    label_point_positive_cost: float = 1.0
     seed: int = 0
 
     def validate(self) -> None:
@@ -44,6 +47,8 @@ class AugmentConfig:
             raise ConfigError(f"{row.name!r} is a preset of {row.preset_of!r}: build its settings with augment.preset")
         if not 0 <= self.label_point_weight < float("inf"):
             raise ConfigError(f"label-point weight must be a finite number >= 0, got {self.label_point_weight}")
+        if not 0 < self.label_point_positive_cost < float("inf"):
+            raise ConfigError(f"label-point positive cost must be a finite number > 0, got {self.label_point_positive_cost}")
         if not 0.0 < self.label_point_share <= 1.0:
             raise ConfigError(f"label-point share must be in (0, 1], got {self.label_point_share}")
         graph_for(self).validate()
@@ -97,6 +102,7 @@ def build_training_set(dataset: XMCDataset, config: AugmentConfig) -> TrainingSe
         label_point_weight=config.label_point_weight,
         label_point_share=config.label_point_share,
         label_point_negatives=config.label_point_negatives,
+        label_point_positive_cost=config.label_point_positive_cost,
     )
 
 

@@ -156,6 +156,7 @@ class LinearKnnBlend(LabelledModel):
         resume: bool = False,
         progress: bool = True,
         label_points: LabelPoints | None = None,
+        positive_weight: np.ndarray | None = None,
     ) -> LinearKnnBlend:
         """Train the tree and index the neighbours on the same points (arguments as
         :meth:`.linear.XRLinear.fit`); with ``valid``, choose the vote's and the label texts'
@@ -163,7 +164,8 @@ class LinearKnnBlend(LabelledModel):
         the smaller vote weight. The label texts are embedded only where a text weight above 0 is
         tried or fixed (:func:`text_similarity_available`, ``text_max_labels``). ``label_points``
         says which points are label points: without validation, the vote's weight is the one chosen
-        across the suite for a training set with or without them, and goes to the tree too."""
+        across the suite for a training set with or without them. ``positive_weight`` goes to the
+        tree."""
         texts = inputs
         if label_texts is None:
             raise ConfigError("fit needs the labels' texts (label_texts=dataset.label_texts)")
@@ -174,7 +176,7 @@ class LinearKnnBlend(LabelledModel):
             Y,
             label_texts,
             sample_weight=sample_weight,
-            label_points=label_points,
+            positive_weight=positive_weight,
             checkpoint_dir=checkpoint_dir,
             progress=progress,
         )

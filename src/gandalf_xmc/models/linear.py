@@ -7,8 +7,7 @@ by beam (the model of PECOS's ``xmc.xlinear``, written here to learn soft target
   active at its parent: those with a target of at least ``solver.min_parent_target`` below the
   parent (teacher-forced negatives, PECOS's ``tfn``), and the node's own positives. A soft target
   ``t`` is a positive of weight ``t`` (positives at twice the cost) and a negative of weight
-  ``1 - t``; an instance's loss weight (a label point's ``--label-point-weight``) multiplies both,
-  and a label point's positives cost ``label_point_positive_cost`` times more again.
+  ``1 - t``; an instance's loss weight (a label point's ``--label-point-weight``) multiplies both.
 * Prediction: beam search, a path scored by the product of its levels' ``l3-hinge`` scores.
 
 Training and prediction use numpy, scipy and numba (the word TF-IDF is written out); no torch.
@@ -30,7 +29,7 @@ from ..engine.beam_search import TreeWeights
 from ..engine.label_tree import LabelTree, build_tree, label_vectors
 from ..engine.level_store import LaidOutLevel, open_level, page_in
 from ..engine.linear_solver import SolverConfig, kernels_cached
-from ..engine.records import LabelPoints, TrainResult, Validation, validation_metrics
+from ..engine.records import TrainResult, Validation, validation_metrics
 from ..engine.tree_levels import Scratch, remove_scratch, train_levels
 from ..errors import ConfigError
 from ..features import PrecomputedFeatures, TextFeaturizer, is_feature_matrix, load_featurizer
@@ -58,9 +57,6 @@ class LinearConfig:
     char_ngrams: tuple[int, int] | None = (3, 5)  # character n-grams beside the words (None: words alone)
     char_ngrams_max_texts: int | None = 200_000  # ... up to this many texts, training and label texts (None: any)
     solver: SolverConfig = field(default_factory=SolverConfig)
-    # a label point's positive entries cost this many times an original point's: its soft targets
-    # t then outweigh each entry's negative part 1 - t (docs/decisions.md, "Label points' positives")
-    label_point_positive_cost: float = 1.0
     tree_iterations: int = 8
     seed: int = 0
     threads: int | None = None  # None: numba's thread count
@@ -68,7 +64,7 @@ class LinearConfig:
     def __post_init__(self) -> None:
         check_ranges(
             self,
-            positive=("beam", "leaf_size", "ngram_max", "min_df", "label_point_positive_cost"),
+            positive=("beam", "leaf_size", "ngram_max", "min_df"),
             non_negative=("label_text_weight", "bias", "tree_iterations"),
         )
         if not _whole(self.branching) or self.branching < 2 or self.branching & (self.branching - 1):
@@ -163,12 +159,13 @@ class XRLinear(LabelledModel):
         progress: bool = True,
         feature_mix=None,
         label_features=None,
-        label_points: LabelPoints | None = None,
+        positive_weight: np.ndarray | None = None,
     ) -> XRLinear:
         """Train on texts ``inputs`` with (soft) targets ``Y`` (``N x L``), the labels' texts and
-        per-point loss weights ``sample_weight`` (1 when None); a training set with label points is
-        handed over by ``workflow.fitting.fit_model``, with ``label_points`` saying which points
-        they are (their positives cost ``label_point_positive_cost`` times more).
+        per-point loss weights ``sample_weight`` (1 when None) and per-point factors on the cost of
+        a point's positive entries ``positive_weight`` (1 when None; on top of
+        ``solver.positive_cost``); a training set with label points is handed over by
+        ``workflow.fitting.fit_model``.
 
         ``inputs`` may instead be feature rows computed by the caller (a scipy sparse matrix or a
         2-D numpy array, ``N x D``), as PECOS's ``XLinearModel.train(X, Y)`` takes them; the model
@@ -203,7 +200,7 @@ class XRLinear(LabelledModel):
             say("compiling the solver's kernels (numba, once for this Python: about a minute) ...")
         Y = sp.csr_matrix(Y, dtype=np.float32)
         weights = _checked_weights(sample_weight, Y.shape[0])
-        positives = self._positive_weights(label_points, Y.shape[0])
+        positives = _checked_positive_weights(positive_weight, Y.shape[0])
         if not given_rows:
             texts = list(texts)
         X, Z = self._fit_features(texts, label_texts, label_features, Y.shape)
@@ -260,16 +257,6 @@ class XRLinear(LabelledModel):
         X, Z = XZ[: len(texts)], XZ[len(texts) :]
         del XZ  # copies were sliced off; at a million labels each of these matrices is gigabytes
         return X, Z
-
-    def _positive_weights(self, label_points: LabelPoints | None, n: int) -> np.ndarray | None:
-        """Each point's factor on its positives' cost: ``label_point_positive_cost`` for a label
-        point, 1 for the others (None where every factor is 1)."""
-        factor = float(self.config.label_point_positive_cost)
-        if label_points is None or factor == 1.0 or not label_points.mask.any():
-            return None
-        if label_points.mask.shape != (n,):
-            raise ConfigError(f"label_points must mark {n:,} points, got {label_points.mask.size:,}")
-        return np.where(label_points.mask, factor, 1.0)
 
     def _fit_tree_and_levels(self, X, Y, Z, weights: np.ndarray, positives, checkpoint_dir, say, progress: bool) -> None:
         """The label tree (on PIFA and label-text vectors), then its classifiers level by level."""
@@ -458,6 +445,16 @@ def _checked_weights(sample_weight, n: int) -> np.ndarray:
     if weights.shape != (n,) or not np.all(np.isfinite(weights) & (weights >= 0)):
         raise ConfigError(f"sample_weight must be {n:,} finite numbers >= 0, one a point")
     return weights
+
+
+def _checked_positive_weights(positive_weight, n: int) -> np.ndarray | None:
+    """``n`` factors on the points' positive costs as float64 (None stays None), each finite and > 0."""
+    if positive_weight is None:
+        return None
+    positives = np.asarray(positive_weight, dtype=np.float64)
+    if positives.shape != (n,) or not np.all(np.isfinite(positives) & (positives > 0)):
+        raise ConfigError(f"positive_weight must be {n:,} finite numbers > 0, one a point")
+    return positives
 
 
 def _resident() -> str:

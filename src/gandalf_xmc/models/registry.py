@@ -144,7 +144,7 @@ class ModelEntry:
         return getattr(self.load_module(), self.cls)
 
 
-CAPABILITIES = ("label_points", "batch_transform", "feature_mix")  # what a row's ``takes`` may name
+CAPABILITIES = ("label_points", "batch_transform", "feature_mix", "positive_weight")  # what a row's ``takes`` may name
 
 MODELS: dict[str, ModelEntry] = {
     e.name: e
@@ -155,7 +155,7 @@ MODELS: dict[str, ModelEntry] = {
             "gandalf_xmc.models.linear",
             "XRLinear",
             False,
-            takes=("feature_mix", "label_points"),
+            takes=("feature_mix", "positive_weight"),
         ),
         ModelEntry(
             "astec",
@@ -216,7 +216,7 @@ MODELS: dict[str, ModelEntry] = {
             "gandalf_xmc.models.blend",
             "LinearKnnBlend",
             False,
-            takes=("label_points",),
+            takes=("label_points", "positive_weight"),
         ),
     )
 }

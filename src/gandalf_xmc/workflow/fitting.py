@@ -17,7 +17,8 @@ def fit_arguments(training_set: TrainingSet, row: ModelEntry) -> tuple[list[str]
     """``(texts, Y, sample_weight, capabilities)`` for the model of ``row``: the label points' loss
     weight folded into the sample weights; a text transform drawn once and its changed points
     appended, unless the model draws it each batch; a feature mix, the label points' mask, share and
-    negatives passed where the row takes them, refused where it cannot use them."""
+    negatives, and the factors on the positives' cost passed where the row takes them, refused where
+    it cannot use them."""
     from ..augment.transforms import append_text_draw
 
     texts, Y, weights = list(training_set.texts), training_set.Y, training_set.sample_weight
@@ -28,6 +29,11 @@ def fit_arguments(training_set: TrainingSet, row: ModelEntry) -> tuple[list[str]
         raise ConfigError(f"{option} applies to the models trained in epochs; {row.name} trains on every point alike")
     if "label_points" in row.takes:
         given["label_points"] = points
+    positives = training_set.positive_weight
+    if positives is not None and "positive_weight" not in row.takes:
+        raise ConfigError(f"--label-point-positive-cost applies to the linear models' solver, not to {row.name}")
+    if positives is not None:
+        given["positive_weight"] = positives
     transform = training_set.batch_transform
     if transform is not None and transform.acts_on == "features":
         if "feature_mix" not in row.takes:
