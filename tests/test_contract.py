@@ -131,7 +131,9 @@ def test_every_model_trains_on_every_augmentation_or_refuses_it(model, augmentat
     row = MODELS[model]
     built = build_training_set(ds, preset(augmentation, seed=0))
     mix = built.batch_transform is not None and built.batch_transform.acts_on == "features"
-    refused = mix and "feature_mix" not in row.takes
+    refused = (mix and "feature_mix" not in row.takes) or (
+        built.positive_weight is not None and "positive_weight" not in row.takes
+    )
     fitted = build_model(model_config(model, seed=0, epochs=1 if row.in_epochs else None))
     assert set(row.takes) <= set(CAPABILITIES)
     if refused:

@@ -346,11 +346,14 @@ def test_cli_analyze(tiny_dir, tmp_path, capsys):
 
 def test_auto_candidates_for_each_model_kind():
     linear, neural = auto.candidates_for(MODELS["linear"]), auto.candidates_for(MODELS["astec"])
-    assert auto.candidates_for(MODELS["knn"]) == auto.candidates_for(MODELS["linear-knn"]) == linear
     targets_only = [n for n, c in auto.AUTO_CANDIDATES.items() if not c.label_point_negatives]
+    firm = [n for n, c in auto.AUTO_CANDIDATES.items() if c.label_point_positive_cost != 1.0]
     assert targets_only == ["identity-targets-only", "gandalf-tempered-targets-only"]
-    assert neural == tuple(auto.AUTO_CANDIDATES) and "none" in linear
-    assert set(neural) - set(linear) == set(targets_only)
+    assert firm == ["gandalf-tempered-firm"]
+    assert auto.candidates_for(MODELS["linear-knn"]) == linear and "none" in linear
+    assert auto.candidates_for(MODELS["knn"]) == tuple(n for n in linear if n not in firm)  # no solver to weigh them
+    assert set(neural) == set(auto.AUTO_CANDIDATES) - set(firm)
+    assert set(neural) - set(linear) == set(targets_only) and set(linear) - set(neural) == set(firm)
 
 
 def test_recorded_gains_equal_the_validation_p1_difference_when_top_labels_are_filtered(tmp_path):

@@ -22,6 +22,9 @@ if TYPE_CHECKING:  # annotations only: importing these here would load numba at 
 
 # Share of a batch (or of the training set, for the feature mixes) that a batch transform changes
 TRANSFORM_PROBABILITY = 0.4
+# gandalf-tempered-firm's factor on a label point's positives' cost (docs/decisions.md, "Firm label
+# points"): its tempered co-label targets (about 0.1) then outweigh each entry's negative part
+FIRM_POSITIVE_COST = 8.0
 
 
 @dataclass(frozen=True)
@@ -239,6 +242,19 @@ _ROWS = (
         has_label_points=True,
         preset_of="gandalf",
         preset_settings=lambda: {"graph": tempered_graph(), "label_point_weight": 0.5},
+    ),
+    Augmentation(
+        "gandalf-tempered-firm",
+        f"gandalf-tempered whose label points' positives cost {FIRM_POSITIVE_COST:g} times more "
+        "(the linear models): catalogue queries, not new items",
+        _original_plus_label_points,
+        has_label_points=True,
+        preset_of="gandalf",
+        preset_settings=lambda: {
+            "graph": tempered_graph(),
+            "label_point_weight": 0.5,
+            "label_point_positive_cost": FIRM_POSITIVE_COST,
+        },
     ),
     Augmentation(
         "identity",

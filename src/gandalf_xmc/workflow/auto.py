@@ -42,6 +42,7 @@ from .forecast import forecast_from_hits
 AUTO_CANDIDATES: dict[str, AugmentConfig] = {
     "none": AugmentConfig("none"),
     "gandalf-tempered": preset("gandalf-tempered"),
+    "gandalf-tempered-firm": preset("gandalf-tempered-firm"),
     "identity": AugmentConfig("identity"),
     "gandalf": AugmentConfig("gandalf"),
     "identity-half-weight": AugmentConfig("identity", label_point_weight=0.5),
@@ -194,9 +195,14 @@ def decided_for_new_items(winner: str, forecasts: dict[str, dict], n_valid: int,
 
 def candidates_for(row: ModelEntry) -> tuple[str, ...]:
     """The candidates the model of ``row`` can train on: a label point without shortlist negatives
-    (the targets-only candidates) is for the models trained in epochs; the others train every point
-    against the same labels."""
-    return tuple(name for name, c in AUTO_CANDIDATES.items() if row.in_epochs or c.label_point_negatives)
+    (the targets-only candidates) is for the models trained in epochs, a factor on its positives'
+    cost for the models that take one (the linear solver's); the others train every point against
+    the same labels."""
+    return tuple(
+        name
+        for name, c in AUTO_CANDIDATES.items()
+        if (row.in_epochs or c.label_point_negatives) and (c.label_point_positive_cost == 1.0 or "positive_weight" in row.takes)
+    )
 
 
 @dataclass
