@@ -290,6 +290,22 @@ def test_cli_train_auto_and_extra_options(tiny_dir, tmp_path, capsys):
     assert code == 2 and "--point-weights" in err and "bogus" in err
 
 
+def test_label_point_positive_cost_from_the_firm_preset_or_the_option(tiny_dir, tmp_path, capsys):
+    from gandalf_xmc.augment import TEMPERED_GRAPH
+
+    for name, option, expected in (
+        ("gandalf-tempered-firm", [], 8.0),
+        ("gandalf-tempered", ["--label-point-positive-cost", "4"], 4.0),
+    ):
+        out = tmp_path / name
+        args = ["train", "--data", str(tiny_dir), "--augment", name, *option, "--valid-fraction", "0", "--out", str(out)]
+        code, _, err = run_cli(args, capsys)
+        assert code == 0, err
+        aug = json.loads((out / "training.json").read_text())["augment"]
+        assert aug["label_point_positive_cost"] == expected and aug["label_point_weight"] == 0.5
+        assert aug["graph"] == {**aug["graph"], "shrinkage": TEMPERED_GRAPH.shrinkage, "top_k": TEMPERED_GRAPH.top_k}
+
+
 def test_soft_target_stats_by_hand():
     from gandalf_xmc.experiments.analysis import soft_target_stats
 

@@ -32,10 +32,9 @@ class TrainingSet:
     """A built training set, all that a model trains on: its points (original points first), which
     of them are label points (``is_label_point``) and how they count (their loss weight, the share
     drawn into each epoch, whether shortlist labels outside their targets are negatives, a factor on
-    the cost of their positive entries), and the
-    batch transform applied while training (or None). The workflow hands it to a model as inputs,
-    targets and sample weights, plus what the model's row of the model table declares it takes
-    (``workflow.fitting.fit_model``)."""
+    the cost of their positive entries), and the batch transform applied while training (or None).
+    The workflow hands it to a model as inputs, targets and sample weights, plus what the model's
+    row of the model table declares it takes (``workflow.fitting.fit_model``)."""
 
     split: Split
     is_label_point: np.ndarray

@@ -7,7 +7,8 @@ by beam (the model of PECOS's ``xmc.xlinear``, written here to learn soft target
   active at its parent: those with a target of at least ``solver.min_parent_target`` below the
   parent (teacher-forced negatives, PECOS's ``tfn``), and the node's own positives. A soft target
   ``t`` is a positive of weight ``t`` (positives at twice the cost) and a negative of weight
-  ``1 - t``; an instance's loss weight (a label point's ``--label-point-weight``) multiplies both.
+  ``1 - t``; an instance's loss weight (a label point's ``--label-point-weight``) multiplies both,
+  and its factor on the positives' cost (``--label-point-positive-cost``) the positive alone.
 * Prediction: beam search, a path scored by the product of its levels' ``l3-hinge`` scores.
 
 Training and prediction use numpy, scipy and numba (the word TF-IDF is written out); no torch.

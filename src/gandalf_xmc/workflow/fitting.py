@@ -31,7 +31,10 @@ def fit_arguments(training_set: TrainingSet, row: ModelEntry) -> tuple[list[str]
         given["label_points"] = points
     positives = training_set.positive_weight
     if positives is not None and "positive_weight" not in row.takes:
-        raise ConfigError(f"--label-point-positive-cost applies to the linear models' solver, not to {row.name}")
+        raise ConfigError(
+            "a label-point positive cost (--label-point-positive-cost, gandalf-tempered-firm) applies to the linear "
+            f"models' solver, not to {row.name}"
+        )
     if positives is not None:
         given["positive_weight"] = positives
     transform = training_set.batch_transform
