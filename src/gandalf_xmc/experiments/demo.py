@@ -55,8 +55,10 @@ def run_demo(
     columns, rows, right)`` prints a table (default: plain lines through ``say``).
     """
     from ..augment import preset
+    from ..augment.catalog import FIRM_POSITIVE_COST
     from ..data.atomic import check_output_directory, output_lock
     from ..models.registry import entry, model_config
+    from ..workflow.fitting import label_point_refusal
     from ..workflow.pipeline import train_model
 
     out_dir = check_output_directory(out_dir, force)
@@ -91,8 +93,9 @@ def run_demo(
             "identity": (ds, preset("identity", seed)),  # D u Z^1, built in memory
             "tempered": (ds, preset("gandalf-tempered", seed)),  # the library's variant (see README)
         }
-        if "positive_weight" in entry(model).takes:
-            settings["firm"] = (ds, preset("gandalf-tempered-firm", seed))  # the recommended label points
+        firm = preset("gandalf-tempered-firm", seed)  # the recommended label points, where the model can weigh them
+        if label_point_refusal(entry(model), firm) is None:
+            settings["firm"] = (ds, firm)
         rows: dict[str, dict[str, float]] = {}
         for name, (source, augment) in settings.items():
             t0 = time.perf_counter()
@@ -123,7 +126,11 @@ def run_demo(
             "none = D (original points); gandalf = D u Z (label points, co-occurrence soft targets, delta 0.1); "
             "identity = D u Z^1 (label points, self target only); tempered = D u Z with shrunk, size-weighted estimates "
             "(at most 10 co-labels, scaled by 0.5) at half loss weight (--augment gandalf-tempered)"
-            + ("; firm = tempered, label points' positives at 8 times the cost (gandalf-tempered-firm)" if "firm" in rows else "")
+            + (
+                f"; firm = tempered, label points' positives at {FIRM_POSITIVE_COST:g} times the cost (gandalf-tempered-firm)"
+                if "firm" in rows
+                else ""
+            )
         )
         results = {
             "dataset": ds.name,

@@ -33,6 +33,7 @@ from ..augment import TEMPERED_GRAPH, AugmentConfig, preset
 from ..data.atomic import atomic_path
 from ..engine.records import holds_checkpoints
 from ..models.registry import ModelEntry
+from .fitting import label_point_refusal
 from .forecast import forecast_from_hits
 
 # Candidates, most promising first (the budget may cut the list short); docs/decisions.md
@@ -194,15 +195,10 @@ def decided_for_new_items(winner: str, forecasts: dict[str, dict], n_valid: int,
 
 
 def candidates_for(row: ModelEntry) -> tuple[str, ...]:
-    """The candidates the model of ``row`` can train on: a label point without shortlist negatives
-    (the targets-only candidates) is for the models trained in epochs, a factor on its positives'
-    cost for the models that take one (the linear solver's); the others train every point against
-    the same labels."""
-    return tuple(
-        name
-        for name, c in AUTO_CANDIDATES.items()
-        if (row.in_epochs or c.label_point_negatives) and (c.label_point_positive_cost == 1.0 or "positive_weight" in row.takes)
-    )
+    """The candidates the model of ``row`` can train on (``fitting.label_point_refusal``: the
+    targets-only candidates are for the models trained in epochs, the firm one for the linear
+    solver's)."""
+    return tuple(name for name, c in AUTO_CANDIDATES.items() if label_point_refusal(row, c) is None)
 
 
 @dataclass

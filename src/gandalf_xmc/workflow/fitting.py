@@ -5,12 +5,41 @@ the others, so that no model interprets an augmentation."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..augment.catalog import TrainingSet
 from ..engine.records import Validation
 from ..errors import ConfigError
 from ..models.registry import ModelEntry, entry, model_name
+
+
+class LabelPointCounts(Protocol):
+    """How label points count while training (an ``AugmentConfig`` or a built ``TrainingSet``)."""
+
+    @property
+    def label_point_share(self) -> float: ...
+
+    @property
+    def label_point_negatives(self) -> bool: ...
+
+    @property
+    def label_point_positive_cost(self) -> float: ...
+
+
+def label_point_refusal(row: ModelEntry, counts: LabelPointCounts) -> str | None:
+    """Why the model of ``row`` cannot train on label points that count as ``counts`` says (None:
+    it can): a share a epoch and no shortlist negatives are for the models trained in epochs, a
+    factor on the positives' cost for the models whose row takes one (the linear solver's)."""
+    share, negatives = counts.label_point_share, counts.label_point_negatives
+    if (share < 1.0 or not negatives) and not row.in_epochs:
+        option = "--label-point-share" if share < 1.0 else "--no-label-point-negatives"
+        return f"{option} applies to the models trained in epochs; {row.name} trains on every point alike"
+    if counts.label_point_positive_cost != 1.0 and "positive_weight" not in row.takes:
+        return (
+            "a label-point positive cost (--label-point-positive-cost, gandalf-tempered-firm) applies to the linear "
+            f"models' solver, not to {row.name}"
+        )
+    return None
 
 
 def fit_arguments(training_set: TrainingSet, row: ModelEntry) -> tuple[list[str], Any, Any, dict]:
@@ -24,18 +53,11 @@ def fit_arguments(training_set: TrainingSet, row: ModelEntry) -> tuple[list[str]
     texts, Y, weights = list(training_set.texts), training_set.Y, training_set.sample_weight
     given: dict = {}
     points = training_set.label_points
-    if points is not None and (points.share < 1.0 or not points.negatives) and not row.in_epochs:
-        option = "--label-point-share" if points.share < 1.0 else "--no-label-point-negatives"
-        raise ConfigError(f"{option} applies to the models trained in epochs; {row.name} trains on every point alike")
+    if points is not None and (why := label_point_refusal(row, training_set)) is not None:
+        raise ConfigError(why)
     if "label_points" in row.takes:
         given["label_points"] = points
-    positives = training_set.positive_weight
-    if positives is not None and "positive_weight" not in row.takes:
-        raise ConfigError(
-            "a label-point positive cost (--label-point-positive-cost, gandalf-tempered-firm) applies to the linear "
-            f"models' solver, not to {row.name}"
-        )
-    if positives is not None:
+    if (positives := training_set.positive_weight) is not None:
         given["positive_weight"] = positives
     transform = training_set.batch_transform
     if transform is not None and transform.acts_on == "features":
