@@ -113,7 +113,7 @@ def run_one(
     device = device if entry(model).on_gpu else None
     gpu = _reset_gpu_peak(device)
     t0 = time.perf_counter()
-    chosen, forecast = None, None
+    chosen, forecast, trials = None, None, None
     chooses = hasattr(entry(model).load_module(), "refit_config") and not entry(model).in_epochs
     if augment == "auto" or chooses:  # validation chooses for it (the blend's weights); a neural model trains once
         import tempfile
@@ -140,6 +140,7 @@ def run_one(
             )
         fitted, chosen = trained.model, trained.search["chosen"] if trained.search else None
         forecast = (trained.search or {}).get("new_items")
+        trials = search_trials(trained.search)
         if hasattr(fitted, "knn_weight"):
             blend = f"knn weight {fitted.knn_weight:g}, text weight {fitted.text_weight:g}"
             chosen = ", ".join(filter(None, (chosen, blend)))
@@ -169,6 +170,7 @@ def run_one(
         "valid_split": given,
         "queries": queries if augment == "auto" else None,
         "new_items_forecast": forecast,
+        "auto_trials": trials,
         "n_train": len(rest.train),
         "hold_out": hold_out,
         "chosen": chosen,
@@ -184,6 +186,23 @@ def run_one(
         "peak_gpu_mib": _gpu_peak_mib() if gpu else None,
         "queries_per_second": len(target.texts) / max(predict_seconds, 1e-9),
         **{m: res[m] for m in METRICS},
+    }
+
+
+def search_trials(search: dict | None) -> dict | None:
+    """Each auto trial's validation P@1 and PSP@5 and its P@1 gain over none with the interval
+    (the record a rule of choice can be replayed on), or ``None`` without a search."""
+    if not search:
+        return None
+    gains = search.get("p1_gain_over_none", {})
+    return {
+        t["name"]: {
+            "P@1": t["valid"]["P@1"],
+            "PSP@5": t["valid"]["PSP@5"],
+            **({"gain": gains[t["name"]]["gain"], "interval": gains[t["name"]]["interval"]} if t["name"] in gains else {}),
+            **({"n_valid": t["p1_hits"]["n"]} if "p1_hits" in t else {}),
+        }
+        for t in search["trials"]
     }
 
 
