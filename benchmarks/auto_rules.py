@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gandalf_xmc.workflow.auto import AutoConfig, choose
+from gandalf_xmc.workflow.auto import choose
 
 HERE = Path(__file__).resolve().parent
-TOLERANCE = AutoConfig().p1_tolerance
+TOLERANCE = 0.2  # the P@1 loss auto's rule allowed until 2026-11-27 (now 0: "gain-nonnegative")
 Z50_OVER_Z90 = 0.6745 / 1.6449  # a 50% interval's half-width from a 90% one's, for a normal spread
 
 
@@ -50,14 +50,14 @@ def _low_end(t: dict, scale: float = 1.0) -> float:
 
 
 RULES: dict[str, Callable[[dict], str]] = {
-    # the rule auto uses: P@1 within the tolerance of none's, then the best PSP@5
+    # auto's rule until 2026-11-27: P@1 within the tolerance of none's, then the best PSP@5
     "within-tolerance": lambda trials: choose(_as_trials(trials), TOLERANCE),
     # the same, but the whole 90% interval of the P@1 gain must lie above -tolerance
     "interval-90": lambda trials: _best_psp(trials, lambda t: _low_end(t) >= -TOLERANCE),
     # the same with a 50% interval (its half-width from the 90% one's, as for a normal spread)
     "interval-50": lambda trials: _best_psp(trials, lambda t: _low_end(t, Z50_OVER_Z90) >= -TOLERANCE),
-    # no loss of P@1 at all on validation
-    "gain-nonnegative": lambda trials: _best_psp(trials, lambda t: t["gain"] >= 0),
+    # no loss of P@1 at all on validation (auto's rule since then)
+    "gain-nonnegative": lambda trials: choose(_as_trials(trials), 0.0),
     # the best validation P@1 (ties: the earlier candidate)
     "best-p1": lambda trials: max(trials, key=lambda n: trials[n]["P@1"]),
 }

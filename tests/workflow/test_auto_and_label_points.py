@@ -139,6 +139,15 @@ def test_auto_rule_by_hand():
     assert auto.choose(trials[1:], 0.2) == "b"  # no baseline: every trial is admissible
 
 
+def test_auto_admits_no_validation_loss_of_p1_by_default():
+    # a and b lose 0.1 and 0.3 P@1 for more PSP@5: out; c gains P@1; d ties none's P@1 exactly (admitted)
+    default = auto.AutoConfig().p1_tolerance
+    trials = [_trial(40.0, 20.0, "none"), _trial(39.9, 25.0, "a"), _trial(39.7, 30.0, "b"), _trial(41.0, 22.0, "c")]
+    assert auto.choose(trials, default) == "c"
+    assert auto.choose([*trials, _trial(40.0, 23.0, "d")], default) == "d"
+    assert auto.choose(trials[:3], default) == "none"
+
+
 class _FakeModel:
     def __init__(self, name: str, p1: float, psp5: float):
         self.name = name

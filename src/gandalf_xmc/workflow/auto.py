@@ -3,9 +3,10 @@
 Every candidate is trained on the same training part and scored on the same validation split
 (carved from the original training points; the test split is never seen). The rule favours the
 tail without giving up the head: among the candidates whose validation P@1 is at least the
-un-augmented model's minus ``p1_tolerance``, the one with the highest PSP@5 wins ("none" is always
-a candidate, so the choice can be "no augmentation"). Candidates run in order until the time
-budget would be exceeded; the winner's trained model is the final model, so nothing is retrained.
+un-augmented model's (less ``p1_tolerance``, 0 by default), the one with the highest PSP@5 wins
+("none" is always a candidate, so the choice can be "no augmentation"). Candidates run in order
+until the time budget would be exceeded; the search returns the winner's trained model (the
+pipeline then trains the final model again on every training point).
 
 Each finished trial is saved under ``checkpoints/auto/<name>`` with its metrics in
 ``checkpoints/auto/trials.json``, so an interrupted search resumes where it stopped.
@@ -206,7 +207,9 @@ class AutoConfig:
     """Settings of the search."""
 
     budget_seconds: float = 3600.0
-    p1_tolerance: float = 0.2  # validation P@1 points a candidate may lose against "none"
+    # validation P@1 points a candidate may lose against "none": none (docs/decisions.md, "auto
+    # admits no loss of validation P@1")
+    p1_tolerance: float = 0.0
     candidates: tuple[str, ...] | None = None  # None: every candidate the model can train on
 
 
@@ -244,7 +247,7 @@ def decided(winner: str, gain: dict | None, n_valid: int, p1_tolerance: float) -
         "sure": False,
         "why": f"validation ({n_valid:,} points) is too small to decide on P@1: {winner}'s gain over "
         f"none lies in {lo:+.2f} to {hi:+.2f} ({100 * gain['level']:.0f}% interval), which allows a larger loss "
-        f"than the rule's {p1_tolerance}; it won on PSP@5. More validation points (--valid-fraction, "
+        f"than the rule's tolerance ({p1_tolerance:g}); it won on PSP@5. More validation points (--valid-fraction, "
         "--valid-split), or none, are the safer choice where P@1 matters most",
     }
 
