@@ -4,11 +4,13 @@ rules, on rows whose answers are worked out by hand."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
 
 BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))  # suite.py, whose rows carry auto's trials
 spec = importlib.util.spec_from_file_location("auto_rules", BENCHMARKS / "auto_rules.py")
 auto_rules = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(auto_rules)
@@ -83,3 +85,22 @@ def test_rank_then_leave_one_dataset_out():
     assert loo["b"]["rule"] == "interval-90"
     assert loo["b"]["P@1 gain"] == pytest.approx(5.0)
     assert loo["b"]["PSP@5 change"] == pytest.approx(100.0)
+
+
+def test_a_suite_row_carries_each_trial_with_its_gain():
+    import suite
+
+    search = {
+        "trials": [
+            {"name": "none", "valid": {"P@1": 20.0, "PSP@5": 10.0}, "p1_hits": {"n": 8, "bits": "ff"}},
+            {"name": "a", "valid": {"P@1": 21.0, "PSP@5": 12.0}, "p1_hits": {"n": 8, "bits": "ff"}},
+            {"name": "b", "valid": {"P@1": 19.0, "PSP@5": 11.0}},  # budget cut its hits: no gain
+        ],
+        "p1_gain_over_none": {"a": {"gain": 1.0, "interval": [0.5, 1.5], "level": 0.9}},
+    }
+    assert suite.search_trials(search) == {
+        "none": {"P@1": 20.0, "PSP@5": 10.0, "n_valid": 8},
+        "a": {"P@1": 21.0, "PSP@5": 12.0, "gain": 1.0, "interval": [0.5, 1.5], "n_valid": 8},
+        "b": {"P@1": 19.0, "PSP@5": 11.0},
+    }
+    assert suite.search_trials(None) is None

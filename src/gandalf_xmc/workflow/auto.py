@@ -355,7 +355,7 @@ def search(
         )
     else:
         winner = choose(trials, config.p1_tolerance)
-        rule = f"highest valid PSP@5 among trials with valid P@1 >= P@1(none) - {config.p1_tolerance}"
+        rule = f"highest valid PSP@5 among trials with valid P@1 >= P@1(none) - {config.p1_tolerance:g}"
     chosen = next(t for t in trials if t["name"] == winner)
     model = load(work_dir / winner / "model")
     record: dict[str, Any] = {"rule": rule, "chosen": winner, "budget_seconds": config.budget_seconds, "trials": trials}
