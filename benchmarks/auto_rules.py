@@ -39,8 +39,9 @@ def _as_trials(trials: dict) -> list[dict]:
 
 
 def _best_psp(trials: dict, admissible: Callable[[dict], bool]) -> str:
-    names = [n for n, t in trials.items() if n == "none" or admissible(t)]
-    return max(names, key=lambda n: (trials[n]["PSP@5"], trials[n]["P@1"]))
+    """Auto's own pick (the best PSP@5, then P@1) among none and the trials ``admissible`` admits."""
+    kept = {n: t for n, t in trials.items() if n == "none" or admissible(t)}
+    return choose(_as_trials(kept), float("inf"))
 
 
 def _low_end(t: dict, scale: float = 1.0) -> float:

@@ -327,7 +327,7 @@ def lay_out(W: sp.csr_matrix, child_ptr: np.ndarray) -> LevelChunks:
     stride = mark_stride(child_ptr)
     compactor = _Compactor(feat.size, n_parents, n_blocks(W.shape[1]), stride, n_parents)
     feat16, end16, marks = compactor.add(0, n_parents, g_feat_lo, entry_lo, feat, feat_end, 0)
-    # the compactor's own arrays, not copies
+    # the compactor's arrays are returned as they are, not copied
     return LevelChunks(compactor.feat_lo, entry_lo.copy(), feat16, end16, marks, child, value, stride)
 
 
