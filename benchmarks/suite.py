@@ -191,19 +191,27 @@ def run_one(
 
 def search_trials(search: dict | None) -> dict | None:
     """Each auto trial's validation P@1 and PSP@5 and its P@1 gain over none with the interval
-    (the record a rule of choice can be replayed on), or ``None`` without a search."""
+    (the record a rule of choice can be replayed on), or ``None`` without a search. Where auto
+    validated on more shares, the rule read only the candidates it kept on all of them: those, with
+    their pooled figures (``folds``: how many shares)."""
     if not search:
         return None
     gains = search.get("p1_gain_over_none", {})
-    return {
-        t["name"]: {
-            "P@1": t["valid"]["P@1"],
-            "PSP@5": t["valid"]["PSP@5"],
-            **({"gain": gains[t["name"]]["gain"], "interval": gains[t["name"]]["interval"]} if t["name"] in gains else {}),
-            **({"n_valid": t["p1_hits"]["n"]} if "p1_hits" in t else {}),
+    pooled = search.get("pooled", {})
+    out = {}
+    for t in search["trials"]:
+        if t.get("fold") or (pooled and t["name"] not in pooled):
+            continue
+        name = t["name"]
+        scores = pooled.get(name, t["valid"])
+        out[name] = {
+            "P@1": scores["P@1"],
+            "PSP@5": scores["PSP@5"],
+            **({"gain": gains[name]["gain"], "interval": gains[name]["interval"]} if name in gains else {}),
+            **({"n_valid": search["pooled_points"] if name in pooled else t["p1_hits"]["n"]} if "p1_hits" in t else {}),
+            **({"folds": search["folds"]} if name in pooled else {}),
         }
-        for t in search["trials"]
-    }
+    return out
 
 
 def _reset_gpu_peak(device: str | None) -> bool:

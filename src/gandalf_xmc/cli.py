@@ -724,8 +724,9 @@ def _augment_config(
 def _say_auto_choice(search: dict, out: Path) -> None:
     chosen = search["chosen"]
     gain = search.get("p1_gain_over_none", {}).get(chosen)
+    shares = f" on {search['folds']} validation shares" if search.get("folds", 1) > 1 else ""
     sure = (
-        f"; valid P@1 {gain['gain']:+.2f} over none, {100 * gain['level']:.0f}% interval "
+        f"; valid P@1 {gain['gain']:+.2f} over none{shares}, {100 * gain['level']:.0f}% interval "
         f"{gain['interval'][0]:+.2f} to {gain['interval'][1]:+.2f}"
         if gain
         else ""

@@ -104,3 +104,10 @@ def test_a_suite_row_carries_each_trial_with_its_gain():
         "b": {"P@1": 19.0, "PSP@5": 11.0},
     }
     assert suite.search_trials(None) is None
+    # validated on two shares: the pooled figures of the candidates kept (b was ruled out on the first)
+    search["trials"] += [{**t, "fold": 1, "valid": {"P@1": 0.0, "PSP@5": 0.0}} for t in search["trials"][:2]]
+    search.update(folds=2, pooled={"none": {"P@1": 19.0, "PSP@5": 9.0}, "a": {"P@1": 20.0, "PSP@5": 13.0}}, pooled_points=16)
+    assert suite.search_trials(search) == {
+        "none": {"P@1": 19.0, "PSP@5": 9.0, "n_valid": 16, "folds": 2},
+        "a": {"P@1": 20.0, "PSP@5": 13.0, "gain": 1.0, "interval": [0.5, 1.5], "n_valid": 16, "folds": 2},
+    }

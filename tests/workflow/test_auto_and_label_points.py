@@ -21,6 +21,7 @@ from gandalf_xmc.models.neural_xmc import ModelConfig, NeuralXMC
 from gandalf_xmc.models.registry import MODELS
 from gandalf_xmc.workflow import auto
 from gandalf_xmc.workflow.pipeline import carve_validation, train_model
+from gandalf_xmc.workflow.validation import folds_available
 
 from helpers import Y_HAND, run_cli, write_tiny_dataset
 
@@ -191,6 +192,94 @@ def test_auto_search_budget_resume_and_cleanup(tmp_path):
     assert kept == ["gandalf"]  # only the winner's model stays
 
 
+class _HitsModel:
+    def __init__(self, hits: list[int], psp5: float):
+        self.hits = np.array(hits, dtype=bool)
+        self.result = TrainResult(0, 0.0, [{"epoch": 0, "P@1": 100 * self.hits.mean(), "P@5": 0.0, "PSP@1": 0.0, "PSP@5": psp5}])
+
+
+def _by_name(augment) -> str:
+    return next(n for n, a in auto.AUTO_CANDIDATES.items() if a == augment)
+
+
+def _fold_search(tmp_path, hits_by_fold: list[dict], fitted: list, resume: bool = False, max_folds: int = 5):
+    """auto.search over fake trials: ``hits_by_fold[f][name]`` is a candidate's top-1 hits on share f
+    (its P@1 their mean); PSP@5 ranks gandalf-tempered above none above gandalf."""
+    psp5 = {"none": 20.0, "gandalf-tempered": 30.0, "gandalf": 10.0}
+
+    def fitter(f):
+        def fit_one(augment, ckpt, resume_trial):
+            fitted.append((f, _by_name(augment)))
+            return _HitsModel(hits_by_fold[f][_by_name(augment)], psp5[_by_name(augment)])
+
+        return fit_one, lambda model: model.hits
+
+    def save(model, d):
+        d.mkdir(parents=True)
+        (d / "hits").write_text(json.dumps(model.hits.astype(int).tolist()))
+
+    def load(d):
+        return _HitsModel(json.loads((d / "hits").read_text()), 0.0)
+
+    fit_first, hits_first = fitter(0)
+    return auto.search(
+        fit_first,
+        save,
+        load,
+        tmp_path / "auto",
+        auto.AutoConfig(candidates=("none", "gandalf-tempered", "gandalf"), max_folds=max_folds),
+        resume=resume,
+        log=lambda _: None,
+        point_hits=hits_first,
+        extra_folds=auto.ExtraFolds(len(hits_by_fold), fitter),
+    )
+
+
+def test_auto_validates_on_more_shares_while_undecided_and_pools_them(tmp_path):
+    none = [1] * 40 + [0] * 60  # P@1 40 on each share of 100 points
+    first = {
+        "none": none,
+        "gandalf-tempered": [0] * 20 + [1] * 41 + [0] * 39,  # 41: +1 P@1, 41 points differ: undecided
+        "gandalf": [1] * 20 + [0] * 80,  # 20: its interval lies wholly below 0, so it is not validated again
+    }
+    second = {"none": none, "gandalf-tempered": [0] * 24 + [1] * 36 + [0] * 40}  # 36
+    third = {"none": none, "gandalf-tempered": [1] * 100}
+    fitted: list = []
+    model, chosen, record = _fold_search(tmp_path, [first, second, third], fitted)
+    # pooled over two shares: gandalf-tempered 77 of 200 against none's 80: out; none needs no more evidence
+    assert fitted == [(0, "none"), (0, "gandalf-tempered"), (0, "gandalf"), (1, "none"), (1, "gandalf-tempered")]
+    assert record["chosen"] == "none" and chosen.augmentation == "none" and record["folds"] == 2
+    assert record["pooled"]["gandalf-tempered"]["P@1"] == pytest.approx(38.5)
+    assert record["pooled"]["none"]["P@1"] == pytest.approx(40.0) and "gandalf" not in record["pooled"]
+    assert record["p1_gain_over_none"]["gandalf-tempered"]["gain"] == -1.5
+    assert record["decided"]["sure"] and model.hits.sum() == 40  # the first share's model of the winner
+    assert [(t["name"], t.get("fold", 0)) for t in record["trials"]] == [(n, f) for f, n in fitted]
+    assert not list((tmp_path / "auto").glob("fold-*/*"))  # the extra shares keep no model
+    # resumed: every trial is on record, nothing trains again, the same choice
+    fitted.clear()
+    _, _, again = _fold_search(tmp_path, [first, second, third], fitted, resume=True)
+    assert fitted == [] and again["chosen"] == "none" and again["folds"] == 2
+    # the second share confirms the gain instead: chosen on two shares (+15.5 P@1, its interval above 0)
+    fitted.clear()
+    second["gandalf-tempered"] = [1] * 70 + [0] * 30
+    _, _, record = _fold_search(tmp_path / "b", [first, second, third], fitted)
+    assert record["chosen"] == "gandalf-tempered" and record["folds"] == 2 and record["decided"]["sure"]
+    assert record["p1_gain_over_none"]["gandalf-tempered"]["gain"] == 15.5
+    # max_folds 1: the first share decides alone, as before
+    fitted.clear()
+    _, _, record = _fold_search(tmp_path / "c", [first, second, third], fitted, max_folds=1)
+    assert len(fitted) == 3 and record["chosen"] == "gandalf-tempered" and "folds" not in record
+    assert not record["decided"]["sure"]
+
+
+def test_auto_needs_no_more_shares_for_a_clear_choice(tmp_path):
+    none = [1] * 80 + [0] * 120  # 200 points: enough (auto.MIN_VALID_POINTS)
+    first = {"none": none, "gandalf-tempered": [1] * 120 + [0] * 80, "gandalf": none}
+    fitted: list = []
+    _, _, record = _fold_search(tmp_path, [first, {}], fitted)
+    assert [f for f, _ in fitted] == [0, 0, 0] and record["chosen"] == "gandalf-tempered" and "folds" not in record
+
+
 def test_train_auto_writes_its_choice(tiny_dir, tmp_path):
     ds = load_dataset(tiny_dir)
     from gandalf_xmc.models.registry import model_config
@@ -206,12 +295,20 @@ def test_train_auto_writes_its_choice(tiny_dir, tmp_path):
         auto_config=auto.AutoConfig(candidates=("none", "identity")),
     )
     record = json.loads((tmp_path / "m" / "auto.json").read_text())
-    assert [t["name"] for t in record["trials"]] == ["none", "identity"]
+    # one validation point a share is too few to decide: every share of the training points validates
+    folds = folds_available(ds.n_original, 0.25)
+    assert folds == 4 and record["folds"] == folds
+    assert [(t["name"], t.get("fold", 0)) for t in record["trials"]] == [
+        (n, f) for f in range(folds) for n in ("none", "identity")
+    ]
     info = json.loads((tmp_path / "m" / "training.json").read_text())
     assert info["augment"]["augmentation"] == record["chosen"]
     assert model.result is not None and model.result.history
-    # the gain from the per-point hits agrees with the two trials' own validation P@1
-    by_name = {t["name"]: t["valid"]["P@1"] for t in record["trials"]}
+    # the gain from the per-point hits agrees with the trials' own validation P@1, pooled over the shares
+    for name in ("none", "identity"):
+        own = [t["valid"]["P@1"] for t in record["trials"] if t["name"] == name]
+        assert record["pooled"][name]["P@1"] == pytest.approx(np.mean(own))
+    by_name = {name: record["pooled"][name]["P@1"] for name in ("none", "identity")}
     gain = record["p1_gain_over_none"]["identity"]
     assert gain["gain"] == pytest.approx(by_name["identity"] - by_name["none"], abs=0.01)
     assert gain["interval"][0] <= gain["gain"] <= gain["interval"][1]
@@ -248,8 +345,9 @@ def test_cli_train_auto_and_extra_options(tiny_dir, tmp_path, capsys):
     )
     assert code == 0, err
     record = json.loads((tmp_path / "m" / "auto.json").read_text())
-    assert [t["name"] for t in record["trials"]] == list(auto.candidates_for(MODELS["linear"]))
-    assert record["chosen"] == auto.choose(record["trials"], auto.AutoConfig().p1_tolerance)
+    assert [t["name"] for t in record["trials"] if not t.get("fold")] == list(auto.candidates_for(MODELS["linear"]))
+    pooled = [{"name": name, "valid": scores} for name, scores in record["pooled"].items()]  # one point a share
+    assert record["chosen"] == auto.choose(pooled, auto.AutoConfig().p1_tolerance)
     assert f"auto chose {record['chosen']}" in out
     code, out, err = run_cli(
         [
@@ -439,5 +537,6 @@ def test_train_auto_records_whether_it_decided(tiny_dir, tmp_path, capsys):
     )
     assert code == 0, err
     record = json.loads((tmp_path / "m" / "auto.json").read_text())
-    assert record["decided"]["sure"] is False  # one validation point
-    assert "note: validation has 1 point, too few to decide" in out
+    assert record["decided"]["sure"] is False  # one validation point a share, four shares pooled
+    assert record["folds"] == 4 and "note: validation has 4 points, too few to decide" in out
+    assert "over none on 4 validation shares, 90% interval" in out

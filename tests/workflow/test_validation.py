@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from gandalf_xmc.data.dataset import Split, XMCDataset
 from gandalf_xmc.errors import ConfigError
 from gandalf_xmc.features import TextFeaturizer
-from gandalf_xmc.workflow.validation import NEAR_DUPLICATE, carve_validation
+from gandalf_xmc.workflow.validation import NEAR_DUPLICATE, carve_validation, folds_available
 
 from helpers import run_cli
 
@@ -46,6 +46,25 @@ def test_random_protocol_is_a_seeded_partition():
     assert sorted(valid.uids + rest.train.uids) == sorted(ds.train.uids)
     again, valid2 = carve_validation(ds, 0.25, seed=3)
     assert valid2.uids == valid.uids
+
+
+def test_folds_are_disjoint_shares_of_one_seeded_order():
+    ds = dataset()
+    assert folds_available(120, 0.25) == 4 and folds_available(120, 0.3) == 3 and folds_available(120, 0.0) == 0
+    _, first = carve_validation(ds, 0.25, seed=3)
+    shares = [carve_validation(ds, 0.25, seed=3, fold=f) for f in range(4)]
+    assert shares[0][1].uids == first.uids  # fold 0 is the share a call without a fold holds out
+    held = [set(valid.uids) for _, valid in shares]
+    assert all(len(h) == 30 for h in held) and set().union(*held) == set(ds.train.uids)  # disjoint, all points
+    for rest, valid in shares:
+        assert sorted(rest.train.uids + valid.uids) == sorted(ds.train.uids)
+    # the new-items protocol draws point by point too; its folds drop the copies of their own points
+    rest, valid = carve_validation(ds, 0.25, seed=3, protocol="new-items", fold=2)
+    assert set(valid.uids) == held[2] and not set(rest.train.uids) & held[2]
+    with pytest.raises(ConfigError, match="no validation fold 4"):
+        carve_validation(ds, 0.25, seed=3, fold=4)
+    with pytest.raises(ConfigError, match="no validation fold 1 of the group protocol"):
+        carve_validation(ds, 0.25, seed=3, protocol="group", fold=1)
 
 
 def test_group_protocol_holds_out_whole_groups():

@@ -211,6 +211,19 @@ class AutoConfig:
     # admits no loss of validation P@1")
     p1_tolerance: float = 0.0
     candidates: tuple[str, ...] | None = None  # None: every candidate the model can train on
+    # validation shares in all while the winner's P@1 gain is undecided (docs/decisions.md, "auto
+    # validates on more shares while undecided")
+    max_folds: int = 5
+
+
+@dataclass
+class ExtraFolds:
+    """More validation shares, disjoint from the first, for a choice the first cannot decide:
+    ``available`` shares in all (the first included); ``fold(f)`` carves the f-th and returns
+    ``(fit_one, point_hits)`` on it, as :func:`search` takes them for the first."""
+
+    available: int
+    fold: Callable[[int], tuple[Callable[[AugmentConfig, Path, bool], Any], Callable[[Any], np.ndarray]]]
 
 
 def choose(trials: list[dict], p1_tolerance: float) -> str:
@@ -264,6 +277,7 @@ def search(
     point_hits: Callable[[Any], np.ndarray] | None = None,
     namesake_check: NamesakeCheck | None = None,
     weight_grid: WeightGrid | None = None,
+    extra_folds: ExtraFolds | None = None,
 ) -> tuple[object, AugmentConfig, dict]:
     """Run the trials and return ``(winning model, its AugmentConfig, record of the search)``.
 
@@ -275,7 +289,10 @@ def search(
     With ``namesake_check`` (new items; ``point_hits`` then required) each candidate also trains
     for the namesakes' part, and the choice is :func:`choose_for_new_items`'s; with ``weight_grid``
     too, each trial's own setting (a blend's weights) is :func:`choose_setting`'s, and its hits and
-    metrics are that setting's.
+    metrics are that setting's. With ``extra_folds`` (catalogue queries; ``point_hits`` then
+    required), while the winner's gain is undecided (:func:`decided`) the candidates that the
+    first share cannot rule out train on one more share, up to ``config.max_folds`` shares, and the
+    choice reads them pooled (:func:`more_folds`).
     """
     if weight_grid is not None and namesake_check is None:
         raise ValueError("a setting chosen by the forecast needs the new-items forecast (namesake_check)")
@@ -288,7 +305,7 @@ def search(
     work_dir.mkdir(parents=True, exist_ok=True)
     record_path = work_dir / "trials.json"
     trials: list[dict] = json.loads(record_path.read_text()) if resume and record_path.exists() else []
-    done = {t["name"] for t in trials}
+    done = {t["name"] for t in trials if not t.get("fold")}
     started = time.perf_counter()
     spent, n_ran = 0.0, 0  # training seconds and count of the trials run in this call
     for name in candidates:
@@ -345,6 +362,9 @@ def search(
         log(f"auto: {name}{setting}: valid P@1 {scores['P@1']:.2f}, PSP@5 {scores['PSP@5']:.2f} ({trial['seconds']:.0f} s)")
         with atomic_path(record_path) as tmp:
             tmp.write_text(json.dumps(trials, indent=1) + "\n")
+    scored, folds = [t for t in trials if not t.get("fold")], 1  # what the rule reads: the first share's trials
+    if extra_folds is not None and namesake_check is None and point_hits is not None:
+        scored, folds = more_folds(trials, extra_folds, config, seed, started, record_path, work_dir, resume, log)
     forecasts: dict[str, dict] = {}
     if namesake_check is not None:
         forecasts = new_items_forecasts(trials, namesake_check.interval)
@@ -354,14 +374,18 @@ def search(
             f"down at either end of the share of namesakes, is >= -{config.p1_tolerance}"
         )
     else:
-        winner = choose(trials, config.p1_tolerance)
+        winner = choose(scored, config.p1_tolerance)
         rule = f"highest valid PSP@5 among trials with valid P@1 >= P@1(none) - {config.p1_tolerance:g}"
-    chosen = next(t for t in trials if t["name"] == winner)
+    chosen = next(t for t in scored if t["name"] == winner)
     model = load(work_dir / winner / "model")
     record: dict[str, Any] = {"rule": rule, "chosen": winner, "budget_seconds": config.budget_seconds, "trials": trials}
+    if folds > 1:
+        record["folds"] = folds
+        record["pooled"] = {t["name"]: t["valid"] for t in scored}  # what the rule read, on every share
+        record["pooled_points"] = scored[0]["p1_hits"]["n"]
     if "setting" in chosen:  # the winner's own setting, chosen by the forecast: the final model takes it
         record["setting"] = chosen["setting"]
-    base = next((t for t in trials if t["name"] == "none" and "p1_hits" in t), None)
+    base = next((t for t in scored if t["name"] == "none" and "p1_hits" in t), None)
     if namesake_check is not None:
         record["new_items"] = {
             "share": namesake_check.share,
@@ -373,13 +397,101 @@ def search(
         record["decided"] = decided_for_new_items(winner, forecasts, n_valid, namesake_check.share)
     if base is not None:
         record["p1_gain_over_none"] = {
-            t["name"]: gain_interval(_unpack(base), _unpack(t), seed) for t in trials if "p1_hits" in t and t["name"] != "none"
+            t["name"]: gain_interval(_unpack(base), _unpack(t), seed) for t in scored if "p1_hits" in t and t["name"] != "none"
         }
         if namesake_check is None:
             record["decided"] = decided(
                 winner, record["p1_gain_over_none"].get(winner), base["p1_hits"]["n"], config.p1_tolerance
             )
     for t in trials:  # only the winner's model is worth keeping
-        if t["name"] != winner:
+        if t["name"] != winner and not t.get("fold"):
             shutil.rmtree(work_dir / t["name"] / "model", ignore_errors=True)
     return model, AugmentConfig.from_dict(chosen["augment"]), record
+
+
+def pooled_trials(trials: list[dict], names: list[str], folds: int) -> list[dict]:
+    """Each of ``names``'s trials on shares ``0 .. folds - 1`` as one trial on all their points:
+    the hits joined, each metric the mean of the shares' weighted by their points (the first
+    share's trial where ``folds`` is 1)."""
+    out = []
+    for name in names:
+        parts = [next(t for t in trials if t["name"] == name and t.get("fold", 0) == f) for f in range(folds)]
+        if folds == 1:
+            out.append(parts[0])
+            continue
+        sizes = np.array([p["p1_hits"]["n"] for p in parts], dtype=np.float64)
+        valid = {k: float(sizes @ np.array([p["valid"][k] for p in parts]) / sizes.sum()) for k in parts[0]["valid"]}
+        hits = np.concatenate([_unpack(p) for p in parts])
+        out.append({**parts[0], "valid": valid, "p1_hits": _pack(hits), "folds": folds})
+    return out
+
+
+def more_folds(
+    trials: list[dict],
+    extra: ExtraFolds,
+    config: AutoConfig,
+    seed: int,
+    started: float,
+    record_path: Path,
+    work_dir: Path,
+    resume: bool,
+    log: Callable[[str], None],
+) -> tuple[list[dict], int]:
+    """While the winner's P@1 gain over "none" is undecided on the shares so far (:func:`decided`),
+    train "none" and the candidates whose first-share interval reaches ``-p1_tolerance`` (the others
+    cannot be admitted) on one more share, within the budget and ``config.max_folds``. Returns the
+    trials the rule reads (pooled over every complete share, :func:`pooled_trials`) and how many
+    shares they cover. New trials are appended to ``trials`` (``fold`` f) and saved with them."""
+    first = [t for t in trials if not t.get("fold") and "p1_hits" in t]
+    base = next((t for t in first if t["name"] == "none"), None)
+    if base is None:
+        return [t for t in trials if not t.get("fold")], 1
+    names = ["none"] + [
+        t["name"]
+        for t in first
+        if t["name"] != "none" and gain_interval(_unpack(base), _unpack(t), seed)["interval"][1] >= -config.p1_tolerance
+    ]
+    scored, folds = pooled_trials(trials, names, 1), 1
+    seconds = {t["name"]: t["seconds"] for t in first}
+    while folds < min(config.max_folds, extra.available):
+        winner = choose(scored, config.p1_tolerance)
+        pooled_base = next(t for t in scored if t["name"] == "none")
+        gain = None
+        if winner != "none":
+            gain = gain_interval(_unpack(pooled_base), _unpack(next(t for t in scored if t["name"] == winner)), seed)
+        n_valid = pooled_base["p1_hits"]["n"]
+        if decided(winner, gain, n_valid, config.p1_tolerance)["sure"]:
+            break
+        todo = [n for n in names if not any(t["name"] == n and t.get("fold") == folds for t in trials)]
+        if time.perf_counter() - started + sum(seconds[n] for n in todo) > config.budget_seconds:
+            log(f"auto: budget of {config.budget_seconds:.0f} s reached; no validation share {folds + 1}")
+            break
+        log(
+            f"auto: {winner} is undecided on {n_valid:,} validation points; "
+            f"share {folds + 1} of at most {min(config.max_folds, extra.available)} for {', '.join(names)}"
+        )
+        fit_one, point_hits = extra.fold(folds)
+        for name in todo:
+            augment = replace(AUTO_CANDIDATES[name], seed=seed)
+            trial_dir = work_dir / f"fold-{folds}" / name
+            t0 = time.perf_counter()
+            model = fit_one(augment, trial_dir / "checkpoints", resume and holds_checkpoints(trial_dir / "checkpoints"))
+            best = model.result.history[model.result.best_epoch]
+            trials.append(
+                {
+                    "name": name,
+                    "fold": folds,
+                    "augment": asdict(augment),
+                    "seconds": time.perf_counter() - t0,
+                    "best_epoch": model.result.best_epoch,
+                    "valid": {k: best[k] for k in ("P@1", "P@5", "PSP@1", "PSP@5")},
+                    "p1_hits": _pack(point_hits(model)),
+                }
+            )
+            with atomic_path(record_path) as tmp:
+                tmp.write_text(json.dumps(trials, indent=1) + "\n")
+            shutil.rmtree(trial_dir, ignore_errors=True)  # its record holds what the choice reads
+            log(f"auto: {name} on share {folds + 1}: valid P@1 {trials[-1]['valid']['P@1']:.2f}")
+        folds += 1
+        scored = pooled_trials(trials, names, folds)
+    return scored, folds

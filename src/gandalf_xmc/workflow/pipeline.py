@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from ..models.registry import (
 from . import auto
 from .fitting import fit_model
 from .forecast import NewItems, deployment_share
-from .validation import BENCHMARK_PROTOCOLS, PROTOCOLS, carve_validation
+from .validation import BENCHMARK_PROTOCOLS, FOLD_PROTOCOLS, PROTOCOLS, carve_validation, folds_available
 
 
 @dataclass
@@ -178,6 +179,7 @@ def _train_into(
     new_items: NewItems | None = None,
 ) -> TrainedModel:
     namesake_carving = None
+    folds = None  # more validation shares for auto's choice (catalogue queries): how many, and a carver
     if new_items is not None:
         _check_new_items(augment, valid_split, valid_protocol, refit, valid_fraction)
         model_config = new_items_config(model_config)
@@ -198,6 +200,12 @@ def _train_into(
             )
         valid_source = f"{valid_protocol} share" if valid_fraction else None
         rest, valid = carve_validation(dataset, valid_fraction, config_seed(model_config), valid_protocol)
+        if valid_protocol in FOLD_PROTOCOLS and valid_fraction:
+            fraction, protocol, seed = valid_fraction, valid_protocol, config_seed(model_config)
+            folds = (
+                folds_available(dataset.n_original, fraction),
+                lambda f: carve_validation(dataset, fraction, seed, protocol, fold=f),
+            )
     if augment.augmentation == "auto" and not len(valid):
         raise ConfigError("--augment auto needs a validation split (valid fraction > 0)")
     refitting = refit and len(valid) > 0 and valid_split is None  # a given split took no training point
@@ -224,7 +232,7 @@ def _train_into(
         validation_run = done["validation_run"]
     else:
         model, augment, search, n_fit = _validation_run(
-            rest, valid, dataset, out, model_config, augment, resume, progress, auto_config, new_items, namesake_carving
+            rest, valid, dataset, out, model_config, augment, resume, progress, auto_config, new_items, namesake_carving, folds
         )
         validated = model.result
         best = validated.history[validated.best_epoch] if validated.history else {}
@@ -386,10 +394,13 @@ def _validation_run(
     auto_config,
     new_items: NewItems | None = None,
     namesake_carving: tuple[XMCDataset, Split] | None = None,
+    folds: tuple[int, Callable[[int], tuple[XMCDataset, Split]]] | None = None,
 ) -> tuple[Any, AugmentConfig, dict | None, int]:
     """Train on ``rest`` and score on ``valid``: one run, or ``auto``'s search (for new items with
-    the namesakes' part trained on ``namesake_carving``). Returns the model validated, the
-    augmentation chosen, the search's record (``auto``) and the training-set size."""
+    the namesakes' part trained on ``namesake_carving``; for catalogue queries with ``folds``, how
+    many validation shares there are and a carver of the f-th, on more shares while undecided).
+    Returns the model validated, the augmentation chosen, the search's record (``auto``) and the
+    training-set size."""
     inv = inverse_propensity(rest.original_train_Y(), *dataset.propensity_constants())
     if augment.augmentation != "auto":
         model, n_train = fit_augmented(rest, valid, inv, model_config, augment, out / "checkpoints", resume, progress)
@@ -406,9 +417,24 @@ def _validation_run(
     if auto_config.candidates is None:
         auto_config = replace(auto_config, candidates=auto.candidates_for(entry(model_name(model_config))))
 
-    def point_hits(trained) -> np.ndarray:
+    def point_hits(trained, valid: Split = valid) -> np.ndarray:
         pred = trained.predict(valid.texts, k=1 + _most_filtered(valid))
         return prepare(pred, valid.Y, 1, valid.filter_pairs).hits[:, 0]
+
+    extra = None
+    if folds is not None and new_items is None:
+        available, carve = folds
+
+        def fold(f: int):
+            part_rest, part_valid = carve(f)
+            part_inv = inverse_propensity(part_rest.original_train_Y(), *dataset.propensity_constants())
+
+            def fit_part(candidate: AugmentConfig, ckpt: Path, resume_trial: bool):
+                return fit_augmented(part_rest, part_valid, part_inv, model_config, candidate, ckpt, resume_trial, progress)[0]
+
+            return fit_part, lambda trained: point_hits(trained, part_valid)
+
+        extra = auto.ExtraFolds(available, fold)
 
     check, grid = None, None
     if new_items is not None and namesake_carving is not None:
@@ -432,6 +458,7 @@ def _validation_run(
         point_hits=point_hits,
         namesake_check=check,
         weight_grid=grid,
+        extra_folds=extra,
     )
     n_train = sizes.get(json.dumps(asdict(augment))) or len(training_set(rest, augment))  # else: an earlier run's trial
     return model, augment, search, n_train

@@ -48,14 +48,27 @@ QUERY_KINDS = {
     "not exist yet, and the share of --query-sample texts that equal a label's text)",
 }
 NEAR_DUPLICATE = 0.8  # TF-IDF cosine at which two texts count as copies of one item
+FOLD_PROTOCOLS = ("random", "new-items")  # those whose shares are drawn point by point, so folds can follow
 
 
-def carve_validation(dataset: XMCDataset, fraction: float, seed: int, protocol: str = "random") -> tuple[XMCDataset, Split]:
+def folds_available(n_points: int, fraction: float) -> int:
+    """How many disjoint validation shares of ``fraction`` (each ``round(fraction * n_points)``
+    points, at least one) ``n_points`` original training points hold, the first included."""
+    n_valid = int(round(fraction * n_points))
+    return n_points // n_valid if n_valid else 0
+
+
+def carve_validation(
+    dataset: XMCDataset, fraction: float, seed: int, protocol: str = "random", fold: int = 0
+) -> tuple[XMCDataset, Split]:
     """Split the ORIGINAL training points into (dataset with the rest as training, validation split).
 
     Extra points already in the training file (a directory written by ``gandalf augment``) stay in
     the training part, after the remaining original points. With ``new-items``, the training
-    points too close to a validation point are in neither part.
+    points too close to a validation point are in neither part. ``fold`` f > 0 (protocols
+    :data:`FOLD_PROTOCOLS`) holds out the f-th next share of the same seed's order, disjoint from
+    the shares before it (fold 0 is the share a call without ``fold`` holds out), while
+    :func:`folds_available` says there are enough points.
     """
     import numpy as np
 
@@ -67,11 +80,13 @@ def carve_validation(dataset: XMCDataset, fraction: float, seed: int, protocol: 
     n = dataset.n_original
     n_valid = int(round(fraction * n))
     rng = np.random.default_rng(seed)
+    if fold and (protocol not in FOLD_PROTOCOLS or fold >= folds_available(n, fraction)):
+        raise ConfigError(f"no validation fold {fold} of the {protocol} protocol at a share of {fraction:g}")
     if protocol in ("group", "future-family"):
         valid_mask = _group_holdout(tr.groups[:n] if tr.groups else None, n_valid, rng, protocol)
     else:
         valid_mask = np.zeros(n, dtype=bool)
-        valid_mask[rng.permutation(n)[:n_valid]] = True
+        valid_mask[rng.permutation(n)[fold * n_valid : (fold + 1) * n_valid]] = True
     train_mask = ~valid_mask
     if protocol == "new-items" and n_valid:
         train_mask &= ~_close_to(tr, n, valid_mask)
