@@ -543,6 +543,63 @@ def test_the_unit_queue_hands_out_each_unit_once_from_either_end():
     assert queue.take(from_front=True) is None and queue.take(from_front=False) is None
 
 
+def _many_units_level():
+    """A level of 40 parents with two children each (40 work units), every instance active under
+    every parent."""
+    rng = np.random.default_rng(3)
+    X = sp.csr_matrix(rng.random((30, 8), dtype=np.float32))
+    T = sp.csr_matrix((rng.random((30, 80)) < 0.3).astype(np.float32))
+    active = sp.csr_matrix(np.ones((30, 40), dtype=np.float32))
+    return X, T, active, np.repeat(np.arange(40), 2), np.ones(30)
+
+
+@pytest.mark.parametrize("stop", ["interrupt", "error"])
+def test_an_interrupted_or_failed_level_stops_after_the_running_units(stop):
+    """SIGINT in the main thread while the lanes train (or a lane's error) stops the level after
+    the units the lanes hold, not after all 40: the pool's join is short."""
+    import os
+    import signal
+    import threading
+    import time
+
+    calls: list[float] = []
+    lock = threading.Lock()
+
+    def on_progress(share: float) -> None:
+        with lock:
+            calls.append(share)
+            n = len(calls)
+        if n == 3:
+            if stop == "error":
+                raise RuntimeError("a lane failed")
+            os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.02)  # each unit takes a while: what runs after the stop is visible
+
+    with pytest.raises(KeyboardInterrupt if stop == "interrupt" else RuntimeError):
+        train_level(*_many_units_level(), TIGHT, threads=2, on_progress=on_progress)
+    assert 3 <= len(calls) <= 5  # the third unit's lane and at most one more unit on each lane
+    done = len(calls)
+    time.sleep(0.1)
+    assert len(calls) == done  # every lane was joined
+
+
+def test_a_raised_stop_flag_abandons_a_unit_before_its_passes(monkeypatch):
+    """The solver reads the level's stop flag before each pass: raised from the start, no unit
+    makes a pass, so no weight moves from 0 (a unit stopped mid-way ends within its pass)."""
+    import gandalf_xmc.engine.linear_solver as solver
+
+    level = _many_units_level()
+    assert train_level(*level, TIGHT).nnz > 0
+
+    class Stopped(solver._UnitQueue):
+        def __init__(self, units):
+            super().__init__(units)
+            self.stop[0] = 1
+
+    monkeypatch.setattr(solver, "_UnitQueue", Stopped)
+    assert train_level(*level, TIGHT).nnz == 0
+
+
 def test_huge_page_span_is_the_whole_2mib_pages_inside_the_range():
     mib = 1 << 20
     assert huge_page_span(0, 4 * mib) == (0, 4 * mib)

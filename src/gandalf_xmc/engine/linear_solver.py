@@ -103,12 +103,15 @@ class SolverParams(NamedTuple):
 class Workspace(NamedTuple):
     """A thread's scratch arrays, reused by every unit it trains: each feature's local id
     (``loc``) and a bit a feature (``seen``), each instance's local row (``row_at``, -1 outside
-    the unit), and the weights kept of each node (``counts``, filled as units finish)."""
+    the unit), the weights kept of each node (``counts``, filled as units finish), and the level's
+    stop flag (``stop``, shared by the threads: non-zero, a unit's passes end and its result is
+    not used)."""
 
     loc: np.ndarray
     seen: np.ndarray
     row_at: np.ndarray
     counts: np.ndarray
+    stop: np.ndarray
 
 
 class SiblingSolution(NamedTuple):
@@ -302,6 +305,8 @@ def _train_siblings(k_lo, k_hi, rows, parent_t, level, work, params, seed):
     order = np.arange(m)
     prefetch_weights = W.nbytes > WEIGHT_PREFETCH_BYTES
     for it in range(max_iter):
+        if work.stop[0]:  # the level was interrupted: the unit is abandoned within one pass
+            break
         pg_max[:] = 0.0  # entries at rest count as 0 (LIBLINEAR's projected gradient)
         pg_min[:] = 0.0
         if it > 0:
@@ -685,6 +690,7 @@ class _UnitQueue:
         self.units = units
         self.front, self.back = 0, len(units)
         self.lock = threading.Lock()
+        self.stop = np.zeros(1, dtype=np.uint8)  # the solver's passes read it (Workspace.stop)
 
     def take(self, from_front: bool) -> np.ndarray | None:
         with self.lock:
@@ -695,6 +701,13 @@ class _UnitQueue:
                 return self.units[self.front - 1]
             self.back -= 1
             return self.units[self.back]
+
+    def close(self) -> None:
+        """Hand out no more units, and end the units being trained within a pass (their results are
+        not to be used): the level has failed or was interrupted."""
+        with self.lock:
+            self.front = self.back
+            self.stop[0] = 1
 
 
 def _csc_lists(M: sp.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -795,23 +808,32 @@ def train_level(
             np.zeros((X.shape[1] + 63) // 64, dtype=np.uint64),
             np.full(X.shape[0], -1, dtype=np.int64),
             np.zeros(n_nodes, dtype=np.int64),
+            queue.stop,
         )
         blocks = UnitBlocks(spill_dir, i, spill_bytes)
-        while (unit := queue.take(from_front=i % 2 == 0)) is not None:
-            parent, lo, hi = (int(v) for v in unit)
-            feat, val = _train_unit(parent, lo, hi, level, workspace, params, seed)
-            blocks.add(lo, hi, feat, val)
-            if on_progress is not None:
-                unit_done(parent, lo, hi)
+        try:
+            while (unit := queue.take(from_front=i % 2 == 0)) is not None:
+                parent, lo, hi = (int(v) for v in unit)
+                feat, val = _train_unit(parent, lo, hi, level, workspace, params, seed)
+                blocks.add(lo, hi, feat, val)
+                if on_progress is not None:
+                    unit_done(parent, lo, hi)
+        except BaseException:
+            queue.close()  # the other lanes stop within a pass: the level has failed
+            raise
         return workspace.counts, blocks
 
     if lanes == 1:
         parts = [work(0)]
     else:
         with ThreadPoolExecutor(lanes) as pool:
-            with interrupts_deferred():  # every lane started is one the pool joins (lanes write spill files)
-                running = pool.map(work, range(lanes))
-            parts = list(running)
+            try:
+                with interrupts_deferred():  # every lane started is one the pool joins (lanes write spill files)
+                    running = pool.map(work, range(lanes))
+                parts = list(running)
+            except BaseException:
+                queue.close()  # interrupted: the pool joins each lane within a pass, not after the level
+                raise
     counts = sum(part[0] for part in parts)
     # every node is in one unit and a unit's nodes are consecutive: its weights are one block of W
     return assemble_level([part[1] for part in parts], counts, X.shape[1], spill_dir)
