@@ -322,16 +322,8 @@ def search(
         seconds = time.perf_counter() - t0
         spent += seconds
         n_ran += 1
-        result = model.result
-        best = result.history[result.best_epoch]
         save(model, trial_dir / "model")
-        trial = {
-            "name": name,
-            "augment": asdict(augment),
-            "seconds": seconds,
-            "best_epoch": result.best_epoch,
-            "valid": {k: best[k] for k in ("P@1", "P@5", "PSP@1", "PSP@5")},
-        }
+        trial = _trial_record(name, augment, seconds, model)
         grid = weight_grid.future(model) if weight_grid is not None else None  # its hits replace the model's own
         if point_hits is not None and grid is None:
             trial["p1_hits"] = _pack(point_hits(model))
@@ -409,6 +401,18 @@ def search(
     return model, AugmentConfig.from_dict(chosen["augment"]), record
 
 
+def _trial_record(name: str, augment: AugmentConfig, seconds: float, model) -> dict:
+    """A finished trial's record: its candidate, time, and the validation metrics of its best epoch."""
+    best = model.result.history[model.result.best_epoch]
+    return {
+        "name": name,
+        "augment": asdict(augment),
+        "seconds": seconds,
+        "best_epoch": model.result.best_epoch,
+        "valid": {k: best[k] for k in ("P@1", "P@5", "PSP@1", "PSP@5")},
+    }
+
+
 def pooled_trials(trials: list[dict], names: list[str], folds: int) -> list[dict]:
     """Each of ``names``'s trials on shares ``0 .. folds - 1`` as one trial on all their points:
     the hits joined, each metric the mean of the shares' weighted by their points (the first
@@ -476,18 +480,8 @@ def more_folds(
             trial_dir = work_dir / f"fold-{folds}" / name
             t0 = time.perf_counter()
             model = fit_one(augment, trial_dir / "checkpoints", resume and holds_checkpoints(trial_dir / "checkpoints"))
-            best = model.result.history[model.result.best_epoch]
-            trials.append(
-                {
-                    "name": name,
-                    "fold": folds,
-                    "augment": asdict(augment),
-                    "seconds": time.perf_counter() - t0,
-                    "best_epoch": model.result.best_epoch,
-                    "valid": {k: best[k] for k in ("P@1", "P@5", "PSP@1", "PSP@5")},
-                    "p1_hits": _pack(point_hits(model)),
-                }
-            )
+            trial = _trial_record(name, augment, time.perf_counter() - t0, model)
+            trials.append({**trial, "fold": folds, "p1_hits": _pack(point_hits(model))})
             with atomic_path(record_path) as tmp:
                 tmp.write_text(json.dumps(trials, indent=1) + "\n")
             shutil.rmtree(trial_dir, ignore_errors=True)  # its record holds what the choice reads

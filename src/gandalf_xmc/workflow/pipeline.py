@@ -13,6 +13,7 @@ import json
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -201,11 +202,8 @@ def _train_into(
         valid_source = f"{valid_protocol} share" if valid_fraction else None
         rest, valid = carve_validation(dataset, valid_fraction, config_seed(model_config), valid_protocol)
         if valid_protocol in FOLD_PROTOCOLS and valid_fraction:
-            fraction, protocol, seed = valid_fraction, valid_protocol, config_seed(model_config)
-            folds = (
-                folds_available(dataset.n_original, fraction),
-                lambda f: carve_validation(dataset, fraction, seed, protocol, fold=f),
-            )
+            carver = partial(carve_validation, dataset, valid_fraction, config_seed(model_config), valid_protocol)
+            folds = (folds_available(dataset.n_original, valid_fraction), lambda f: carver(fold=f))
     if augment.augmentation == "auto" and not len(valid):
         raise ConfigError("--augment auto needs a validation split (valid fraction > 0)")
     refitting = refit and len(valid) > 0 and valid_split is None  # a given split took no training point
