@@ -53,7 +53,7 @@ from gandalf_xmc.models.registry import build_model, model_config
 from gandalf_xmc.workflow import forecast
 from gandalf_xmc.workflow.fitting import fit_model
 from gandalf_xmc.workflow.forecast import paired_gain
-from gandalf_xmc.workflow.validation import carve_validation
+from gandalf_xmc.workflow.validation import carve_validation, folds_available
 
 AUGMENTS = ("none", "gandalf", "gandalf-tempered", "identity")
 
@@ -83,15 +83,25 @@ def trained(rest, augment: str, seed: int):
     return fit_model(model, training_set(rest, augment_config(augment, seed)), rest.label_texts, progress=False)
 
 
-def measure(dataset: str, seed: int, augments: tuple[str, ...]) -> list[dict]:
-    """Every augmentation's validation parts and test P@1 on ``dataset``."""
+def random_parts(model, valid, own: set[str]) -> tuple[np.ndarray, np.ndarray]:
+    """One random share's top-1 hits, and the unfiltered hits of its held-out items that are labels
+    too (their own label, left in the predictions, plays a wrong namesake)."""
+    predictions = model.predict(valid.texts, k=5)  # scored twice: filtered, and not
+    hits, _ = hits_of(predictions, valid)
+    unfiltered, kept = hits_of(predictions, valid, filter_predictions=False)
+    own_rows = np.array([uid in own for uid in valid.uids], dtype=bool)
+    return hits, unfiltered[own_rows[kept]]
+
+
+def measure(dataset: str, seed: int, augments: tuple[str, ...], folds: int = 1) -> list[dict]:
+    """Every augmentation's validation parts and test P@1 on ``dataset``; the ``random`` carve's
+    parts pooled over its first ``folds`` disjoint shares (as auto pools them while undecided)."""
     new_items = find_split_file(suite_path(dataset), NEW_ITEMS_SPLIT) is not None
     ds = load_dataset(dataset, splits=("trn", "tst", NEW_ITEMS_SPLIT) if new_items else ("trn", "tst"))
     frac = valid_fraction(ds.n_original_train or len(ds.train))
-    rest, valid = carve_validation(ds, frac, seed, "random")
+    folds = min(folds, folds_available(ds.n_original, frac))
+    carves = [carve_validation(ds, frac, seed, "random", fold=f) for f in range(folds)]
     own = set(ds.label_uids)
-    # held-out items that are labels too: their own label, unfiltered, plays a wrong namesake
-    own_rows = np.array([uid in own for uid in valid.uids])
     share, interval, future_protocol = None, None, None
     if new_items:
         share, interval = deployment_share(ds, dataset)
@@ -100,22 +110,23 @@ def measure(dataset: str, seed: int, augments: tuple[str, ...]) -> list[dict]:
     rows: list[dict] = []
     hits_by: dict[str, dict[str, np.ndarray]] = {}  # each measurement's hits by augmentation, to pair with none's
     for augment in augments:
-        predictions = trained(rest, augment, seed).predict(valid.texts, k=5)  # scored twice: filtered, and not
-        hits, _ = hits_of(predictions, valid)
-        unfiltered, kept = hits_of(predictions, valid, filter_predictions=False)
+        parts = [random_parts(trained(rest, augment, seed), valid, own) for rest, valid in carves]
+        hits, namesake = (np.concatenate(part) for part in zip(*parts))
         row = {
             "dataset": dataset,
             "seed": seed,
             "augment": augment,
             "deployment": "new items" if new_items else "catalogue items",
+            "folds": folds,
+            "n_random": int(hits.size),
             "random": 100 * hits.mean(),
-            "namesake_kept": 100 * unfiltered[own_rows[kept]].mean() if own_rows[kept].any() else None,
-            "n_namesake_kept": int(own_rows[kept].sum()),
+            "namesake_kept": 100 * namesake.mean() if namesake.size else None,
+            "n_namesake_kept": int(namesake.size),
             "share": share,
             "share_interval": interval,
             "future_protocol": future_protocol,
         }
-        measured = {"random": hits, "namesake_kept": unfiltered[own_rows[kept]]}
+        measured = {"random": hits, "namesake_kept": namesake}
         if new_items:
             measured["future"], _ = top1_hits(trained(future_rest, augment, seed), future_valid)
             row["future"] = 100 * measured["future"].mean()
@@ -238,6 +249,7 @@ def main() -> None:
     ap.add_argument("--datasets", nargs="+", default=[d.name for d in SUITE])
     ap.add_argument("--augments", nargs="+", default=list(AUGMENTS))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    ap.add_argument("--folds", type=int, default=1, help="disjoint random shares pooled a seed (auto takes up to 5)")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "foresee.json")
     ap.add_argument("--runs", type=Path, nargs="+", help="tabulate the runs of earlier --out files again (nothing is trained)")
     args = ap.parse_args()
@@ -256,7 +268,7 @@ def main() -> None:
         if not is_available(dataset):
             build(dataset)
         for seed in args.seeds:
-            rows += measure(dataset, seed, augments)
+            rows += measure(dataset, seed, augments, args.folds)
     gains = predicted_gains(rows)
     print(table(gains))
     args.out.parent.mkdir(parents=True, exist_ok=True)
