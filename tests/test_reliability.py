@@ -178,7 +178,7 @@ def test_a_label_point_positive_cost_that_is_not_a_positive_number(work, capsys)
         tmp,
         ["train", "--data", str(data), "--model", "knn", "--augment", "identity", "--label-point-positive-cost", "4"]
         + ["--out", str(tmp / "m")],
-        "a label-point positive cost (--label-point-positive-cost, gandalf-tempered-firm) applies to the linear models' solver, not to knn",
+        "a label-point positive cost (--label-point-positive-cost, gandalf-tempered-firm) applies to the models trained with a loss, not to knn",
     )
 
 

@@ -527,7 +527,7 @@ def train(
     label_point_positive_cost: Optional[float] = typer.Option(
         None,
         "--label-point-positive-cost",
-        help="Factor on the cost of a label point's positive entries (the linear models; default: the augmentation's).",
+        help="Factor on the cost of a label point's positive entries (every model but knn; default: the augmentation's).",
     ),
     auto_budget: float = typer.Option(60.0, min=0.0, help="Minutes --augment auto may spend on its trials."),
     out: Path = typer.Option(..., "--out", help="Model directory to write."),

@@ -235,13 +235,14 @@ def test_label_point_positive_cost_reaches_the_solver_for_label_points_alone(mon
     assert seen and all(p is None for _, p in seen)
 
 
-def test_a_label_point_positive_cost_is_refused_by_models_without_the_solver():
+def test_a_label_point_positive_cost_is_refused_by_models_without_a_loss():
     split = Split([str(i) for i in range(7)], TEXTS, sp.csr_matrix(Y))
     train = TrainingSet(split, np.array([False] * 5 + [True] * 2), label_point_positive_cost=4.0)
-    for name in ("knn", "astec", "dual-encoder"):
-        message = f"a label-point positive cost (--label-point-positive-cost, gandalf-tempered-firm) applies to the linear models' solver, not to {name}"
-        with pytest.raises(ConfigError, match=re.escape(message)):
-            fit_arguments(train, MODELS[name])
+    message = "a label-point positive cost (--label-point-positive-cost, gandalf-tempered-firm) applies to the models trained with a loss, not to knn"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        fit_arguments(train, MODELS["knn"])
+    for name in ("astec", "inceptionxml", "inceptionxml-lf", "dual-encoder", "ngame", "linear-knn"):  # every row with a loss
+        assert fit_arguments(train, MODELS[name])[3]["positive_weight"].tolist() == [1.0] * 5 + [4.0] * 2
     assert fit_arguments(TrainingSet(split, np.zeros(7, dtype=bool), label_point_positive_cost=4.0), MODELS["knn"])[3] == {}
 
 

@@ -33,6 +33,54 @@ def test_soft_target_is_learned_not_rounded():
     assert p[0] == pytest.approx(0.35, abs=0.03)
 
 
+def test_a_positive_factor_moves_the_soft_target_optimum():
+    # m t log(1 + e^-z) + (1 - t) log(1 + e^z) is least at sigmoid(z) = m t / (m t + 1 - t):
+    # 4 x 0.35 / (4 x 0.35 + 0.65) = 0.6829 for a firm point (m = 4) of target 0.35
+    Ysoft = sp.csr_matrix(np.array([[0.35, 0, 0, 0]], dtype=np.float32))
+    model = NeuralXMC(small_config(epochs=300, batch_size=1, lr=0.05))
+    model.fit(["alpha beta"], Ysoft, LABELS, progress=False, positive_weight=np.array([4.0]))
+    assert model.predict(["alpha beta"], k=4).toarray()[0][0] == pytest.approx(1.4 / 2.05, abs=0.03)
+
+
+def test_the_firm_loss_by_hand():
+    import math
+
+    from gandalf_xmc.models.neural_training import _soft_bce
+
+    z, t, w, m = [0.5, -1.0, 2.0], [1.0, 0.3, 0.0], [2.0, 1.0, 0.5], [4.0, 1.0, 3.0]
+
+    def entry(z, t, w, m):  # -w (m t log sigmoid(z) + (1 - t) log(1 - sigmoid(z)))
+        s = 1.0 / (1.0 + math.exp(-z))
+        return -w * (m * t * math.log(s) + (1.0 - t) * math.log(1.0 - s))
+
+    expected = sum(map(entry, z, t, w, m)) / 3
+    got = _soft_bce(*(torch.tensor(v) for v in (z, t, w, m)))
+    assert got.item() == pytest.approx(expected, rel=1e-6)
+    ones = _soft_bce(torch.tensor(z), torch.tensor(t), torch.tensor(w), torch.ones(3))  # m = 1: torch's own loss
+    plain = torch.nn.functional.binary_cross_entropy_with_logits(torch.tensor(z), torch.tensor(t), weight=torch.tensor(w))
+    assert ones.item() == pytest.approx(plain.item(), rel=1e-6)
+
+
+def test_positive_weights_reach_the_objective_and_bad_ones_are_refused(monkeypatch):
+    from gandalf_xmc.errors import ConfigError
+    from gandalf_xmc.models import neural_xmc
+
+    seen = []
+    real = neural_xmc.fit
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("positive_weight"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(neural_xmc, "fit", spy)
+    NeuralXMC(small_config(epochs=1)).fit(TEXTS, Y, LABELS, progress=False, positive_weight=np.array([1, 1, 1, 8, 8.0]))
+    NeuralXMC(small_config(epochs=1)).fit(TEXTS, Y, LABELS, progress=False)
+    assert seen[0].tolist() == [1, 1, 1, 8, 8] and seen[1] is None
+    for bad in (np.array([1.0] * 4 + [0.0]), np.array([1.0] * 4 + [np.nan]), np.ones(4)):
+        with pytest.raises(ConfigError, match="positive_weight must be 5 finite numbers > 0"):
+            NeuralXMC(small_config(epochs=1)).fit(TEXTS, Y, LABELS, progress=False, positive_weight=bad)
+
+
 def test_same_seed_same_model_and_resume_matches(tmp_path):
     a = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, checkpoint_dir=tmp_path / "a", progress=False)
     b = NeuralXMC(small_config(epochs=4)).fit(TEXTS, Y, LABELS, progress=False)

@@ -8,9 +8,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataFormatError
+from ..errors import ConfigError, DataFormatError
 
 LABELS_FILE = "labels.json.gz"
+
+
+def checked_positive_weights(positive_weight, n: int):
+    """``n`` factors on the points' positive costs as a float64 array (None stays None), each
+    finite and > 0 (a ``fit``'s ``positive_weight``)."""
+    import numpy as np  # here: the module imports without numpy (the reader's cold start)
+
+    if positive_weight is None:
+        return None
+    positives = np.asarray(positive_weight, dtype=np.float64)
+    if positives.shape != (n,) or not np.all(np.isfinite(positives) & (positives > 0)):
+        raise ConfigError(f"positive_weight must be {n:,} finite numbers > 0, one a point")
+    return positives
 
 
 def read_labels(path: str | Path) -> tuple[list[str], list[str]]:

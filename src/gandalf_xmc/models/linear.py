@@ -36,7 +36,7 @@ from ..errors import ConfigError
 from ..features import PrecomputedFeatures, TextFeaturizer, is_feature_matrix, load_featurizer
 from ..settings import check_ranges
 from ..sparse_ops import one_row
-from .base import Inputs, LabelledModel
+from .base import Inputs, LabelledModel, checked_positive_weights
 from .linear_check import check_level_rows, level_rows, read_saved
 from .spec import write_spec
 
@@ -201,7 +201,7 @@ class XRLinear(LabelledModel):
             say("compiling the solver's kernels (numba, once for this Python: about a minute) ...")
         Y = sp.csr_matrix(Y, dtype=np.float32)
         weights = _checked_weights(sample_weight, Y.shape[0])
-        positives = _checked_positive_weights(positive_weight, Y.shape[0])
+        positives = checked_positive_weights(positive_weight, Y.shape[0])
         if not given_rows:
             texts = list(texts)
         X, Z = self._fit_features(texts, label_texts, label_features, Y.shape)
@@ -446,16 +446,6 @@ def _checked_weights(sample_weight, n: int) -> np.ndarray:
     if weights.shape != (n,) or not np.all(np.isfinite(weights) & (weights >= 0)):
         raise ConfigError(f"sample_weight must be {n:,} finite numbers >= 0, one a point")
     return weights
-
-
-def _checked_positive_weights(positive_weight, n: int) -> np.ndarray | None:
-    """``n`` factors on the points' positive costs as float64 (None stays None), each finite and > 0."""
-    if positive_weight is None:
-        return None
-    positives = np.asarray(positive_weight, dtype=np.float64)
-    if positives.shape != (n,) or not np.all(np.isfinite(positives) & (positives > 0)):
-        raise ConfigError(f"positive_weight must be {n:,} finite numbers > 0, one a point")
-    return positives
 
 
 def _resident() -> str:

@@ -139,6 +139,21 @@ class TransformedBatches:
     featurize: Callable[[list[str]], object]
 
 
+def _soft_bce(
+    logits: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor | None, positive: torch.Tensor | None
+) -> torch.Tensor:
+    """The mean of ``weight x (positive x t x softplus(-z) + (1 - t) x softplus(z))``: binary
+    cross-entropy with logits against soft targets, the positive part of each entry scaled by
+    ``positive`` (broadcast like ``weight``; torch's ``pos_weight`` scales by label, not by point).
+    Without ``positive``, torch's own fused loss."""
+    if positive is None:
+        return F.binary_cross_entropy_with_logits(logits, targets, weight=weight)
+    per_entry = positive * targets * F.softplus(-logits) + (1.0 - targets) * F.softplus(logits)
+    if weight is not None:
+        per_entry = weight * per_entry
+    return per_entry.mean()
+
+
 class NetworkObjective:
     """Soft-target BCE of an :class:`XMCNetwork` over each point's cluster shortlist, plus the meta loss."""
 
@@ -154,10 +169,12 @@ class NetworkObjective:
         sample_weight: np.ndarray | None = None,
         batches: TransformedBatches | None = None,
         targets_only: np.ndarray | None = None,
+        positive_weight: np.ndarray | None = None,
     ):
         """``batches``: each batch's texts and targets go through a text transform and the batch's
         features are recomputed; ``targets_only`` marks examples whose loss covers their targets
-        only (no shortlist negatives)."""
+        only (no shortlist negatives); ``positive_weight``: each example's factor on the positive
+        part of its pairs' and clusters' loss (the linear solver's per-point positive cost)."""
         self.module = self.network = network
         self.X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
         self.Y = sp.csr_matrix(Y, dtype=np.float32)
@@ -167,6 +184,9 @@ class NetworkObjective:
         self.weights = None if sample_weight is None else torch.as_tensor(sample_weight, dtype=torch.float32, device=self.device)
         self.batches = batches
         self.targets_only = None if targets_only is None else np.asarray(targets_only, dtype=bool)
+        self.positives = (
+            None if positive_weight is None else torch.as_tensor(positive_weight, dtype=torch.float32, device=self.device)
+        )
         dense_params = network.dense_parameters()
         # a frozen encoder has no dense parameters: keep an (idle) optimizer so checkpoints look alike
         self.optimizers = {
@@ -207,12 +227,20 @@ class NetworkObjective:
             rows, labels, targets = rows[keep], labels[keep], targets[keep]
         rows_t, ids_t = torch.from_numpy(rows).to(device), torch.from_numpy(labels).to(device)
         logits = network.pair_scores(z, rows_t, ids_t).float()
-        weights = None if self.weights is None else self.weights[torch.from_numpy(idx).to(device)]
-        loss = F.binary_cross_entropy_with_logits(
-            logits, torch.from_numpy(targets).to(device), weight=None if weights is None else weights[rows_t]
+        idx_t = torch.from_numpy(idx).to(device)
+        weights = None if self.weights is None else self.weights[idx_t]
+        positives = None if self.positives is None else self.positives[idx_t]
+        loss = _soft_bce(
+            logits,
+            torch.from_numpy(targets).to(device),
+            None if weights is None else weights[rows_t],
+            None if positives is None else positives[rows_t],
         )
-        meta_loss = F.binary_cross_entropy_with_logits(
-            meta, _cluster_targets(Yb, self.assign, n_clusters, device), weight=None if weights is None else weights[:, None]
+        meta_loss = _soft_bce(
+            meta,
+            _cluster_targets(Yb, self.assign, n_clusters, device),
+            None if weights is None else weights[:, None],
+            None if positives is None else positives[:, None],
         )
         loss = loss + config.meta_loss_weight * meta_loss
         if config.correction_l2 > 0:
@@ -251,6 +279,7 @@ def fit(
     on_epoch: Callable[[dict], None] | None = None,
     batch_transform: TransformedBatches | None = None,
     label_points: LabelPoints | None = None,
+    positive_weight: np.ndarray | None = None,
 ) -> TrainResult:
     """Train ``network`` on features ``X`` and (soft) targets ``Y`` with :func:`run`.
 
@@ -263,7 +292,11 @@ def fit(
         batch_transform: an optional text transform applied to every batch (:class:`TransformedBatches`).
         label_points: which rows are label points, the share of them in each epoch, and whether
             they get shortlist negatives.
+        positive_weight: optional per-point factors on the cost of the positive part of the loss
+            (``gandalf-tempered-firm``'s label points).
     """
     targets_only = label_points.mask if label_points is not None and not label_points.negatives else None
-    objective = NetworkObjective(network, X, Y, assign, members, valid, config, sample_weight, batch_transform, targets_only)
+    objective = NetworkObjective(
+        network, X, Y, assign, members, valid, config, sample_weight, batch_transform, targets_only, positive_weight
+    )
     return run(objective, config, checkpoint_dir, resume, progress, on_epoch, label_points)

@@ -22,7 +22,7 @@ from ..errors import ConfigError
 from ..features import TextFeaturizer
 from ..settings import check_ranges
 from .astec import BagOfEmbeddings
-from .base import LabelledModel
+from .base import LabelledModel, checked_positive_weights
 from .contrastive import ContrastiveConfig, TunedEncoder, chosen_epochs, fine_tune
 from .dual_encoder import FrozenEmbeddings
 from .inception import EMBED_DIM, InceptionEncoder, WordVocabulary, token_bags
@@ -235,6 +235,7 @@ class NeuralXMC(LabelledModel):
         label_points: LabelPoints | None = None,
         batch_transform=None,
         feature_mix=None,
+        positive_weight: np.ndarray | None = None,
     ) -> NeuralXMC:
         """Train on texts ``inputs`` with (soft) targets ``Y`` and per-point loss weights
         ``sample_weight`` (1 when None).
@@ -244,15 +245,23 @@ class NeuralXMC(LabelledModel):
         and whether they get shortlist negatives; ``batch_transform``
         (:class:`~gandalf_xmc.augment.LabelMix` or :class:`~gandalf_xmc.augment.SynonymReplacement`)
         transforms every training batch; ``feature_mix`` (:class:`~gandalf_xmc.augment.FeatureMix`)
-        adds its mixed points once (families that read TF-IDF rows or sentence embeddings only).
+        adds its mixed points once (families that read TF-IDF rows or sentence embeddings only);
+        ``positive_weight`` multiplies the cost of each point's positive targets (1 when None).
 
         ngame with ``valid`` trains its classifiers twice, on the tuned encoder and on the packaged
         one (the dual-encoder), and keeps the better on validation.
         """
         began = time.perf_counter()
         given = (inputs, Y, label_texts, valid, sample_weight)  # as given: the body below rebinds some
-        rest = dict(progress=progress, label_points=label_points, batch_transform=batch_transform, feature_mix=feature_mix)
+        rest = dict(
+            progress=progress,
+            label_points=label_points,
+            batch_transform=batch_transform,
+            feature_mix=feature_mix,
+            positive_weight=positive_weight,
+        )
         texts = inputs
+        positive_weight = checked_positive_weights(positive_weight, Y.shape[0])
         if label_texts is None:
             raise ConfigError("fit needs the labels' texts (label_texts=dataset.label_texts)")
         cfg = self.config
@@ -305,7 +314,10 @@ class NeuralXMC(LabelledModel):
         if feature_mix is not None:  # drawn once, after clustering on the original points
             if self.tokens is not None:
                 raise ConfigError(f"{feature_mix.kind} mixes input vectors; {cfg.family} reads word ids")
+            n_before = Y.shape[0]
             X, Y, sample_weight, label_points = append_mixed(feature_mix, X, Y, Z, sample_weight, label_points)
+            if positive_weight is not None:  # the mixed points stand for original points: a factor of 1
+                positive_weight = np.concatenate([positive_weight, np.ones(Y.shape[0] - n_before)])
         v = None if valid is None else valid.with_inputs(self.features(valid.inputs))
         batches = None if batch_transform is None else TransformedBatches(batch_transform, list(texts), self.features)
 
@@ -325,6 +337,7 @@ class NeuralXMC(LabelledModel):
                 progress,
                 batch_transform=batches,
                 label_points=label_points,
+                positive_weight=positive_weight,
             )
 
         if self.family.label_features:

@@ -165,7 +165,7 @@ MODELS: dict[str, ModelEntry] = {
             True,
             "neural",
             on_gpu=True,
-            takes=("label_points", "batch_transform", "feature_mix"),
+            takes=("label_points", "batch_transform", "feature_mix", "positive_weight"),
         ),
         ModelEntry(
             "inceptionxml",
@@ -175,7 +175,7 @@ MODELS: dict[str, ModelEntry] = {
             True,
             "neural",
             on_gpu=True,
-            takes=("label_points", "batch_transform"),
+            takes=("label_points", "batch_transform", "positive_weight"),
         ),
         ModelEntry(
             "inceptionxml-lf",
@@ -185,7 +185,7 @@ MODELS: dict[str, ModelEntry] = {
             True,
             "neural",
             on_gpu=True,
-            takes=("label_points", "batch_transform"),
+            takes=("label_points", "batch_transform", "positive_weight"),
         ),
         ModelEntry(
             "dual-encoder",
@@ -195,7 +195,7 @@ MODELS: dict[str, ModelEntry] = {
             True,
             "neural",
             on_gpu=True,
-            takes=("label_points", "batch_transform", "feature_mix"),
+            takes=("label_points", "batch_transform", "feature_mix", "positive_weight"),
         ),
         ModelEntry(
             "ngame",
@@ -205,7 +205,7 @@ MODELS: dict[str, ModelEntry] = {
             True,
             "neural",
             on_gpu=True,
-            takes=("label_points", "batch_transform", "feature_mix"),
+            takes=("label_points", "batch_transform", "feature_mix", "positive_weight"),
         ),
         ModelEntry(
             "knn", "TF-IDF k nearest training points, training-free (a reference)", "gandalf_xmc.models.knn", "TfidfKNN", False

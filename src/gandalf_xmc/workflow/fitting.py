@@ -29,15 +29,15 @@ class LabelPointCounts(Protocol):
 def label_point_refusal(row: ModelEntry, counts: LabelPointCounts) -> str | None:
     """Why the model of ``row`` cannot train on label points that count as ``counts`` says (None:
     it can): a share a epoch and no shortlist negatives are for the models trained in epochs, a
-    factor on the positives' cost for the models whose row takes one (the linear solver's)."""
+    factor on the positives' cost for the models whose row takes one (those with a loss: all but knn)."""
     share, negatives = counts.label_point_share, counts.label_point_negatives
     if (share < 1.0 or not negatives) and not row.in_epochs:
         option = "--label-point-share" if share < 1.0 else "--no-label-point-negatives"
         return f"{option} applies to the models trained in epochs; {row.name} trains on every point alike"
     if counts.label_point_positive_cost != 1.0 and "positive_weight" not in row.takes:
         return (
-            "a label-point positive cost (--label-point-positive-cost, gandalf-tempered-firm) applies to the linear "
-            f"models' solver, not to {row.name}"
+            "a label-point positive cost (--label-point-positive-cost, gandalf-tempered-firm) applies to the models "
+            f"trained with a loss, not to {row.name}"
         )
     return None
 
