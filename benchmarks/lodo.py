@@ -9,8 +9,10 @@ leave-one-out default.
     python benchmarks/lodo.py --settings leaf_size solver.C --values leaf_size=[400] --values solver.C=[0.5] --seeds 0 1 2
     python benchmarks/lodo.py --settings solver.loss            # squared hinge or logistic (at three costs)
     python benchmarks/lodo.py --augment gandalf-tempered --settings augment.label_point_positive_cost --new-items
+    python benchmarks/lodo.py --model astec --augment gandalf-tempered --settings augment.label_point_positive_cost
 
-Settings named ``augment.*`` are the augmentation's (its recipe), the others the linear model's.
+Settings named ``augment.*`` are the augmentation's (its recipe), the others the linear model's;
+``--model`` trains another model of the table on the augmentation's settings alone.
 ``--new-items`` adds, for each dataset with labelled new items (its ``val`` split), a column scored
 on them with every training point kept: the choice is then made over random and new-items
 validation alike.
@@ -125,6 +127,7 @@ def main() -> None:
     ap.add_argument("--datasets", nargs="+", default=[d.name for d in SUITE])
     ap.add_argument("--settings", nargs="+", default=list(GRID), choices=list(GRID))
     ap.add_argument("--augment", default="none")
+    ap.add_argument("--model", default="linear", help="the model trained (another than linear: augment.* settings only)")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--new-items", action="store_true", help="also score on each dataset's labelled new items (val)")
     ap.add_argument(
@@ -135,6 +138,8 @@ def main() -> None:
         help="the values tried for a setting instead of the grid's (its default is added)",
     )
     args = ap.parse_args()
+    if args.model != "linear" and not all(name.startswith(AUGMENT) for name in args.settings):
+        ap.error(f"--model {args.model}: only the augmentation's settings (augment.*) apply to it")
     for given in args.values:
         name, values = given.split("=", 1)
         if name not in GRID:
@@ -159,7 +164,7 @@ def main() -> None:
             {
                 **run_one(
                     dataset,
-                    "linear",
+                    args.model,
                     args.augment,
                     seed,
                     split,
@@ -188,7 +193,7 @@ def main() -> None:
                     c: np.mean([r["P@1"] for r in rows if r["setting"] == name and r["value"] == value and r["column"] == c])
                     for c in names
                 }
-        print(f"\n{name} (validation P@1, augmentation {args.augment}; default {default_of(name, args.augment)})\n")
+        print(f"\n{name} (validation P@1, {args.model}, {args.augment}; default {default_of(name, args.augment)})\n")
         print("| value | " + " | ".join(names) + " | mean |")
         print("|" + " --- |" * (len(names) + 2))
         for value, by in scores.items():
@@ -220,7 +225,7 @@ def main() -> None:
             f"| {s['setting']} | {s['default']} | {chosen} | {s['most_often']} ({s['times']}/{len(names)}) | "
             f"{s['mean_left_out_change']:+.2f} ({per}) |"
         )
-    out = HERE / "results" / f"lodo-{args.augment}.json"
+    out = HERE / "results" / ("lodo-" + ("" if args.model == "linear" else f"{args.model}-") + f"{args.augment}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"runs": rows, "summary": summary}, indent=1) + "\n")
 
