@@ -207,14 +207,30 @@ def prepare(dataset: str, split: str, seed: int, work: Path) -> Path:
     return out
 
 
-def score(pred: sp.csr_matrix, data_dir: Path) -> dict:
+def score(pred: sp.csr_matrix, data_dir: Path) -> tuple[dict, np.ndarray]:
+    """The metrics of ``pred`` on the test split, and each scored item's top-1 hit (0/1; the same
+    items for every tool, to pair their P@1)."""
     from gandalf_xmc.data import load_dataset
     from gandalf_xmc.metrics import evaluate, inverse_propensity
+    from gandalf_xmc.metrics.ranking import prepare, remove_pairs
 
     ds = load_dataset(data_dir)
     inv = inverse_propensity(ds.original_train_Y(), *ds.propensity_constants())
     res = evaluate(pred, ds.test.Y, inv, (1, 5), ds.test.filter_pairs)
-    return {m: res[m] for m in METRICS}
+    top1 = prepare(pred, remove_pairs(sp.csr_matrix(ds.test.Y), ds.test.filter_pairs), 1, ds.test.filter_pairs).hits[:, 0]
+    return {m: res[m] for m in METRICS}, top1.astype(np.float64)
+
+
+def paired_gaps(rows: list[dict], hits: dict[str, np.ndarray]) -> None:
+    """Each tool's P@1 minus ours (``gandalf``) over the same test items, and the paired standard
+    error of that difference, added to its row (where ours ran)."""
+    from gandalf_xmc.workflow.forecast import paired_gain
+
+    if "gandalf" not in hits:
+        return
+    for row in rows:
+        if row["tool"] != "gandalf":
+            row["P@1_minus_ours"], row["P@1_minus_ours_se"] = paired_gain(hits[row["tool"]], hits["gandalf"])
 
 
 def peer_chars(train_dir: Path, peer_features: str) -> str:
@@ -280,6 +296,8 @@ def run_dataset(
                 wall, inner = timed(commands[tool])
                 walls[tool].append(wall)
                 inners[tool].append(inner)
+        hits: dict[str, np.ndarray] = {}
+        these: list[dict] = []
         for tool in tools:
             tool_dir = work / f"{data.name}-{training}-{tool}"
             if tool in OURS:
@@ -290,7 +308,7 @@ def run_dataset(
             else:
                 train_seconds = [inner["train_seconds"] for inner in inners[tool]]
                 _, pred_info = timed([str(python), "-c", PEER_CHILD, tool, str(data), str(tool_dir), "predict", chars])
-            metrics = score(sp.load_npz(tool_dir / "pred.npz").tocsr(), data)
+            metrics, hits[tool] = score(sp.load_npz(tool_dir / "pred.npz").tocsr(), data)
             row = {
                 "dataset": dataset,
                 "split": split,
@@ -304,8 +322,11 @@ def run_dataset(
                 **pred_info,
                 **metrics,
             }
-            rows.append(row)
+            these.append(row)
+        paired_gaps(these, hits)
+        for row in these:
             print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+        rows += these
     return rows
 
 
@@ -314,8 +335,8 @@ def table(rows: list[dict]) -> str:
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         sub = [r for r in rows if r["dataset"] == dataset]
         out.append(f"\n{dataset} ({sub[0]['split']} split{'s' if len({r['seed'] for r in sub}) > 1 else ''})\n")
-        out.append("| training | tool | process s | train s | q/s | " + " | ".join(METRICS) + " |")
-        out.append("|" + " --- |" * (len(METRICS) + 5))
+        out.append("| training | tool | process s | train s | q/s | " + " | ".join(METRICS) + " | P@1 - ours (2 SE) |")
+        out.append("|" + " --- |" * (len(METRICS) + 6))
         for training in dict.fromkeys(r["training"] for r in sub):
             ours = [r for r in sub if r["training"] == training and r["tool"] == "gandalf"]
             for tool in dict.fromkeys(r["tool"] for r in sub):
@@ -331,9 +352,13 @@ def table(rows: list[dict]) -> str:
                     if ours and tool != "gandalf"
                     else ""
                 )
+                gap = ""
+                if all("P@1_minus_ours" in r for r in rs):  # two standard errors of the mean over seeds
+                    se = 2 * np.sqrt(np.sum([r["P@1_minus_ours_se"] ** 2 for r in rs])) / len(rs)
+                    gap = f"{cell('P@1_minus_ours'):+.2f} ({se:.2f})"
                 out.append(
                     f"| {training} | {tool} | {cell('process_seconds'):.1f}{ratio} | {cell('train_seconds'):.1f} | "
-                    f"{cell('queries_per_second'):,.0f} | " + " | ".join(f"{cell(m):.2f}" for m in METRICS) + " |"
+                    f"{cell('queries_per_second'):,.0f} | " + " | ".join(f"{cell(m):.2f}" for m in METRICS) + f" | {gap} |"
                 )
     return "\n".join(out)
 

@@ -126,3 +126,13 @@ def test_an_unfiltered_own_label_counts_as_a_miss_not_as_a_hit():
     assert hits.tolist() == [0.0, 1.0]
     hits, _ = foresee.top1_hits(Fixed([1, 2], 3), split, filter_predictions=False)
     assert hits.tolist() == [1.0, 1.0]
+
+
+def test_a_random_share_gives_its_hits_and_its_own_labels_unfiltered():
+    # uids "a" and "c" are labels too (their own label, kept in the predictions, is a wrong
+    # namesake); "b" is not. Filtered, row 0's top label 0 leaves and row 2's 2 is right.
+    Y = sp.csr_matrix(np.array([[1, 1, 0], [0, 0, 1], [0, 0, 1]], dtype=np.float32))
+    split = Split(["a", "b", "c"], ["a", "b", "c"], Y, np.array([[0, 0]]))
+    hits, namesake = foresee.random_parts(Fixed([0, 2, 2], 3), split, {"a", "c"})
+    assert hits.tolist() == [0.0, 1.0, 1.0]
+    assert namesake.tolist() == [0.0, 1.0]  # rows 0 and 2 unfiltered: the namesake 0 misses, 2 hits
