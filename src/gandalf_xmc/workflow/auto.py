@@ -197,8 +197,8 @@ def decided_for_new_items(winner: str, forecasts: dict[str, dict], n_valid: int,
 
 def candidates_for(row: ModelEntry) -> tuple[str, ...]:
     """The candidates the model of ``row`` can train on (``fitting.label_point_refusal``: the
-    targets-only candidates are for the models trained in epochs, the firm one for the linear
-    solver's)."""
+    targets-only candidates are for the models trained in epochs, the firm one for every model
+    trained with a loss)."""
     return tuple(name for name, c in AUTO_CANDIDATES.items() if label_point_refusal(row, c) is None)
 
 
