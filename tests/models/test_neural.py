@@ -315,3 +315,17 @@ def test_pair_scores_backward_is_the_same_twice_with_several_threads():
         torch.testing.assert_close(net.pair_scores(z, rows, labels), want)
     finally:
         torch.set_num_threads(threads)
+
+
+def test_mixed_points_stand_for_original_points_with_weight_and_factor_one():
+    from gandalf_xmc.augment.conventional import FeatureMix, append_mixed
+    from gandalf_xmc.engine.records import LabelPoints
+
+    X = sp.csr_matrix(np.eye(5, 4, dtype=np.float32))
+    mix = FeatureMix("mixup", share=0.4, seed=0)  # 0.4 x 5 = 2 mixed points
+    weights, positives = np.array([1, 1, 1, 0.5, 0.5]), np.array([1, 1, 1, 8, 8.0])
+    X2, Y2, w, points, p = append_mixed(mix, X, Y, None, weights, LabelPoints(np.array([0, 0, 0, 1, 1], bool)), positives)
+    assert X2.shape[0] == Y2.shape[0] == 7
+    assert w.tolist() == [1, 1, 1, 0.5, 0.5, 1, 1] and p.tolist() == [1, 1, 1, 8, 8, 1, 1]
+    assert points.mask.tolist() == [False] * 3 + [True] * 2 + [False] * 2
+    assert append_mixed(mix, X, Y, None, None, None)[2:] == (None, None, None)

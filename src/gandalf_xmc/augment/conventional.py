@@ -157,14 +157,25 @@ def _mix(A, B, lam: np.ndarray):
     return (lam[:, None] * np.asarray(A) + (1.0 - lam[:, None]) * np.asarray(B)).astype(np.float32)
 
 
-def append_mixed(mix: FeatureMix, X, Y: sp.csr_matrix, Z, sample_weight: np.ndarray | None, label_points):
-    """Inputs, targets, weights and label-point marks (a ``LabelPoints`` or None) with ``mix``'s
-    points appended, as original points: like LabelMix's, they stand for training points, not
-    label points."""
+def append_mixed(
+    mix: FeatureMix,
+    X,
+    Y: sp.csr_matrix,
+    Z,
+    sample_weight: np.ndarray | None,
+    label_points,
+    positive_weight: np.ndarray | None = None,
+):
+    """Inputs, targets, weights, label-point marks (a ``LabelPoints`` or None) and factors on the
+    positives' cost with ``mix``'s points appended, as original points (weight and factor 1): like
+    LabelMix's, they stand for training points, not label points."""
     Xm, Ym = mix(X, Y, Z)
     X_all = sp.vstack([X, Xm], format="csr") if sp.issparse(X) else np.concatenate([X, Xm])
+    ones = np.ones(Ym.shape[0], dtype=np.float32)
     if sample_weight is not None:
-        sample_weight = np.concatenate([sample_weight, np.ones(Ym.shape[0], dtype=np.float32)])
+        sample_weight = np.concatenate([sample_weight, ones])
+    if positive_weight is not None:
+        positive_weight = np.concatenate([positive_weight, ones])
     if label_points is not None:
         label_points = label_points.extended(Ym.shape[0])
-    return X_all, sp.vstack([Y, Ym], format="csr", dtype=np.float32), sample_weight, label_points
+    return X_all, sp.vstack([Y, Ym], format="csr", dtype=np.float32), sample_weight, label_points, positive_weight

@@ -206,11 +206,7 @@ class XRLinear(LabelledModel):
             texts = list(texts)
         X, Z = self._fit_features(texts, label_texts, label_features, Y.shape)
         if feature_mix is not None:
-            n_before = X.shape[0]
-            X, Y, _, _ = append_mixed(feature_mix, X, Y, Z, None, None)
-            weights = np.concatenate([weights, np.ones(X.shape[0] - n_before)])
-            if positives is not None:
-                positives = np.concatenate([positives, np.ones(X.shape[0] - n_before)])
+            X, Y, weights, _, positives = append_mixed(feature_mix, X, Y, Z, weights, None, positives)
         say(f"features: {X.shape[0]:,} points x {X.shape[1]:,} features, {self.n_labels:,} labels")
         self._fit_tree_and_levels(X, Y, Z, weights, positives, checkpoint_dir, say, progress)
         seconds = time.perf_counter() - started

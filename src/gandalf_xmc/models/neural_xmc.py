@@ -314,10 +314,9 @@ class NeuralXMC(LabelledModel):
         if feature_mix is not None:  # drawn once, after clustering on the original points
             if self.tokens is not None:
                 raise ConfigError(f"{feature_mix.kind} mixes input vectors; {cfg.family} reads word ids")
-            n_before = Y.shape[0]
-            X, Y, sample_weight, label_points = append_mixed(feature_mix, X, Y, Z, sample_weight, label_points)
-            if positive_weight is not None:  # the mixed points stand for original points: a factor of 1
-                positive_weight = np.concatenate([positive_weight, np.ones(Y.shape[0] - n_before)])
+            X, Y, sample_weight, label_points, positive_weight = append_mixed(
+                feature_mix, X, Y, Z, sample_weight, label_points, positive_weight
+            )
         v = None if valid is None else valid.with_inputs(self.features(valid.inputs))
         batches = None if batch_transform is None else TransformedBatches(batch_transform, list(texts), self.features)
 
