@@ -33,7 +33,7 @@ from torch.nn.utils.parametrizations import spectral_norm
 
 from ..graph import GraphConfig, label_graph
 from ..sparse_ops import top_k_per_row
-from .network import XMCNetwork
+from .network import XMCNetwork, grouped_sum
 
 GRAPH_WORDS = 64  # words kept in a graph-weighted label text (the heaviest): bounds a label's cost
 _BAG_FIELDS = ("indptr", "indices", "weights")
@@ -73,6 +73,25 @@ def padded_size(n: int) -> int:
     while size < n:
         size = size * 2 if size < _PAD_FROM else size + size // 8
     return size
+
+
+class WeightedBags(torch.autograd.Function):
+    """``embedding_bag``'s weighted sums of rows of ``vectors`` (constant weights), with the
+    gradient of ``vectors`` summed word by word by :func:`.network.grouped_sum`: on the CPU
+    ``embedding_bag``'s own backward takes twice as long (docs/decisions.md, "Neural training on the CPU")."""
+
+    @staticmethod
+    def forward(ctx, vectors: torch.Tensor, cols: torch.Tensor, offsets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(cols, offsets, weights)
+        ctx.n_words = vectors.shape[0]
+        return F.embedding_bag(cols, vectors, offsets, mode="sum", per_sample_weights=weights)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        cols, offsets, weights = ctx.saved_tensors
+        lengths = torch.diff(offsets, append=offsets.new_tensor([cols.numel()]))
+        bags = torch.repeat_interleave(torch.arange(offsets.numel(), device=cols.device), lengths, output_size=cols.numel())
+        return grouped_sum(grad, bags, cols, weights.to(grad.dtype), ctx.n_words), None, None, None
 
 
 class LabelTextEncoder(nn.Module):
@@ -157,7 +176,10 @@ class LabelFeatureNetwork(XMCNetwork):
             cols = columns[at : at + entries.numel()]
             at += entries.numel()
             scaled = weights * self.dim**-0.5  # on the entries: fewer than the sums' dim x labels
-            out.append(F.embedding_bag(cols, vectors, offsets, mode="sum", per_sample_weights=scaled))
+            if vectors.device.type == "cpu":
+                out.append(WeightedBags.apply(vectors, cols, offsets, scaled))
+            else:
+                out.append(F.embedding_bag(cols, vectors, offsets, mode="sum", per_sample_weights=scaled))
         return out
 
     def label_text_vectors(self) -> np.ndarray:

@@ -9,6 +9,9 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 from torch import nn
+from torch.nn import functional as F
+
+PAIR_CHUNK = 1024  # pairs scored at once on the CPU: two chunk x dim blocks stay in a core's cache
 
 
 @dataclass
@@ -158,6 +161,8 @@ class XMCNetwork(nn.Module):
         uniq, inverse = torch.unique(label_ids, return_inverse=True)
         W = self._label_weights(uniq)
         b = self.label_bias(uniq).squeeze(-1)
+        if z.device.type == "cpu":
+            return PairDots.apply(z, W, rows, inverse) + torch.index_select(b, 0, inverse)
         # index_select, not z[rows]: advanced indexing's backward adds repeated rows in a thread-dependent order
         pick = torch.index_select
         return (pick(z, 0, rows) * pick(W, 0, inverse)).sum(1) + pick(b, 0, inverse)
@@ -173,3 +178,43 @@ class XMCNetwork(nn.Module):
     def dense_parameters(self) -> list[nn.Parameter]:
         sparse = {id(p) for p in self.sparse_parameters()}
         return [p for p in self.parameters() if id(p) not in sparse]
+
+
+def grouped_sum(
+    source: torch.Tensor, picks: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, n_groups: int
+) -> torch.Tensor:
+    """``out[g] = sum of weights[e] * source[picks[e]]`` over the entries ``e`` of group ``g``
+    (``n_groups x dim``; a group without entries is 0), by ``embedding_bag``: the entries are read
+    group by group, in a fixed order, without an entries x dim tensor."""
+    order = torch.argsort(groups, stable=True)
+    counts = torch.bincount(groups, minlength=n_groups)
+    offsets = torch.cumsum(counts, 0) - counts
+    picked, weighted = torch.index_select(picks, 0, order), torch.index_select(weights, 0, order)
+    return F.embedding_bag(picked, source, offsets, mode="sum", per_sample_weights=weighted)
+
+
+class PairDots(torch.autograd.Function):
+    """``(z[rows] * W[cols]).sum(1)`` computed :data:`PAIR_CHUNK` pairs at a time, its backward
+    by :func:`grouped_sum`: autograd's own writes and reads two pairs x dim tensors each way,
+    which on the CPU costs more than the arithmetic (docs/decisions.md, "Neural training on the CPU")."""
+
+    @staticmethod
+    def forward(ctx, z: torch.Tensor, W: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        dtype = torch.promote_types(z.dtype, W.dtype)
+        ctx.dtypes = (z.dtype, W.dtype)
+        z, W = z.to(dtype), W.to(dtype)
+        ctx.save_for_backward(z, W, rows, cols)
+        out = torch.empty(rows.numel(), dtype=dtype, device=z.device)
+        for start in range(0, rows.numel(), PAIR_CHUNK):
+            part = slice(start, start + PAIR_CHUNK)
+            out[part] = (torch.index_select(z, 0, rows[part]) * torch.index_select(W, 0, cols[part])).sum(1)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        z, W, rows, cols = ctx.saved_tensors
+        grad = grad.to(z.dtype)
+        z_dtype, W_dtype = ctx.dtypes
+        grad_z = grouped_sum(W, cols, rows, grad, z.shape[0]).to(z_dtype) if ctx.needs_input_grad[0] else None
+        grad_W = grouped_sum(z, rows, cols, grad, W.shape[0]).to(W_dtype) if ctx.needs_input_grad[1] else None
+        return grad_z, grad_W, None, None
