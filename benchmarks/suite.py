@@ -36,18 +36,17 @@ import numpy as np
 from gandalf_xmc.augment import AugmentConfig, training_set
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.data.dataset import find_split_file
-from gandalf_xmc.data.suite import BY_NAME, SUITE, build, is_available, suite_path
+from gandalf_xmc.data.suite import NEW_ITEMS_SPLIT, SUITE, build, groups_are_families, is_available, suite_path
 from gandalf_xmc.metrics import evaluate, inverse_propensity
 from gandalf_xmc.models.registry import build_model, model_config
 from gandalf_xmc.settings import apply_settings, parse_settings
 from gandalf_xmc.workflow.auto import AUTO_CANDIDATES
 from gandalf_xmc.workflow.fitting import fit_model
-from gandalf_xmc.workflow.forecast import NewItems, QuerySample
+from gandalf_xmc.workflow.forecast import NewItems, QuerySample, split_sample
 from gandalf_xmc.workflow.validation import BENCHMARK_PROTOCOLS, PROTOCOLS, carve_validation
 
 HERE = Path(__file__).resolve().parent
 METRICS = ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5")
-NEW_ITEMS_SPLIT = "val"  # a new-items set's labelled new items; its texts sample the deployment's queries
 
 
 def valid_fraction(n: int) -> float:
@@ -135,7 +134,7 @@ def run_one(
                 progress=False,
                 valid_split=None if given is None else (given, ds.split(given)),
                 # new items of a set whose group key names families are held out a family at a time
-                valid_protocol="group" if new_items and BY_NAME[dataset].group_is_family else "random",
+                valid_protocol="group" if new_items and groups_are_families(dataset) else "random",
                 new_items=NewItems(query_sample(ds, dataset)) if new_items else None,
             )
         fitted, chosen = trained.model, trained.search["chosen"] if trained.search else None
@@ -302,9 +301,7 @@ def query_sample(ds, dataset: str) -> QuerySample | None:
     label is read); None where ``ds`` has no such split."""
     if NEW_ITEMS_SPLIT not in ds.splits:
         return None
-    queries = ds.split(NEW_ITEMS_SPLIT)
-    family = BY_NAME[dataset].group_is_family and queries.groups
-    return QuerySample(list(queries.texts), list(queries.groups) if family else None)
+    return split_sample(ds.split(NEW_ITEMS_SPLIT), groups_are_families(dataset))
 
 
 def main() -> None:

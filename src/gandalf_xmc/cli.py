@@ -12,6 +12,7 @@ import json
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
@@ -538,8 +539,11 @@ def train(
         max=0.5,
         help="Share of training points held out for model selection and the validation report (0: none; one run on every point).",
     ),
-    valid_protocol: ValidProtocol = typer.Option(
-        "random", help="Which points are held out: " + " | ".join(f"{name}: {what}" for name, what in PROTOCOLS.items()) + "."
+    valid_protocol: Optional[ValidProtocol] = typer.Option(
+        None,
+        help="Which points are held out: "
+        + " | ".join(f"{name}: {what}" for name, what in PROTOCOLS.items())
+        + " (default: random; group for new items of a suite set whose groups are families).",
     ),
     valid_split: Optional[str] = typer.Option(
         None,
@@ -549,20 +553,20 @@ def train(
         "like the ones the model will meet, such as new items of a later release) instead of a share of the "
         "training points; every training point then trains, once (--valid-fraction and --valid-protocol unused).",
     ),
-    queries: QueryKind = typer.Option(
-        "catalogue",
+    queries: Optional[QueryKind] = typer.Option(
+        None,
         "--queries",
         help="What the deployment's queries are (how --augment auto validates): "
         + " | ".join(f"{name}: {what}" for name, what in QUERY_KINDS.items())
-        + ".",
+        + " (default: what the dataset's dataset.json says its test split holds, else catalogue).",
     ),
     query_sample: Optional[str] = typer.Option(
         None,
         "--query-sample",
         metavar="FILE",
         help="With --queries new-items: unlabelled queries the deployment meets, one a line (plain text, or JSON lines "
-        "with a 'title' or 'text' and optionally the 'group' that the sample was drawn by); without it, any share of "
-        "namesakes is allowed for.",
+        "with a 'title' or 'text' and optionally the 'group' that the sample was drawn by); without it, the texts of "
+        "the dataset's val split where it has one, else any share of namesakes is allowed for.",
     ),
     refit: bool = typer.Option(
         True,
@@ -609,12 +613,20 @@ def train(
         raise ConfigError(f"--label-point-weight must be a finite number, got {label_point_weight}")
     if valid_split is not None and valid_split in ("trn", "train"):
         raise ConfigError("--valid-split names a split other than the training split (e.g. val)")
-    if valid_split is not None and valid_protocol.value != "random":
+    if valid_split is not None and valid_protocol is not None and valid_protocol.value != "random":
         raise ConfigError("--valid-split and --valid-protocol exclude each other: the split given is the validation")
-    if query_sample is not None and queries.value != "new-items":
+    if query_sample is not None and queries is not None and queries.value != "new-items":
         raise ConfigError("--query-sample is read with --queries new-items only")
-    new_items = _new_items(query_sample) if queries.value == "new-items" else None
     ds = _load(data, splits=("trn",) if valid_split is None else ("trn", valid_split), derive_filters=derive_filters)
+    # the dataset's word on its queries is for auto's choice, where a share of training points validates it
+    declared_applies = training_set.value == "auto" and valid_split is None and refit and valid_fraction > 0
+    deployment = _deployment(ds, queries.value if queries is not None else None, query_sample, declared_applies)
+    if deployment.note:
+        _say(deployment.note)
+    if query_sample is not None and deployment.new_items is None:
+        raise ConfigError("--query-sample is read with --queries new-items only")
+    new_items = deployment.new_items
+    protocol = valid_protocol.value if valid_protocol is not None else deployment.valid_protocol
     config = model_config(model.value, seed=seed, epochs=epochs, device=device)
     config = _with_encoder_precision(apply_settings(config, parse_settings(settings or [])), encoder_precision.value)
     graph_config = (graph, delta, top_k, shrinkage, point_weights, co_label_scale, self_scale)
@@ -638,7 +650,7 @@ def train(
         progress=_show_progress(progress),
         auto_config=AutoConfig(budget_seconds=60 * auto_budget),
         force=force,
-        valid_protocol=valid_protocol.value,
+        valid_protocol=protocol,
         refit=refit,
         keep_checkpoints=keep_checkpoints,
         valid_split=None if valid_split is None else (valid_split, ds.split(valid_split)),
@@ -659,6 +671,45 @@ def train(
         f"trained {model.value} on {ds.name} ({training_set.value}) in {time.perf_counter() - started:.1f} s "
         f"all told; {epochs_note}{valid}{final} -> {out}"
     )
+
+
+@dataclass(frozen=True)
+class _Deployment:
+    """What ``gandalf train`` takes the queries to be: ``new_items`` (None: catalogue queries), the
+    validation protocol that goes with them unless one is given, and a line saying what was
+    taken from the dataset (empty when nothing was)."""
+
+    new_items: Any
+    valid_protocol: str
+    note: str = ""
+
+
+def _deployment(ds, queries: str | None, sample_file: str | None, declared_applies: bool) -> _Deployment:
+    """``--queries`` and ``--query-sample`` as given, the rest from the dataset: where
+    ``declared_applies``, a dataset whose ``dataset.json`` says its test split holds new items is
+    trained for new items, and for new items (however said) its ``val``
+    split's texts (no target read) sampling them where no sample file is given, and validates a
+    family at a time where its groups are families (a suite set that says so)."""
+    from .data import load_dataset
+    from .data.dataset import find_split_file
+    from .data.suite import NEW_ITEMS_SPLIT, groups_are_families
+    from .workflow.forecast import NewItems, split_sample
+
+    declared = ds.test_split == "new-items" and declared_applies
+    kind = queries or ("new-items" if declared else "catalogue")
+    if kind != "new-items":
+        return _Deployment(None, "random")
+    families = groups_are_families(ds.name)
+    protocol = "group" if families else "random"
+    note = "queries: new items (the dataset's dataset.json says its test split holds them)" if queries is None else ""
+    if sample_file is not None:
+        return _Deployment(_new_items(sample_file), protocol, note)
+    if ds.path is not None and find_split_file(ds.path, NEW_ITEMS_SPLIT) is not None:
+        sample = split_sample(load_dataset(ds.path, splits=(NEW_ITEMS_SPLIT,)).split(NEW_ITEMS_SPLIT), families)
+        how = ", by family" if sample.groups else ""
+        note = (note + "; " if note else "") + f"the query sample: the {NEW_ITEMS_SPLIT} split's {len(sample.texts):,} texts{how}"
+        return _Deployment(NewItems(sample), protocol, note)
+    return _Deployment(NewItems(None), protocol, note)
 
 
 def _new_items(sample_file: str | None):

@@ -331,3 +331,82 @@ def test_new_items_leave_the_blends_label_text_similarity_out_unless_its_weight_
     fixed = replace(blend, text_weight=0.5)
     assert new_items_config(fixed) == fixed
     assert new_items_config(model_config("linear", seed=0)) == model_config("linear", seed=0)
+
+
+def _declared_new_items(tmp_path, test_split="new-items"):
+    """The tiny dataset, saying in its dataset.json that its test split holds new items, with a
+    ``val`` split of two new items (one the text of a label)."""
+    data = write_tiny_dataset(tmp_path / "declared")
+    (data / "dataset.json").write_text(json.dumps({"name": "declared", "test_split": test_split}))
+    labels = [json.loads(line)["title"] for line in _lines(data / "lbl.json.gz")]
+    write_json_lines(
+        data / "val.json.gz",
+        [{"uid": "V0", "title": labels[0], "target_ind": [1]}, {"uid": "V1", "title": "a new thing", "target_ind": [0]}],
+    )
+    return data
+
+
+def _lines(path):
+    import gzip
+
+    return gzip.open(path, "rt").read().splitlines()
+
+
+def test_a_dataset_that_says_its_queries_are_new_items_trains_auto_for_them(tmp_path, capsys, monkeypatch):
+    data = _declared_new_items(tmp_path)
+    assert load_dataset(data, splits=("trn",)).test_split == "new-items"
+    args = ["train", "--data", str(data), "--no-progress", "--out", str(tmp_path / "m")]
+    code, out, err = run_cli([*args, "--augment", "auto", "--valid-fraction", "0.25"], capsys)
+    assert code == 0, err
+    assert "queries: new items (the dataset's dataset.json says" in out and "the val split's 2 texts" in out
+    assert "new_items" in json.loads((tmp_path / "m" / "auto.json").read_text())
+
+    from gandalf_xmc.workflow import pipeline
+
+    seen = {}
+
+    def handed_over(dataset, out, config, augment, *args, **kwargs):  # what train would have been given
+        seen.update(kwargs)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(pipeline, "train_model", handed_over)
+    code, _, err = run_cli([*args, "--augment", "auto", "--force"], capsys)
+    assert code == 0, err
+    # the val split's texts, not their targets, each its own family (a directory outside the suite)
+    assert seen["new_items"].sample == QuerySample(["red apple", "a new thing"], None)
+    assert seen["valid_protocol"] == "random"
+    # said otherwise on the command line, the line wins; a fixed augmentation or a labelled split
+    # to validate on forecasts nothing, so nothing is applied (nor refused)
+    for extra in (
+        ["--augment", "auto", "--queries", "catalogue"],
+        ["--augment", "none"],
+        ["--augment", "auto", "--valid-split", "val"],
+    ):
+        seen.clear()
+        code, out, err = run_cli([*args, *extra, "--force"], capsys)
+        assert code == 0, err
+        assert seen["new_items"] is None and "queries: new items" not in out, extra
+    # a sample file given wins over the val split
+    sample = tmp_path / "queries.txt"
+    sample.write_text("blue whale\n")
+    code, out, err = run_cli([*args, "--augment", "auto", "--query-sample", str(sample), "--force"], capsys)
+    assert code == 0, err
+    assert seen["new_items"].sample == QuerySample(["blue whale"], None) and "val split" not in out
+
+
+def test_a_dataset_json_with_an_unknown_test_split_is_one_line(tmp_path, capsys):
+    data = _declared_new_items(tmp_path, test_split="future")
+    code, _, err = run_cli(["train", "--data", str(data), "--out", str(tmp_path / "m"), "--no-progress"], capsys)
+    assert_clean_failure(code, err, "dataset.json", "test_split must be one of random, new-items, got 'future'")
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_split_samples_queries_by_family_only_where_groups_are_families():
+    from gandalf_xmc.data.dataset import Split
+    from gandalf_xmc.data.suite import groups_are_families
+
+    split = Split(["a", "b"], ["one", "two"], load_dataset("jargon", splits=("trn",)).train.Y[:2], groups=["f", "g"])
+    assert forecast.split_sample(split, True) == QuerySample(["one", "two"], ["f", "g"])
+    assert forecast.split_sample(split, False) == QuerySample(["one", "two"], None)
+    assert groups_are_families("debian-new-packages") and not groups_are_families("gene-ontology-new-terms")
+    assert not groups_are_families("a directory of someone else's")

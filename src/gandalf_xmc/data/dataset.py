@@ -18,6 +18,7 @@ from .suite import resolve
 
 EMBEDDED_NAME = "debian-bookworm"
 AUGMENT_METADATA = "augment.json"
+TEST_SPLITS = ("random", "new-items")  # what a dataset.json may say its test split holds
 DATASET_CARD = "dataset.json"  # name, domain and propensity constants that travel with a dataset
 SPLIT_FILTER_FILES = {"trn": "filter_labels_train.txt", "tst": "filter_labels_test.txt"}
 
@@ -55,6 +56,8 @@ class XMCDataset:
         propensity: A and B of the inverse propensity model when the dataset names them (its
             ``dataset.json``); otherwise they come from the name's preset.
         domain: what the data is about, when the dataset says.
+        test_split: what its test split holds, as its ``dataset.json`` says: ``random`` (points of
+            the training release) or ``new-items`` (items a later release adds).
     """
 
     name: str
@@ -66,6 +69,7 @@ class XMCDataset:
     propensity: tuple[float, float] | None = None
     domain: str | None = None
     notes: list[str] = field(default_factory=list)  # what loading decided on its own (e.g. derived filter pairs)
+    test_split: str = "random"
 
     @property
     def n_labels(self) -> int:
@@ -193,7 +197,13 @@ def load_dataset(
     dataset_name = name or meta.get("source_name") or card.get("name") or directory.resolve().name
     propensity = card.get("propensity") or meta.get("propensity")
     ab = (float(propensity["A"]), float(propensity["B"])) if propensity else None
-    return XMCDataset(dataset_name, label_uids, label_texts, loaded, n_original, directory, ab, card.get("domain"), notes)
+    test_split = card.get("test_split", "random")
+    if test_split not in TEST_SPLITS:
+        allowed = ", ".join(TEST_SPLITS)
+        raise DataFormatError(directory / DATASET_CARD, None, f"test_split must be one of {allowed}, got {test_split!r}")
+    return XMCDataset(
+        dataset_name, label_uids, label_texts, loaded, n_original, directory, ab, card.get("domain"), notes, test_split
+    )
 
 
 def _read_labels(directory: Path) -> tuple[list[str], list[str], str]:

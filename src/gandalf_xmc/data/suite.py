@@ -54,6 +54,15 @@ SUITE: tuple[SuiteDataset, ...] = (
     ),
 )
 BY_NAME = {d.name: d for d in SUITE}
+NEW_ITEMS_SPLIT = "val"  # a new-items set's labelled new items; its texts sample the deployment's queries
+
+
+def groups_are_families(name: str) -> bool:
+    """Whether the suite dataset ``name``'s group key names the items built together (False for a
+    name outside the suite)."""
+    return name in BY_NAME and BY_NAME[name].group_is_family
+
+
 DEFAULT_DATASET = "debian-bookworm"
 
 

@@ -55,6 +55,12 @@ class NewItems:
         return {"queries": "new-items", "sample_sha256": digest}
 
 
+def split_sample(split, families: bool) -> QuerySample:
+    """A split's texts as a sample of the queries a deployment meets (its targets unread), each
+    with its group as its family where ``families`` and the split has groups."""
+    return QuerySample(list(split.texts), list(split.groups) if families and split.groups else None)
+
+
 def namesakes(texts: list[str], label_texts: list[str]) -> np.ndarray:
     """1.0 for each of ``texts`` equal (case and spacing folded) to some label's text, else 0.0."""
     labels = {folded_text(t) for t in label_texts}
