@@ -317,6 +317,36 @@ def test_pair_scores_backward_is_the_same_twice_with_several_threads():
         torch.set_num_threads(threads)
 
 
+def test_the_cpus_pair_scores_and_label_bags_have_autograds_gradients():
+    # the hand-written backward passes, against torch's finite differences (float64), and the pair
+    # scores' gradients against autograd's own through the lookups written out (float32)
+    from gandalf_xmc.models.inception_lf import WeightedBags
+    from gandalf_xmc.models.network import PAIR_CHUNK, PairDots, grouped_sum
+
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(7, 5, dtype=torch.float64, generator=gen, requires_grad=True)
+    W = torch.randn(11, 5, dtype=torch.float64, generator=gen, requires_grad=True)
+    n = 2 * PAIR_CHUNK + 3  # several chunks and a short last one
+    rows, cols = torch.randint(0, 7, (n,), generator=gen), torch.randint(0, 11, (n,), generator=gen)
+    assert torch.autograd.gradcheck(lambda a, b: PairDots.apply(a, b, rows, cols), (z, W))
+    lengths = torch.tensor([3, 0, 5, 1, 0, 7])  # empty bags too
+    offsets = torch.cumsum(lengths, 0) - lengths
+    words = torch.randint(0, 11, (int(lengths.sum()),), generator=gen)
+    weights = torch.rand(words.numel(), dtype=torch.float64, generator=gen)
+    assert torch.autograd.gradcheck(lambda v: WeightedBags.apply(v, words, offsets, weights), (W,))
+    # grouped_sum by hand: group 0 gets 2 x source[1], group 2 gets source[0] - source[1], group 1 nothing
+    source = torch.tensor([[1.0, 2.0], [3.0, 5.0]])
+    got = grouped_sum(source, torch.tensor([1, 0, 1]), torch.tensor([0, 2, 2]), torch.tensor([2.0, 1.0, -1.0]), 3)
+    assert got.tolist() == [[6.0, 10.0], [0.0, 0.0], [-2.0, -3.0]]
+    z32, W32 = z.detach().float().requires_grad_(), W.detach().float().requires_grad_()
+    g = torch.randn(n, generator=gen)
+    (PairDots.apply(z32, W32, rows, cols) * g).sum().backward()
+    z_ref, W_ref = z.detach().float().requires_grad_(), W.detach().float().requires_grad_()
+    ((z_ref[rows] * W_ref[cols]).sum(1) * g).sum().backward()
+    torch.testing.assert_close(z32.grad, z_ref.grad)
+    torch.testing.assert_close(W32.grad, W_ref.grad)
+
+
 def test_mixed_points_stand_for_original_points_with_weight_and_factor_one():
     from gandalf_xmc.augment.conventional import FeatureMix, append_mixed
     from gandalf_xmc.engine.records import LabelPoints
