@@ -689,7 +689,7 @@ def _deployment(ds, queries: str | None, sample_file: str | None, declared_appli
     ``declared_applies``, a dataset whose ``dataset.json`` says its test split holds new items is
     trained for new items, and for new items (however said) its ``val``
     split's texts (no target read) sampling them where no sample file is given, and validates a
-    family at a time where its groups are families (a suite set that says so)."""
+    family at a time where its groups are families (its ``dataset.json``, or the suite, says so)."""
     from .data import load_dataset
     from .data.dataset import find_split_file
     from .data.suite import NEW_ITEMS_SPLIT, groups_are_families
@@ -699,7 +699,7 @@ def _deployment(ds, queries: str | None, sample_file: str | None, declared_appli
     kind = queries or ("new-items" if declared else "catalogue")
     if kind != "new-items":
         return _Deployment(None, "random")
-    families = groups_are_families(ds.name)
+    families = ds.groups_are_families or groups_are_families(ds.name)  # a copy built before dataset.json said so
     protocol = "group" if families else "random"
     note = "queries: new items (the dataset's dataset.json says its test split holds them)" if queries is None else ""
     if sample_file is not None:

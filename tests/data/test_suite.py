@@ -266,7 +266,8 @@ def test_new_items_by_hand(tmp_path):
     assert len(ds.test.filter_pairs) == 0 and len(valid.filter_pairs) == 0
     assert stats["N_test"] == 1 and stats["N_valid"] == 1
     meta = json.loads((tmp_path / "d" / "dataset.json").read_text())
-    assert meta["test_split"] == "new-items"
+    assert meta["test_split"] == "new-items" and "groups_are_families" not in meta
+    assert ds.test_split == "new-items" and not ds.groups_are_families
 
     # a label with more training points than allowed is dropped (B: A and D), and a point left without labels goes (D)
     old = [Item("A", "a", ("B", "C")), Item("B", "b", ()), Item("C", "c", ()), Item("D", "d", ("B",))]
@@ -285,6 +286,7 @@ def test_new_items_validation_takes_whole_families(tmp_path):
     new = [Item(f"n{f}-{m}", f"new {f} {m}", ("B",), f"family{f}") for f in range(200) for m in range(3)]
     write_new_items(OLD, new, tmp_path / "d", card, family_by_group=True)
     ds = load_dataset(tmp_path / "d", splits=("trn", "tst", "val"))
+    assert ds.groups_are_families  # dataset.json says so, for whoever validates a family at a time
     family = {u: u.split("-")[0] for u in ds.test.uids + ds.split("val").uids}
     tested, validated = {family[u] for u in ds.test.uids}, {family[u] for u in ds.split("val").uids}
     assert not tested & validated and len(tested | validated) == 200

@@ -386,6 +386,18 @@ def test_a_dataset_that_says_its_queries_are_new_items_trains_auto_for_them(tmp_
         code, out, err = run_cli([*args, *extra, "--force"], capsys)
         assert code == 0, err
         assert seen["new_items"] is None and "queries: new items" not in out, extra
+    # where dataset.json says a group names a family, the sample and the validation go by family
+    card = json.loads((data / "dataset.json").read_text())
+    (data / "dataset.json").write_text(json.dumps({**card, "groups_are_families": True}))
+    rows = [
+        {"uid": "V0", "title": "red apple", "target_ind": [1], "group": "f"},
+        {"uid": "V1", "title": "x", "target_ind": [0], "group": "g"},
+    ]
+    write_json_lines(data / "val.json.gz", rows)
+    code, out, err = run_cli([*args, "--augment", "auto", "--force"], capsys)
+    assert code == 0, err
+    assert seen["new_items"].sample == QuerySample(["red apple", "x"], ["f", "g"]) and seen["valid_protocol"] == "group"
+    assert "the val split's 2 texts, by family" in out
     # a sample file given wins over the val split
     sample = tmp_path / "queries.txt"
     sample.write_text("blue whale\n")
@@ -398,6 +410,10 @@ def test_a_dataset_json_with_an_unknown_test_split_is_one_line(tmp_path, capsys)
     data = _declared_new_items(tmp_path, test_split="future")
     code, _, err = run_cli(["train", "--data", str(data), "--out", str(tmp_path / "m"), "--no-progress"], capsys)
     assert_clean_failure(code, err, "dataset.json", "test_split must be one of random, new-items, got 'future'")
+    assert not (tmp_path / "m").exists()
+    (data / "dataset.json").write_text(json.dumps({"test_split": "new-items", "groups_are_families": "yes"}))
+    code, _, err = run_cli(["train", "--data", str(data), "--out", str(tmp_path / "m"), "--no-progress"], capsys)
+    assert_clean_failure(code, err, "dataset.json", "groups_are_families must be true or false, got 'yes'")
     assert not (tmp_path / "m").exists()
 
 

@@ -58,6 +58,8 @@ class XMCDataset:
         domain: what the data is about, when the dataset says.
         test_split: what its test split holds, as its ``dataset.json`` says: ``random`` (points of
             the training release) or ``new-items`` (items a later release adds).
+        groups_are_families: whether a point's group names the items built together (a source
+            package's), as its ``dataset.json`` says.
     """
 
     name: str
@@ -70,6 +72,7 @@ class XMCDataset:
     domain: str | None = None
     notes: list[str] = field(default_factory=list)  # what loading decided on its own (e.g. derived filter pairs)
     test_split: str = "random"
+    groups_are_families: bool = False
 
     @property
     def n_labels(self) -> int:
@@ -201,8 +204,11 @@ def load_dataset(
     if test_split not in TEST_SPLITS:
         allowed = ", ".join(TEST_SPLITS)
         raise DataFormatError(directory / DATASET_CARD, None, f"test_split must be one of {allowed}, got {test_split!r}")
+    families = card.get("groups_are_families", False)
+    if not isinstance(families, bool):
+        raise DataFormatError(directory / DATASET_CARD, None, f"groups_are_families must be true or false, got {families!r}")
     return XMCDataset(
-        dataset_name, label_uids, label_texts, loaded, n_original, directory, ab, card.get("domain"), notes, test_split
+        dataset_name, label_uids, label_texts, loaded, n_original, directory, ab, card.get("domain"), notes, test_split, families
     )
 
 

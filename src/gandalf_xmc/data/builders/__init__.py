@@ -165,6 +165,7 @@ def write_new_items(
         split,
         "new-items",
         filter_held_out=False,
+        groups_are_families=family_by_group,
     )
 
 
@@ -185,10 +186,12 @@ def _write(
     split: str,
     test_split: str,
     filter_held_out: bool = True,
+    groups_are_families: bool = False,
 ) -> dict:
     """The dataset directory: ``splits`` (point uids of ``trn``, ``tst`` and perhaps ``val``),
     ``labels`` (uid -> text, in label-id order), ``points`` (uid -> text, target uids, group).
-    ``filter_held_out`` False: the filter files of every split but ``trn`` are empty (new items)."""
+    ``filter_held_out`` False: the filter files of every split but ``trn`` are empty (new items);
+    ``groups_are_families``: ``dataset.json`` says that a group names the items built together."""
     label_id = {u: i for i, u in enumerate(labels)}
     filter_names = {"trn": "filter_labels_train.txt", "tst": "filter_labels_test.txt", "val": "filter_labels_val.txt"}
     with atomic_directory(out_dir, force) as staging:
@@ -214,6 +217,7 @@ def _write(
             "license": card.license,
             "split": split,
             **({"test_split": test_split} if test_split != "random" else {}),  # random: as the suite was built
+            **({"groups_are_families": True} if groups_are_families else {}),
             # the pins' sizes (what a download stops at) are left out: the suite's files predate them
             "sources": [{k: v for k, v in asdict(p).items() if k != "size"} for p in card.sources],
             "rebuild": f"gandalf datasets build {card.name} --out DIR",
