@@ -37,8 +37,9 @@ from gandalf_xmc.augment import AugmentConfig, training_set
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.data.dataset import find_split_file
 from gandalf_xmc.data.suite import NEW_ITEMS_SPLIT, SUITE, build, groups_are_families, is_available, suite_path
+from gandalf_xmc.engine.allocator import reuse_step_memory
 from gandalf_xmc.metrics import evaluate, inverse_propensity
-from gandalf_xmc.models.registry import build_model, model_config
+from gandalf_xmc.models.registry import build_model, entry, model_config
 from gandalf_xmc.settings import apply_settings, parse_settings
 from gandalf_xmc.workflow.auto import AUTO_CANDIDATES
 from gandalf_xmc.workflow.fitting import fit_model
@@ -107,7 +108,6 @@ def run_one(
     ds, rest, target, inv = scored_split(dataset, seed, split, protocol, splits)
     if hold_out:
         rest, _ = carve_validation(rest, hold_out, seed + 1000)  # another seed than the validation split's
-    from gandalf_xmc.models.registry import entry
 
     device = device if entry(model).on_gpu else None
     gpu = _reset_gpu_peak(device)
@@ -345,6 +345,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     settings = parse_settings(args.settings)
+    if any(entry(m).in_epochs for m in args.models):  # as gandalf train does for the neural models
+        reuse_step_memory()
     rows = run_grid(
         args.datasets,
         [(m, a, s) for m in args.models for a in args.augments for s in args.seeds],

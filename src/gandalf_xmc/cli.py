@@ -617,6 +617,10 @@ def train(
         raise ConfigError("--valid-split and --valid-protocol exclude each other: the split given is the validation")
     if query_sample is not None and queries is not None and queries.value != "new-items":
         raise ConfigError("--query-sample is read with --queries new-items only")
+    if MODELS[model.value].in_epochs:  # a neural model's steps reuse their temporaries (engine/allocator.py)
+        from .engine.allocator import reuse_step_memory
+
+        reuse_step_memory()
     ds = _load(data, splits=("trn",) if valid_split is None else ("trn", valid_split), derive_filters=derive_filters)
     # the dataset's word on its queries is for auto's choice, where a share of training points validates it
     declared_applies = training_set.value == "auto" and valid_split is None and refit and valid_fraction > 0
