@@ -543,7 +543,7 @@ def train(
         None,
         help="Which points are held out: "
         + " | ".join(f"{name}: {what}" for name, what in PROTOCOLS.items())
-        + " (default: random; group for new items of a suite set whose groups are families).",
+        + " (default: random; group for new items where the dataset's groups are families).",
     ),
     valid_split: Optional[str] = typer.Option(
         None,

@@ -4,8 +4,8 @@ A neural training step allocates the same tens of megabytes of temporaries every
 convolutions' buffers, the shortlist's scores). glibc serves blocks above its mmap threshold
 (dynamic, 128 KiB to 32 MiB) by mapping fresh pages and unmaps them when freed, and trims its
 heap's free top above the trim threshold: either way the next step faults every page in again.
-Raising both thresholds keeps that memory in the heap between steps (docs/decisions.md, "Neural
-training on the CPU"). The setting is process-wide, so only entry points call it.
+Raising both thresholds keeps that memory in the heap between steps (docs/decisions.md, "glibc
+keeps a step's temporaries"). The setting is process-wide, so only entry points call it.
 """
 
 from __future__ import annotations
