@@ -77,8 +77,8 @@ def padded_size(n: int) -> int:
 
 class WeightedBags(torch.autograd.Function):
     """``embedding_bag``'s weighted sums of rows of ``vectors`` (constant weights), with the
-    gradient of ``vectors`` summed word by word by :func:`.network.grouped_sum`: on the CPU
-    ``embedding_bag``'s own backward takes twice as long (docs/decisions.md, "Neural training on the CPU")."""
+    gradient of ``vectors`` summed word by word by :func:`.network.grouped_sum`, in place of
+    ``embedding_bag``'s own backward on the CPU (docs/decisions.md, "Neural training on the CPU")."""
 
     @staticmethod
     def forward(ctx, vectors: torch.Tensor, cols: torch.Tensor, offsets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
