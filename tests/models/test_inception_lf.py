@@ -130,6 +130,9 @@ def test_two_phases_fit_save_load_and_the_second_phase_keeps_the_first_phases_re
     phase = model.result.encoder_history
     assert [r["epoch"] for r in phase] == [0, 1] and all(r["phase"] == 1 for r in phase) and phase[-1]["kept"]
     assert len(model.result.history) == 2
+    # the seconds are both phases' (each epoch's record holds its own), not the second's alone
+    epochs = sum(r["seconds"] for r in phase + model.result.history)
+    assert model.result.seconds >= epochs > sum(r["seconds"] for r in model.result.history)
     # the free vectors trained on from where the second phase started them; the clusters are the second phase's
     assert model.network.labels.weight.abs().sum() > 0
     assert model.assign.shape == (4,)

@@ -366,9 +366,10 @@ class NeuralXMC(LabelledModel):
         resume: bool,
     ) -> TrainResult:
         """InceptionXML-LF's two phases (:mod:`.inception_lf`); the second's record, the first's
-        epochs as its ``encoder_history`` (``phase`` 1). A resumed run resumes the phase it was in:
-        a finished first phase only reloads its best weights."""
+        epochs as its ``encoder_history`` (``phase`` 1), the seconds and examples a second of both.
+        A resumed run resumes the phase it was in: a finished first phase only reloads its best weights."""
         assert isinstance(self.network, LabelFeatureNetwork)
+        began = time.perf_counter()
         cfg, network = self.config, self.network
         original = Y if label_points is None else Y[~label_points.mask]
         encoder: Any = network.encoder  # InceptionEncoder
@@ -385,6 +386,9 @@ class NeuralXMC(LabelledModel):
         result = train(cfg.train, second_dir, resume and has_checkpoint(second_dir))
         best = first_result.best_epoch
         result.encoder_history = [{"phase": 1, **r, "kept": r["epoch"] == best} for r in first_result.history]
+        result.seconds = time.perf_counter() - began  # both phases and the reclustering between them
+        seen = sum(r["examples"] for r in first_result.history + result.history)
+        result.examples_per_second = seen / max(result.seconds, 1e-9)
         return result
 
     def _keep_the_better(self, packaged: NeuralXMC) -> None:
