@@ -47,7 +47,7 @@ from suite import HERE, NEW_ITEMS_SPLIT, augment_config, query_sample, valid_fra
 from gandalf_xmc.augment import training_set
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.data.dataset import find_split_file
-from gandalf_xmc.data.suite import SUITE, build, groups_are_families, is_available, suite_path
+from gandalf_xmc.data.suite import SUITE, build, is_available, suite_path
 from gandalf_xmc.metrics.ranking import prepare, remove_pairs
 from gandalf_xmc.models.registry import build_model, model_config
 from gandalf_xmc.workflow import forecast
@@ -105,7 +105,7 @@ def measure(dataset: str, seed: int, augments: tuple[str, ...], folds: int = 1) 
     share, interval, future_protocol = None, None, None
     if new_items:
         share, interval = deployment_share(ds, dataset)
-        future_protocol = "future-family" if groups_are_families(dataset) else "future"
+        future_protocol = "future-family" if ds.groups_are_families else "future"
         future_rest, future_valid = carve_validation(ds, frac, seed, future_protocol)
     rows: list[dict] = []
     hits_by: dict[str, dict[str, np.ndarray]] = {}  # each measurement's hits by augmentation, to pair with none's

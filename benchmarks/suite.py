@@ -36,14 +36,14 @@ import numpy as np
 from gandalf_xmc.augment import AugmentConfig, training_set
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.data.dataset import find_split_file
-from gandalf_xmc.data.suite import NEW_ITEMS_SPLIT, SUITE, build, groups_are_families, is_available, suite_path
+from gandalf_xmc.data.suite import NEW_ITEMS_SPLIT, SUITE, build, is_available, suite_path
 from gandalf_xmc.engine.allocator import reuse_step_memory
 from gandalf_xmc.metrics import evaluate, inverse_propensity
 from gandalf_xmc.models.registry import build_model, entry, model_config
 from gandalf_xmc.settings import apply_settings, parse_settings
 from gandalf_xmc.workflow.auto import AUTO_CANDIDATES
 from gandalf_xmc.workflow.fitting import fit_model
-from gandalf_xmc.workflow.forecast import NewItems, QuerySample, split_sample
+from gandalf_xmc.workflow.forecast import QuerySample, deployment_for, split_sample
 from gandalf_xmc.workflow.validation import BENCHMARK_PROTOCOLS, PROTOCOLS, carve_validation
 
 HERE = Path(__file__).resolve().parent
@@ -106,6 +106,7 @@ def run_one(
     if new_items and NEW_ITEMS_SPLIT not in splits and find_split_file(suite_path(dataset), NEW_ITEMS_SPLIT):
         splits += (NEW_ITEMS_SPLIT,)
     ds, rest, target, inv = scored_split(dataset, seed, split, protocol, splits)
+    deployment = deployment_for(ds, "new-items" if new_items else "catalogue", None, False)
     if hold_out:
         rest, _ = carve_validation(rest, hold_out, seed + 1000)  # another seed than the validation split's
 
@@ -133,9 +134,9 @@ def run_one(
                 valid_fraction=valid_fraction(rest.n_original_train or len(rest.train)),
                 progress=False,
                 valid_split=None if given is None else (given, ds.split(given)),
-                # new items of a set whose group key names families are held out a family at a time
-                valid_protocol="group" if new_items and groups_are_families(dataset) else "random",
-                new_items=NewItems(query_sample(ds, dataset)) if new_items else None,
+                # as gandalf train reads --queries new-items: the val split's texts, by family where groups are families
+                valid_protocol=deployment.valid_protocol,
+                new_items=deployment.new_items,
             )
         fitted, chosen = trained.model, trained.search["chosen"] if trained.search else None
         forecast = (trained.search or {}).get("new_items")
@@ -301,7 +302,7 @@ def query_sample(ds, dataset: str) -> QuerySample | None:
     label is read); None where ``ds`` has no such split."""
     if NEW_ITEMS_SPLIT not in ds.splits:
         return None
-    return split_sample(ds.split(NEW_ITEMS_SPLIT), groups_are_families(dataset))
+    return split_sample(ds.split(NEW_ITEMS_SPLIT), ds.groups_are_families)
 
 
 def main() -> None:

@@ -12,7 +12,6 @@ import json
 import signal
 import sys
 import time
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
@@ -607,6 +606,7 @@ def train(
     from .models.registry import model_config
     from .settings import apply_settings, parse_settings
     from .workflow.auto import AutoConfig
+    from .workflow.forecast import deployment_for
     from .workflow.pipeline import train_model
 
     if label_point_weight is not None and label_point_weight != label_point_weight or label_point_weight == float("inf"):
@@ -624,7 +624,8 @@ def train(
     ds = _load(data, splits=("trn",) if valid_split is None else ("trn", valid_split), derive_filters=derive_filters)
     # the dataset's word on its queries is for auto's choice, where a share of training points validates it
     declared_applies = training_set.value == "auto" and valid_split is None and refit and valid_fraction > 0
-    deployment = _deployment(ds, queries.value if queries is not None else None, query_sample, declared_applies)
+    read_sample = None if query_sample is None else (lambda: _query_sample(query_sample))
+    deployment = deployment_for(ds, queries.value if queries is not None else None, read_sample, declared_applies)
     if deployment.note:
         _say(deployment.note)
     if query_sample is not None and deployment.new_items is None:
@@ -677,53 +678,12 @@ def train(
     )
 
 
-@dataclass(frozen=True)
-class _Deployment:
-    """What ``gandalf train`` takes the queries to be: ``new_items`` (None: catalogue queries), the
-    validation protocol that goes with them unless one is given, and a line saying what was
-    taken from the dataset (empty when nothing was)."""
-
-    new_items: Any
-    valid_protocol: str
-    note: str = ""
-
-
-def _deployment(ds, queries: str | None, sample_file: str | None, declared_applies: bool) -> _Deployment:
-    """``--queries`` and ``--query-sample`` as given, the rest from the dataset: where
-    ``declared_applies``, a dataset whose ``dataset.json`` says its test split holds new items is
-    trained for new items, and for new items (however said) its ``val``
-    split's texts (no target read) sampling them where no sample file is given, and validates a
-    family at a time where its groups are families (its ``dataset.json``, or the suite, says so)."""
-    from .data import load_dataset
-    from .data.dataset import find_split_file
-    from .data.suite import NEW_ITEMS_SPLIT, groups_are_families
-    from .workflow.forecast import NewItems, split_sample
-
-    declared = ds.test_split == "new-items" and declared_applies
-    kind = queries or ("new-items" if declared else "catalogue")
-    if kind != "new-items":
-        return _Deployment(None, "random")
-    families = ds.groups_are_families or groups_are_families(ds.name)  # a copy built before dataset.json said so
-    protocol = "group" if families else "random"
-    note = "queries: new items (the dataset's dataset.json says its test split holds them)" if queries is None else ""
-    if sample_file is not None:
-        return _Deployment(_new_items(sample_file), protocol, note)
-    if ds.path is not None and find_split_file(ds.path, NEW_ITEMS_SPLIT) is not None:
-        sample = split_sample(load_dataset(ds.path, splits=(NEW_ITEMS_SPLIT,)).split(NEW_ITEMS_SPLIT), families)
-        how = ", by family" if sample.groups else ""
-        note = (note + "; " if note else "") + f"the query sample: the {NEW_ITEMS_SPLIT} split's {len(sample.texts):,} texts{how}"
-        return _Deployment(NewItems(sample), protocol, note)
-    return _Deployment(NewItems(None), protocol, note)
-
-
-def _new_items(sample_file: str | None):
-    """The new-items deployment of ``--queries new-items``, with the texts (and groups) of ``--query-sample``."""
+def _query_sample(sample_file: str):
+    """The texts (and groups) of ``--query-sample``: the queries of a new-items deployment."""
     from .errors import DataFormatError
     from .predictor import read_queries
-    from .workflow.forecast import NewItems, QuerySample
+    from .workflow.forecast import QuerySample
 
-    if sample_file is None:
-        return NewItems(None)
     texts, groups = [], []
     for text, _, fields in read_queries(sample_file):
         texts.append(text)
@@ -733,7 +693,7 @@ def _new_items(sample_file: str | None):
         raise DataFormatError(sample_file, None, "the query sample holds no query")
     if any(g is None for g in groups) and any(g is not None for g in groups):
         raise DataFormatError(sample_file, None, "give a 'group' on every line of the query sample or on none")
-    return NewItems(QuerySample(texts, groups if groups[0] is not None else None))
+    return QuerySample(texts, groups if groups[0] is not None else None)
 
 
 def _with_encoder_precision(config, precision: str):

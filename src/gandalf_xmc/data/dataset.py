@@ -59,7 +59,7 @@ class XMCDataset:
         test_split: what its test split holds, as its ``dataset.json`` says: ``random`` (points of
             the training release) or ``new-items`` (items a later release adds).
         groups_are_families: whether a point's group names the items built together (a source
-            package's), as its ``dataset.json`` says.
+            package's), as its ``dataset.json`` says (else the suite, by the dataset's name).
     """
 
     name: str
@@ -204,7 +204,11 @@ def load_dataset(
     if test_split not in TEST_SPLITS:
         allowed = ", ".join(TEST_SPLITS)
         raise DataFormatError(directory / DATASET_CARD, None, f"test_split must be one of {allowed}, got {test_split!r}")
-    families = card.get("groups_are_families", False)
+    families = card.get("groups_are_families")
+    if families is None:  # a copy built before dataset.json said so: the suite knows it by name
+        from .suite import groups_are_families
+
+        families = groups_are_families(dataset_name)
     if not isinstance(families, bool):
         raise DataFormatError(directory / DATASET_CARD, None, f"groups_are_families must be true or false, got {families!r}")
     return XMCDataset(

@@ -17,6 +17,7 @@ gain carries its paired standard error over the validation items.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,6 +54,50 @@ class NewItems:
                 h.update(f"{text}\x00{group}\x01".encode())
             digest = h.hexdigest()
         return {"queries": "new-items", "sample_sha256": digest}
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What a training takes its queries to be: ``new_items`` (None: catalogue queries), the
+    validation protocol that goes with them unless one is given, and a line saying what was taken
+    from the dataset (empty when nothing was)."""
+
+    new_items: NewItems | None
+    valid_protocol: str
+    note: str = ""
+
+
+def deployment_for(
+    dataset, queries: str | None, read_sample: Callable[[], QuerySample] | None, declared_applies: bool
+) -> Deployment:
+    """``queries`` as given, the rest from ``dataset``: where ``declared_applies``, a dataset whose
+    ``dataset.json`` says its test split holds new items is trained for new items. For new items
+    (however said) ``read_sample`` gives the sample, read only then; without it the dataset's ``val``
+    split's texts (no target read) sample them; validation takes a family at a time where the
+    dataset's groups are families."""
+    from ..data import load_dataset
+    from ..data.dataset import find_split_file
+    from ..data.suite import NEW_ITEMS_SPLIT
+
+    declared = dataset.test_split == "new-items" and declared_applies
+    kind = queries or ("new-items" if declared else "catalogue")
+    if kind != "new-items":
+        return Deployment(None, "random")
+    families = dataset.groups_are_families
+    protocol = "group" if families else "random"
+    note = "queries: new items (the dataset's dataset.json says its test split holds them)" if queries is None else ""
+    if read_sample is not None:
+        return Deployment(NewItems(read_sample()), protocol, note)
+    if NEW_ITEMS_SPLIT in dataset.splits:
+        split = dataset.split(NEW_ITEMS_SPLIT)
+    elif dataset.path is not None and find_split_file(dataset.path, NEW_ITEMS_SPLIT) is not None:
+        split = load_dataset(dataset.path, splits=(NEW_ITEMS_SPLIT,)).split(NEW_ITEMS_SPLIT)
+    else:
+        return Deployment(NewItems(None), protocol, note)
+    found = split_sample(split, families)
+    how = ", by family" if found.groups else ""
+    note = (note + "; " if note else "") + f"the query sample: the {NEW_ITEMS_SPLIT} split's {len(found.texts):,} texts{how}"
+    return Deployment(NewItems(found), protocol, note)
 
 
 def split_sample(split, families: bool) -> QuerySample:
