@@ -471,8 +471,15 @@ def test_auto_candidates_for_each_model_kind():
     linear, neural = auto.candidates_for(MODELS["linear"]), auto.candidates_for(MODELS["astec"])
     targets_only = [n for n, c in auto.AUTO_CANDIDATES.items() if not c.label_point_negatives]
     firm = [n for n, c in auto.AUTO_CANDIDATES.items() if c.label_point_positive_cost != 1.0]
-    assert targets_only == ["identity-targets-only", "gandalf-tempered-targets-only"]
-    assert firm == ["gandalf-tempered-firm"]
+    assert targets_only == [
+        "identity-targets-only",
+        "gandalf-tempered-targets-only",
+        "gandalf-tempered-firm-targets-only",
+        "gandalf-targets-only",
+    ]
+    assert firm == ["gandalf-tempered-firm", "gandalf-tempered-firm-targets-only"]
+    firm_targets_only = auto.AUTO_CANDIDATES["gandalf-tempered-firm-targets-only"]
+    assert replace(firm_targets_only, label_point_negatives=True) == auto.AUTO_CANDIDATES["gandalf-tempered-firm"]
     assert auto.candidates_for(MODELS["linear-knn"]) == linear and "none" in linear
     assert auto.candidates_for(MODELS["knn"]) == tuple(n for n in linear if n not in firm)  # no loss to weigh them
     assert set(neural) == set(auto.AUTO_CANDIDATES)  # their loss takes the firm factor too

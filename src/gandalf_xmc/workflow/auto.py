@@ -40,7 +40,8 @@ from .forecast import forecast_from_hits
 # Candidates, most promising first (the budget may cut the list short); docs/decisions.md
 # ("Augmentation with the linear model") gives the validation figures behind the list and its
 # order. "gandalf-tempered" is the preset of that name; "-targets-only" candidates (models trained
-# in epochs) give a label point no shortlist negatives.
+# in epochs) give a label point no shortlist negatives (the last two: "Label points without
+# shortlist negatives for the neural models" there).
 AUTO_CANDIDATES: dict[str, AugmentConfig] = {
     "none": AugmentConfig("none"),
     "gandalf-tempered": preset("gandalf-tempered"),
@@ -51,6 +52,8 @@ AUTO_CANDIDATES: dict[str, AugmentConfig] = {
     "gandalf-tempered-full-weight": AugmentConfig("gandalf", TEMPERED_GRAPH),
     "identity-targets-only": AugmentConfig("identity", label_point_negatives=False),
     "gandalf-tempered-targets-only": AugmentConfig("gandalf", TEMPERED_GRAPH, label_point_negatives=False),
+    "gandalf-tempered-firm-targets-only": replace(preset("gandalf-tempered-firm"), label_point_negatives=False),
+    "gandalf-targets-only": AugmentConfig("gandalf", label_point_negatives=False),
 }
 
 
