@@ -32,7 +32,7 @@ from collections import Counter
 from dataclasses import replace
 
 import numpy as np
-from suite import HERE, NEW_ITEMS_SPLIT, augment_config, run_grid, run_one
+from suite import AUGMENT, HERE, NEW_ITEMS_SPLIT, augment_config, run_grid, run_one
 
 from gandalf_xmc.data.dataset import find_split_file
 from gandalf_xmc.data.suite import SUITE, suite_path
@@ -61,7 +61,6 @@ GRID: dict[str, list] = {
     ],
     "augment.label_point_positive_cost": [1.0, 2.0, 4.0, 8.0],  # a label point's positives' cost factor
 }
-AUGMENT = "augment."
 
 
 def default_of(name: str, augment: str = "none"):

@@ -9,7 +9,9 @@ test split (``--split test``, for reporting only).
 The validation share is 5% of the training points, raised to reach 1,000 points where the data
 allows, at most 20% (small datasets would otherwise be judged on a few dozen points). Seed s
 carves split s and trains with seed s. ``--set`` changes a setting of the model (dotted names
-reach nested settings). ``auto`` and models that choose on validation (``linear-knn``) run ``gandalf train``'s pipeline
+reach nested settings), or of the augmentation where its name starts with ``augment.``
+(``--set augment.label_point_floors=true``: every augmentation named, ``auto`` refused).
+``auto`` and models that choose on validation (``linear-knn``) run ``gandalf train``'s pipeline
 (``train_model``: its own validation split carved from the training part, then the final model
 trained again on all of it with what was chosen); with ``--valid-split NAME`` they validate on that
 split of each dataset that has one instead (the new-items sets' ``val``: new items of the later
@@ -47,6 +49,7 @@ from gandalf_xmc.workflow.forecast import QuerySample, deployment_for, split_sam
 from gandalf_xmc.workflow.validation import BENCHMARK_PROTOCOLS, PROTOCOLS, carve_validation
 
 HERE = Path(__file__).resolve().parent
+AUGMENT = "augment."  # --set names with this prefix are the augmentation's
 METRICS = ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5")
 
 
@@ -279,7 +282,8 @@ def table(rows: list[dict]) -> str:
         groups: dict = {}
         for r in sub:
             name = r["augment"] + (f" (hold-out {r['hold_out']})" if r.get("hold_out") else "")
-            groups.setdefault((r["model"], name, json.dumps(r["settings"])), []).append(r)
+            changed = {**r["settings"], **{AUGMENT + k: v for k, v in r.get("augment_settings", {}).items()}}
+            groups.setdefault((r["model"], name, json.dumps(changed)), []).append(r)
         for (model, augment, settings), rs in groups.items():
             if any(r.get("chosen") for r in rs):
                 augment += " (chose " + ", ".join(r["chosen"] for r in rs) + ")"
@@ -346,25 +350,33 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     settings = parse_settings(args.settings)
+    augment_settings = {k.removeprefix(AUGMENT): v for k, v in settings.items() if k.startswith(AUGMENT)}
+    settings = {k: v for k, v in settings.items() if not k.startswith(AUGMENT)}
+    if augment_settings and "auto" in args.augments:
+        ap.error("--set augment.*: auto chooses among its own candidates; name the augmentations instead")
     if any(entry(m).in_epochs for m in args.models):  # as gandalf train does for the neural models
         reuse_step_memory()
     rows = run_grid(
         args.datasets,
         [(m, a, s) for m in args.models for a in args.augments for s in args.seeds],
-        lambda dataset, model, augment, seed: run_one(
-            dataset,
-            model,
-            augment,
-            seed,
-            args.split,
-            settings if model != "knn" else {},
-            args.threads,
-            args.protocol,
-            args.hold_out,
-            valid_split=args.valid_split,
-            device=args.device,
-            queries=args.queries,
-        ),
+        lambda dataset, model, augment, seed: {
+            **run_one(
+                dataset,
+                model,
+                augment,
+                seed,
+                args.split,
+                settings if model != "knn" else {},
+                args.threads,
+                args.protocol,
+                args.hold_out,
+                recipe=apply_settings(augment_config(augment, seed), augment_settings) if augment_settings else None,
+                valid_split=args.valid_split,
+                device=args.device,
+                queries=args.queries,
+            ),
+            "augment_settings": augment_settings,
+        },
     )
     print(table(rows))
     out = args.out or HERE / "results" / f"suite-{args.split}.json"

@@ -524,6 +524,11 @@ def train(
         "--extra-negatives/--no-extra-negatives",
         help="Whether a label point's shortlist labels outside its targets count as negatives (models trained in epochs).",
     ),
+    label_point_floors: bool = typer.Option(
+        False,
+        "--label-point-floors/--no-label-point-floors",
+        help="A label point's soft target t is a floor: no cost once its probability reaches t (models trained in epochs).",
+    ),
     label_point_positive_cost: Optional[float] = typer.Option(
         None,
         "--label-point-positive-cost",
@@ -643,6 +648,7 @@ def train(
         label_point_share,
         label_point_negatives,
         label_point_positive_cost,
+        label_point_floors,
     )
     started = time.perf_counter()
     trained = train_model(
@@ -717,6 +723,7 @@ def _augment_config(
     share: float,
     negatives: bool,
     positive_cost: float | None = None,
+    floors: bool = False,
 ):
     """The augmentation ``--augment`` names, with the graph's and the label points' options applied."""
     from dataclasses import replace
@@ -728,6 +735,7 @@ def _augment_config(
         "graph": _graph_config(base.graph, *graph_options),
         "label_point_share": share,
         "label_point_negatives": negatives,
+        "label_point_floors": floors,
     }
     if weight is not None:
         changes["label_point_weight"] = weight

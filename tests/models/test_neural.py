@@ -61,6 +61,45 @@ def test_the_firm_loss_by_hand():
     assert ones.item() == pytest.approx(plain.item(), rel=1e-6)
 
 
+def test_soft_targets_as_floors_by_hand():
+    import math
+
+    from gandalf_xmc.models.neural_training import _soft_bce
+
+    # entries: a soft target below its floor, one above it, a positive and a negative of a floor
+    # row (costed as ever), and a soft target of a row without floors (cross-entropy both ways)
+    z = [-2.0, 0.5, 0.3, 1.0, 1.5]
+    t = [0.3, 0.3, 1.0, 0.0, 0.3]
+    w = [2.0, 1.0, 1.0, 0.5, 1.0]
+    m = [3.0, 3.0, 2.0, 1.0, 1.0]
+    floor = [True, True, True, True, False]
+
+    def bce(z, t, m=1.0):  # -(m t log sigmoid(z) + (1 - t) log(1 - sigmoid(z)))
+        s = 1.0 / (1.0 + math.exp(-z))
+        return -(m * t * math.log(s) + (1.0 - t) * math.log(1.0 - s))
+
+    entropy = -(0.3 * math.log(0.3) + 0.7 * math.log(0.7))
+    expected = [
+        2.0 * 3.0 * (bce(-2.0, 0.3) - entropy),  # sigmoid(-2) = 0.12 < 0.3: below its floor
+        0.0,  # sigmoid(0.5) = 0.62 >= 0.3: the floor is met
+        bce(0.3, 1.0, 2.0),
+        0.5 * bce(1.0, 0.0),
+        bce(1.5, 0.3),  # no floor: 0.82 is pulled down towards 0.3
+    ]
+    got = _soft_bce(*(torch.tensor(v) for v in (z, t, w, m)), torch.tensor(floor))
+    assert got.item() == pytest.approx(sum(expected) / 5, rel=1e-6)
+    # continuous at the floor, and the gradient below it is the cross-entropy's: w m (sigmoid(z) - t)
+    at = torch.tensor([math.log(0.3 / 0.7)], requires_grad=True)
+    assert _soft_bce(at, torch.tensor([0.3]), None, None, torch.tensor([True])).item() == pytest.approx(0.0, abs=1e-6)
+    below = torch.tensor([-2.0], requires_grad=True)
+    _soft_bce(below, torch.tensor([0.3]), torch.tensor([2.0]), torch.tensor([3.0]), torch.tensor([True])).backward()
+    assert below.grad.item() == pytest.approx(6.0 * (1.0 / (1.0 + math.exp(2.0)) - 0.3), rel=1e-5)
+    # no floors anywhere: the plain loss
+    none = _soft_bce(torch.tensor(z), torch.tensor(t), torch.tensor(w), None, torch.zeros(5, dtype=torch.bool))
+    plain = torch.nn.functional.binary_cross_entropy_with_logits(torch.tensor(z), torch.tensor(t), weight=torch.tensor(w))
+    assert none.item() == pytest.approx(plain.item(), rel=1e-6)
+
+
 def test_positive_weights_reach_the_objective_and_bad_ones_are_refused(monkeypatch):
     from gandalf_xmc.errors import ConfigError
     from gandalf_xmc.models import neural_xmc

@@ -31,10 +31,11 @@ FIRM_POSITIVE_COST = 8.0
 class TrainingSet:
     """A built training set, all that a model trains on: its points (original points first), which
     of them are label points (``is_label_point``) and how they count (their loss weight, the share
-    drawn into each epoch, whether shortlist labels outside their targets are negatives, a factor on
-    the cost of their positive entries), and the batch transform applied while training (or None).
-    The workflow hands it to a model as inputs, targets and sample weights, plus what the model's
-    row of the model table declares it takes (``workflow.fitting.fit_model``)."""
+    drawn into each epoch, whether shortlist labels outside their targets are negatives, whether
+    their soft targets are floors, a factor on the cost of their positive entries), and the batch
+    transform applied while training (or None). The workflow hands it to a model as inputs, targets
+    and sample weights, plus what the model's row of the model table declares it takes
+    (``workflow.fitting.fit_model``)."""
 
     split: Split
     is_label_point: np.ndarray
@@ -42,6 +43,7 @@ class TrainingSet:
     label_point_weight: float = 1.0
     label_point_share: float = 1.0
     label_point_negatives: bool = True
+    label_point_floors: bool = False
     label_point_positive_cost: float = 1.0
 
     @property
@@ -83,7 +85,7 @@ class TrainingSet:
 
         if not self.is_label_point.any():
             return None
-        return LabelPoints(self.is_label_point, self.label_point_share, self.label_point_negatives)
+        return LabelPoints(self.is_label_point, self.label_point_share, self.label_point_negatives, self.label_point_floors)
 
 
 @dataclass(frozen=True)

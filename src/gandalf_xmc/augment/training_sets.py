@@ -21,11 +21,13 @@ class AugmentConfig:
     """Which augmentation builds the training set, and how (``augmentation``: a row of
     :data:`.catalog.AUGMENTATIONS`).
 
-    ``label_point_weight``, ``label_point_share``, ``label_point_negatives`` and
-    ``label_point_positive_cost`` act while training: the loss weight of a label point, the original
-    points weighing 1; the share of the label points drawn into each epoch; whether a label point's
-    shortlist labels outside its targets count as negatives (models trained in epochs; off, it
-    contributes its soft targets only); and a factor on the cost of a label point's positive entries
+    ``label_point_weight``, ``label_point_share``, ``label_point_negatives``,
+    ``label_point_floors`` and ``label_point_positive_cost`` act while training: the loss weight of
+    a label point, the original points weighing 1; the share of the label points drawn into each
+    epoch; whether a label point's shortlist labels outside its targets count as negatives (models
+    trained in epochs; off, it contributes its soft targets only); whether its soft targets are
+    floors, an entry with target 0 < t < 1 costing nothing once its probability reaches t (models
+    trained in epochs; off, t is a value to meet, from above too); and a factor on the cost of a label point's positive entries
     (the linear models), so that its soft targets can outweigh each entry's negative part ``1 - t``.
     """
 
@@ -36,6 +38,7 @@ class AugmentConfig:
     label_point_weight: float = 1.0
     label_point_share: float = 1.0
     label_point_negatives: bool = True
+    label_point_floors: bool = False
     label_point_positive_cost: float = 1.0
     seed: int = 0
 
@@ -102,6 +105,7 @@ def build_training_set(dataset: XMCDataset, config: AugmentConfig) -> TrainingSe
         label_point_weight=config.label_point_weight,
         label_point_share=config.label_point_share,
         label_point_negatives=config.label_point_negatives,
+        label_point_floors=config.label_point_floors,
         label_point_positive_cost=config.label_point_positive_cost,
     )
 

@@ -71,12 +71,15 @@ class TrainConfig:
 class LabelPoints:
     """Which training examples are label points (Gandalf's, or another augmentation's added points),
     for a model trained in epochs: the ``share`` of them drawn, afresh and seeded, into each epoch
-    (the original points are all in every epoch), and whether shortlist labels outside their targets
-    count as ``negatives``. Their loss weight comes with the sample weights."""
+    (the original points are all in every epoch), whether shortlist labels outside their targets
+    count as ``negatives``, and whether their soft targets are ``floors``: an entry with target
+    0 < t < 1 costs nothing once its probability reaches t. Their loss weight comes with the sample
+    weights."""
 
     mask: np.ndarray
     share: float = 1.0
     negatives: bool = True  # False: a label point's loss covers its (soft) targets only
+    floors: bool = False  # True: a soft target is a lower bound, not a value to meet
 
     def __post_init__(self) -> None:
         self.mask = np.asarray(self.mask, dtype=bool)
@@ -93,7 +96,7 @@ class LabelPoints:
 
     def extended(self, n_more: int) -> LabelPoints:
         """The same settings after ``n_more`` original points were appended (e.g. MixUp's)."""
-        return LabelPoints(np.concatenate([self.mask, np.zeros(n_more, dtype=bool)]), self.share, self.negatives)
+        return LabelPoints(np.concatenate([self.mask, np.zeros(n_more, dtype=bool)]), self.share, self.negatives, self.floors)
 
 
 @dataclass

@@ -4,8 +4,9 @@ point's cluster shortlist, plus the meta-classifier's loss, and prediction throu
 Each point is scored on its own shortlist: the labels of its (soft) targets plus the labels of
 its top meta-classifier clusters (hard negatives), so the cost grows with the shortlist, not with
 L. The loss is binary cross-entropy with logits against the (soft) targets, so a target of 0.35
-pulls its score towards logit(0.35). Sparse tables (embeddings, label and cluster classifiers)
-are updated with SparseAdam, the rest with AdamW; :func:`gandalf_xmc.engine.loop.run` orders the epochs.
+pulls its score towards logit(0.35), from above too unless the label points' targets are floors.
+Sparse tables (embeddings, label and cluster classifiers) are updated with SparseAdam, the rest
+with AdamW; :func:`gandalf_xmc.engine.loop.run` orders the epochs.
 """
 
 from __future__ import annotations
@@ -140,15 +141,33 @@ class TransformedBatches:
 
 
 def _soft_bce(
-    logits: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor | None, positive: torch.Tensor | None
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    weight: torch.Tensor | None,
+    positive: torch.Tensor | None,
+    floors: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The mean of ``weight x (positive x t x softplus(-z) + (1 - t) x softplus(z))``: binary
     cross-entropy with logits against soft targets, the positive part of each entry scaled by
     ``positive`` (broadcast like ``weight``; torch's ``pos_weight`` scales by label, not by point).
-    Without ``positive``, torch's own fused loss."""
-    if positive is None:
+
+    ``floors`` (booleans broadcast like ``weight``) marks the entries whose soft targets are floors:
+    such an entry with 0 < t < 1 costs nothing once sigmoid(z) >= t, and below that its
+    cross-entropy less the least it can be (at sigmoid(z) = t: the entropy of t), times
+    ``weight x positive``. The cost is then continuous, and its gradient below the floor is the
+    cross-entropy's. Without ``positive`` and ``floors``, torch's own fused loss."""
+    if positive is None and floors is None:
         return F.binary_cross_entropy_with_logits(logits, targets, weight=weight)
-    per_entry = positive * targets * F.softplus(-logits) + (1.0 - targets) * F.softplus(logits)
+    scale = torch.ones_like(targets) if positive is None else positive
+    per_entry = scale * targets * F.softplus(-logits) + (1.0 - targets) * F.softplus(logits)
+    if floors is not None:
+        soft = floors & (targets > 0) & (targets < 1)
+        t = targets.clamp(1e-6, 1.0 - 1e-6)  # the clamp only keeps the logs finite where soft is False
+        cross_entropy = t * F.softplus(-logits) + (1.0 - t) * F.softplus(logits)
+        entropy = -(t * torch.log(t) + (1.0 - t) * torch.log1p(-t))
+        below = scale * (cross_entropy - entropy)
+        reached = logits >= torch.log(t) - torch.log1p(-t)
+        per_entry = torch.where(soft, torch.where(reached, torch.zeros_like(below), below), per_entry)
     if weight is not None:
         per_entry = weight * per_entry
     return per_entry.mean()
@@ -170,11 +189,13 @@ class NetworkObjective:
         batches: TransformedBatches | None = None,
         targets_only: np.ndarray | None = None,
         positive_weight: np.ndarray | None = None,
+        floors: np.ndarray | None = None,
     ):
         """``batches``: each batch's texts and targets go through a text transform and the batch's
         features are recomputed; ``targets_only`` marks examples whose loss covers their targets
         only (no shortlist negatives); ``positive_weight``: each example's factor on the positive
-        part of its pairs' and clusters' loss (the linear solver's per-point positive cost)."""
+        part of its pairs' and clusters' loss (the linear solver's per-point positive cost);
+        ``floors`` marks examples whose soft targets are floors (:func:`_soft_bce`)."""
         self.module = self.network = network
         self.X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
         self.Y = sp.csr_matrix(Y, dtype=np.float32)
@@ -184,6 +205,7 @@ class NetworkObjective:
         self.weights = None if sample_weight is None else torch.as_tensor(sample_weight, dtype=torch.float32, device=self.device)
         self.batches = batches
         self.targets_only = None if targets_only is None else np.asarray(targets_only, dtype=bool)
+        self.floors = None if floors is None else torch.as_tensor(np.asarray(floors, dtype=bool), device=self.device)
         self.positives = (
             None if positive_weight is None else torch.as_tensor(positive_weight, dtype=torch.float32, device=self.device)
         )
@@ -230,17 +252,20 @@ class NetworkObjective:
         idx_t = torch.from_numpy(idx).to(device)
         weights = None if self.weights is None else self.weights[idx_t]
         positives = None if self.positives is None else self.positives[idx_t]
+        floors = None if self.floors is None else self.floors[idx_t]
         loss = _soft_bce(
             logits,
             torch.from_numpy(targets).to(device),
             None if weights is None else weights[rows_t],
             None if positives is None else positives[rows_t],
+            None if floors is None else floors[rows_t],
         )
         meta_loss = _soft_bce(
             meta,
             _cluster_targets(Yb, self.assign, n_clusters, device),
             None if weights is None else weights[:, None],
             None if positives is None else positives[:, None],
+            None if floors is None else floors[:, None],
         )
         loss = loss + config.meta_loss_weight * meta_loss
         if config.correction_l2 > 0:
@@ -290,13 +315,14 @@ def fit(
         checkpoint_dir: where ``last.pt`` and ``best.pt`` go; needed for ``resume``.
         sample_weight: optional per-point loss weights.
         batch_transform: an optional text transform applied to every batch (:class:`TransformedBatches`).
-        label_points: which rows are label points, the share of them in each epoch, and whether
-            they get shortlist negatives.
+        label_points: which rows are label points, the share of them in each epoch, whether
+            they get shortlist negatives and whether their soft targets are floors.
         positive_weight: optional per-point factors on the cost of the positive part of the loss
             (``gandalf-tempered-firm``'s label points).
     """
     targets_only = label_points.mask if label_points is not None and not label_points.negatives else None
+    floors = label_points.mask if label_points is not None and label_points.floors else None
     objective = NetworkObjective(
-        network, X, Y, assign, members, valid, config, sample_weight, batch_transform, targets_only, positive_weight
+        network, X, Y, assign, members, valid, config, sample_weight, batch_transform, targets_only, positive_weight, floors
     )
     return run(objective, config, checkpoint_dir, resume, progress, on_epoch, label_points)

@@ -23,16 +23,22 @@ class LabelPointCounts(Protocol):
     def label_point_negatives(self) -> bool: ...
 
     @property
+    def label_point_floors(self) -> bool: ...
+
+    @property
     def label_point_positive_cost(self) -> float: ...
 
 
 def label_point_refusal(row: ModelEntry, counts: LabelPointCounts) -> str | None:
     """Why the model of ``row`` cannot train on label points that count as ``counts`` says (None:
-    it can): a share a epoch and no shortlist negatives are for the models trained in epochs, a
-    factor on the positives' cost for the models whose row takes one (those with a loss: all but knn)."""
-    share, negatives = counts.label_point_share, counts.label_point_negatives
-    if (share < 1.0 or not negatives) and not row.in_epochs:
-        option = "--label-point-share" if share < 1.0 else "--no-label-point-negatives"
+    it can): a share a epoch, no shortlist negatives and soft targets as floors are for the models
+    trained in epochs, a factor on the positives' cost for the models whose row takes one (those with
+    a loss: all but knn)."""
+    share, negatives, floors = counts.label_point_share, counts.label_point_negatives, counts.label_point_floors
+    if (share < 1.0 or not negatives or floors) and not row.in_epochs:
+        option = (
+            "--label-point-share" if share < 1.0 else "--no-label-point-negatives" if not negatives else "--label-point-floors"
+        )
         return f"{option} applies to the models trained in epochs; {row.name} trains on every point alike"
     if counts.label_point_positive_cost != 1.0 and "positive_weight" not in row.takes:
         return (
@@ -45,8 +51,8 @@ def label_point_refusal(row: ModelEntry, counts: LabelPointCounts) -> str | None
 def fit_arguments(training_set: TrainingSet, row: ModelEntry) -> tuple[list[str], Any, Any, dict]:
     """``(texts, Y, sample_weight, capabilities)`` for the model of ``row``: the label points' loss
     weight folded into the sample weights; a text transform drawn once and its changed points
-    appended, unless the model draws it each batch; a feature mix, the label points' mask, share and
-    negatives, and the factors on the positives' cost passed where the row takes them, refused where
+    appended, unless the model draws it each batch; a feature mix, the label points' mask, share,
+    negatives and floors, and the factors on the positives' cost passed where the row takes them, refused where
     it cannot use them."""
     from ..augment.transforms import append_text_draw
 
