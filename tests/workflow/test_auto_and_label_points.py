@@ -23,7 +23,7 @@ from gandalf_xmc.workflow import auto
 from gandalf_xmc.workflow.pipeline import carve_validation, train_model
 from gandalf_xmc.workflow.validation import folds_available
 
-from helpers import Y_HAND, run_cli, write_tiny_dataset
+from helpers import Y_HAND, run_cli, snapshot, write_tiny_dataset
 
 
 def test_co_label_scale_multiplies_only_co_labels():
@@ -126,6 +126,31 @@ def test_label_point_negatives_off_reach_the_neural_loop_and_are_refused_by_line
         capsys,
     )
     assert code == 2 and "models trained in epochs" in out + err
+
+
+def test_label_point_floors_reach_the_neural_loss_and_are_refused_by_linear(tiny_dir, tmp_path, capsys, monkeypatch):
+    import gandalf_xmc.models.neural_training as loop
+
+    seen = []
+    real = loop.NetworkObjective.__init__
+
+    def spy(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        seen.append(None if self.floors is None else self.floors.tolist())
+
+    monkeypatch.setattr(loop.NetworkObjective, "__init__", spy)
+    args = ["train", "--data", str(tiny_dir), "--augment", "identity", "--valid-fraction", "0", "--epochs", "1"]
+    code, _, err = run_cli([*args, "--model", "astec", "--label-point-floors", "--out", str(tmp_path / "a")], capsys)
+    assert code == 0, err
+    assert json.loads((tmp_path / "a" / "training.json").read_text())["augment"]["label_point_floors"] is True
+    assert seen == [[False] * 4 + [True] * 4]  # the label points, and only they
+    seen.clear()
+    assert run_cli([*args, "--model", "astec", "--out", str(tmp_path / "b")], capsys)[0] == 0
+    assert seen == [None]  # off by default: the loss as before
+    before = snapshot(tmp_path)
+    code, out, err = run_cli([*args[:-2], "--model", "linear", "--label-point-floors", "--out", str(tmp_path / "c")], capsys)
+    assert code == 2 and "--label-point-floors applies to the models trained in epochs" in out + err
+    assert snapshot(tmp_path) == before
 
 
 def _trial(p1, psp5, name="x"):
@@ -471,15 +496,33 @@ def test_auto_candidates_for_each_model_kind():
     linear, neural = auto.candidates_for(MODELS["linear"]), auto.candidates_for(MODELS["astec"])
     targets_only = [n for n, c in auto.AUTO_CANDIDATES.items() if not c.label_point_negatives]
     firm = [n for n, c in auto.AUTO_CANDIDATES.items() if c.label_point_positive_cost != 1.0]
+    floors = [n for n, c in auto.AUTO_CANDIDATES.items() if c.label_point_floors]
     assert targets_only == [
+        "gandalf-tempered-floors-targets-only",
+        "gandalf-tempered-firm-floors-targets-only",
         "identity-targets-only",
         "gandalf-tempered-targets-only",
         "gandalf-tempered-firm-targets-only",
         "gandalf-targets-only",
     ]
-    assert firm == ["gandalf-tempered-firm", "gandalf-tempered-firm-targets-only"]
+    assert floors == targets_only[:2] and list(auto.candidates_for(MODELS["astec"]))[1:3] == floors  # tried first
+    assert firm == ["gandalf-tempered-firm-floors-targets-only", "gandalf-tempered-firm", "gandalf-tempered-firm-targets-only"]
     firm_targets_only = auto.AUTO_CANDIDATES["gandalf-tempered-firm-targets-only"]
     assert replace(firm_targets_only, label_point_negatives=True) == auto.AUTO_CANDIDATES["gandalf-tempered-firm"]
+    assert (
+        replace(firm_targets_only, label_point_floors=True) == auto.AUTO_CANDIDATES["gandalf-tempered-firm-floors-targets-only"]
+    )
+    tempered_targets_only = auto.AUTO_CANDIDATES["gandalf-tempered-targets-only"]
+    assert replace(tempered_targets_only, label_point_floors=True) == auto.AUTO_CANDIDATES["gandalf-tempered-floors-targets-only"]
+    assert linear == (
+        "none",
+        "gandalf-tempered",
+        "gandalf-tempered-firm",
+        "identity",
+        "gandalf",
+        "identity-half-weight",
+        "gandalf-tempered-full-weight",
+    )
     assert auto.candidates_for(MODELS["linear-knn"]) == linear and "none" in linear
     assert auto.candidates_for(MODELS["knn"]) == tuple(n for n in linear if n not in firm)  # no loss to weigh them
     assert set(neural) == set(auto.AUTO_CANDIDATES)  # their loss takes the firm factor too

@@ -40,10 +40,17 @@ from .forecast import forecast_from_hits
 # Candidates, most promising first (the budget may cut the list short); docs/decisions.md
 # ("Augmentation with the linear model") gives the validation figures behind the list and its
 # order. "gandalf-tempered" is the preset of that name; "-targets-only" candidates (models trained
-# in epochs) give a label point no shortlist negatives (the last two: "Label points without
-# shortlist negatives for the neural models" there).
+# in epochs) give a label point no shortlist negatives ("Label points without shortlist negatives
+# for the neural models" there), "-floors-" ones make its soft targets floors ("Soft targets as
+# floors": first for those models, whose candidates they are alone; the linear list is unchanged).
 AUTO_CANDIDATES: dict[str, AugmentConfig] = {
     "none": AugmentConfig("none"),
+    "gandalf-tempered-floors-targets-only": AugmentConfig(
+        "gandalf", TEMPERED_GRAPH, label_point_negatives=False, label_point_floors=True
+    ),
+    "gandalf-tempered-firm-floors-targets-only": preset(
+        "gandalf-tempered-firm", label_point_negatives=False, label_point_floors=True
+    ),
     "gandalf-tempered": preset("gandalf-tempered"),
     "gandalf-tempered-firm": preset("gandalf-tempered-firm"),
     "identity": AugmentConfig("identity"),
