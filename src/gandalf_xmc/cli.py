@@ -622,6 +622,26 @@ def train(
         raise ConfigError("--valid-split and --valid-protocol exclude each other: the split given is the validation")
     if query_sample is not None and queries is not None and queries.value != "new-items":
         raise ConfigError("--query-sample is read with --queries new-items only")
+    if training_set.value == "auto":  # each candidate is a whole recipe: an option given for it would be ignored
+        given = {
+            "--graph": graph is not None,
+            "--delta": delta is not None,
+            "--top-k": top_k is not None,
+            "--shrinkage": shrinkage is not None,
+            "--point-weights": point_weights is not None,
+            "--co-label-scale": co_label_scale is not None,
+            "--self-scale": self_scale is not None,
+            "--label-point-weight": label_point_weight is not None,
+            "--label-point-share": label_point_share != 1.0,
+            "--no-label-point-negatives": not label_point_negatives,
+            "--label-point-floors": label_point_floors,
+            "--label-point-positive-cost": label_point_positive_cost is not None,
+        }
+        if named := [option for option, is_given in given.items() if is_given]:
+            raise ConfigError(
+                f"{', '.join(named)}: --augment auto trains its own candidates' recipes (workflow/auto.py); "
+                "name an augmentation to set its options"
+            )
     if MODELS[model.value].in_epochs:  # a neural model's steps reuse their temporaries (engine/allocator.py)
         from .engine.allocator import reuse_step_memory
 

@@ -151,6 +151,15 @@ def test_label_point_floors_reach_the_neural_loss_and_are_refused_by_linear(tiny
     code, out, err = run_cli([*args[:-2], "--model", "linear", "--label-point-floors", "--out", str(tmp_path / "c")], capsys)
     assert code == 2 and "--label-point-floors applies to the models trained in epochs" in out + err
     assert snapshot(tmp_path) == before
+    # auto trains its candidates' own recipes: an option for the label points would be ignored, so it is refused
+    auto_args = [*args[:4], "auto", "--model", "astec", "--out", str(tmp_path / "d")]
+    for option, shown in (
+        (["--label-point-floors"], "--label-point-floors"),
+        (["--no-label-point-negatives", "--delta", "0.2"], "--delta, --no-label-point-negatives"),
+    ):
+        code, out, err = run_cli([*auto_args, *option], capsys)
+        assert code == 2 and f"{shown}: --augment auto trains its own candidates' recipes" in out + err
+        assert snapshot(tmp_path) == before
 
 
 def _trial(p1, psp5, name="x"):
