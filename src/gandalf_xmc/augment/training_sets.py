@@ -27,8 +27,9 @@ class AugmentConfig:
     epoch; whether a label point's shortlist labels outside its targets count as negatives (models
     trained in epochs; off, it contributes its soft targets only); whether its soft targets are
     floors, an entry with target 0 < t < 1 costing nothing once its probability reaches t (models
-    trained in epochs; off, t is a value to meet, from above too); and a factor on the cost of a label point's positive entries
-    (the linear models), so that its soft targets can outweigh each entry's negative part ``1 - t``.
+    trained in epochs; off, t is a value to meet, from above too); and a factor on the cost of a
+    label point's positive entries (the linear models), so that its soft targets can outweigh each
+    entry's negative part ``1 - t``.
     """
 
     augmentation: str = "gandalf"

@@ -52,8 +52,8 @@ def fit_arguments(training_set: TrainingSet, row: ModelEntry) -> tuple[list[str]
     """``(texts, Y, sample_weight, capabilities)`` for the model of ``row``: the label points' loss
     weight folded into the sample weights; a text transform drawn once and its changed points
     appended, unless the model draws it each batch; a feature mix, the label points' mask, share,
-    negatives and floors, and the factors on the positives' cost passed where the row takes them, refused where
-    it cannot use them."""
+    negatives and floors, and the factors on the positives' cost passed where the row takes them,
+    refused where it cannot use them."""
     from ..augment.transforms import append_text_draw
 
     texts, Y, weights = list(training_set.texts), training_set.Y, training_set.sample_weight
