@@ -159,11 +159,12 @@ def _soft_bce(
     if positive is None and floors is None:
         return F.binary_cross_entropy_with_logits(logits, targets, weight=weight)
     scale = torch.ones_like(targets) if positive is None else positive
-    per_entry = scale * targets * F.softplus(-logits) + (1.0 - targets) * F.softplus(logits)
+    missed, exceeded = F.softplus(-logits), F.softplus(logits)  # -log sigmoid(z), -log(1 - sigmoid(z))
+    per_entry = scale * targets * missed + (1.0 - targets) * exceeded
     if floors is not None:
         soft = floors & (targets > 0) & (targets < 1)
         t = targets.clamp(1e-6, 1.0 - 1e-6)  # the clamp only keeps the logs finite where soft is False
-        cross_entropy = t * F.softplus(-logits) + (1.0 - t) * F.softplus(logits)
+        cross_entropy = t * missed + (1.0 - t) * exceeded
         entropy = -(t * torch.log(t) + (1.0 - t) * torch.log1p(-t))
         below = scale * (cross_entropy - entropy)
         reached = logits >= torch.log(t) - torch.log1p(-t)
