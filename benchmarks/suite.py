@@ -19,8 +19,9 @@ release, whole families apart from the test's) and train once on every training 
 ``--queries new-items`` ``auto`` chooses for new items by its forecast (``gandalf train --queries
 new-items``), its query sample the texts of each dataset's ``val`` split where it has one (their
 families where the dataset's group key names families; no label is read), else none.
-``--hold-out F`` trains on the training part less a random share F, as a final model that is not
-trained again after its validation run. ``--device`` says where the neural models train (each
+``--split new-items`` scores the new-items sets' labelled new items (their ``val``), trained on
+every training point. ``--hold-out F`` trains on the training part less a random share F, as a
+final model that is not trained again after its validation run. ``--device`` says where the neural models train (each
 row records the device, its GPU's peak memory and the median epoch time). Writes
 ``benchmarks/results/suite-<split>.json`` (or ``--out``).
 """
@@ -315,7 +316,13 @@ def main() -> None:
     ap.add_argument("--models", nargs="+", default=["linear"])
     ap.add_argument("--augments", nargs="+", default=["none"])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
-    ap.add_argument("--split", choices=("valid", "test"), default="valid")
+    ap.add_argument(
+        "--split",
+        choices=("valid", "test", "new-items"),
+        default="valid",
+        help="what is scored: a validation split carved from the training points, the test split, or a new-items "
+        "set's labelled new items (its val; every training point kept, the other sets skipped)",
+    )
     ap.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument(
@@ -359,24 +366,28 @@ def main() -> None:
     rows = run_grid(
         args.datasets,
         [(m, a, s) for m in args.models for a in args.augments for s in args.seeds],
-        lambda dataset, model, augment, seed: {
-            **run_one(
-                dataset,
-                model,
-                augment,
-                seed,
-                args.split,
-                settings if model != "knn" else {},
-                args.threads,
-                args.protocol,
-                args.hold_out,
-                recipe=apply_settings(augment_config(augment, seed), augment_settings) if augment_settings else None,
-                valid_split=args.valid_split,
-                device=args.device,
-                queries=args.queries,
-            ),
-            "augment_settings": augment_settings,
-        },
+        lambda dataset, model, augment, seed: (
+            None
+            if args.split == "new-items" and not find_split_file(suite_path(dataset), NEW_ITEMS_SPLIT)
+            else {
+                **run_one(
+                    dataset,
+                    model,
+                    augment,
+                    seed,
+                    args.split,
+                    settings if model != "knn" else {},
+                    args.threads,
+                    args.protocol,
+                    args.hold_out,
+                    recipe=apply_settings(augment_config(augment, seed), augment_settings) if augment_settings else None,
+                    valid_split=args.valid_split,
+                    device=args.device,
+                    queries=args.queries,
+                ),
+                "augment_settings": augment_settings,
+            }
+        ),
     )
     print(table(rows))
     out = args.out or HERE / "results" / f"suite-{args.split}.json"

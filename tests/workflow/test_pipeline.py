@@ -75,6 +75,22 @@ def test_validation_labels_never_reach_the_label_graph(tmp_path, monkeypatch):
     np.testing.assert_allclose(final[-4:], full, rtol=1e-6)
 
 
+def test_train_model_refuses_auto_with_a_recipe_setting_and_writes_nothing(tiny_dir, tmp_path):
+    from gandalf_xmc.errors import ConfigError
+    from gandalf_xmc.models.registry import model_config
+    from gandalf_xmc.workflow.pipeline import train_model
+
+    ds = load_dataset(tiny_dir)
+    for config, named in (
+        (AugmentConfig("auto", label_point_floors=True), "label_point_floors"),
+        (AugmentConfig("auto", GraphConfig(delta=0.3), label_point_share=0.5), "graph, label_point_share"),
+    ):
+        with pytest.raises(ConfigError, match=f"^{named}: 'auto' trains its own candidates' recipes"):
+            train_model(ds, tmp_path / "m", model_config("linear"), config, progress=False)
+        assert not (tmp_path / "m").exists()
+    AugmentConfig("auto", seed=7).validate()  # the seed is auto's own: it seeds the search
+
+
 def gandalf(*args, threads=1):
     return [sys.executable, "-m", "gandalf_xmc.cli", "--threads", str(threads), *args, "--no-progress"]
 

@@ -3,7 +3,7 @@ of :data:`.catalog.AUGMENTATIONS`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from ..data.dataset import XMCDataset
 from ..errors import ConfigError
@@ -49,6 +49,11 @@ class AugmentConfig:
             raise ConfigError(f"unknown augmentation {self.augmentation!r}; choose one of {', '.join(AUGMENTATIONS)}")
         if row.preset_of is not None:
             raise ConfigError(f"{row.name!r} is a preset of {row.preset_of!r}: build its settings with augment.preset")
+        if self.augmentation == "auto" and (given := _set_beside_auto(self)):
+            raise ConfigError(
+                f"{', '.join(given)}: 'auto' trains its own candidates' recipes (workflow/auto.py); "
+                "name an augmentation to set them"
+            )
         if not 0 <= self.label_point_weight < float("inf"):
             raise ConfigError(f"label-point weight must be a finite number >= 0, got {self.label_point_weight}")
         if not 0 < self.label_point_positive_cost < float("inf"):
@@ -67,6 +72,13 @@ class AugmentConfig:
             if old in graph:
                 walk[new] = graph.pop(old)
         return cls(**{**d, "graph": GraphConfig(**graph, walk=RandomWalkConfig(**walk))})
+
+
+def _set_beside_auto(config: AugmentConfig) -> list[str]:
+    """The fields of ``config`` set away from their defaults, other than its name and seed: what
+    ``auto`` would ignore, since each of its candidates is a whole recipe."""
+    default = AugmentConfig("auto", seed=config.seed)
+    return [f.name for f in fields(config) if getattr(config, f.name) != getattr(default, f.name)]
 
 
 _RENAMED = {  # names in files written before the vocabulary was one (issue 39)
