@@ -21,9 +21,9 @@ new-items``), its query sample the texts of each dataset's ``val`` split where i
 families where the dataset's group key names families; no label is read), else none.
 ``--split new-items`` scores the new-items sets' labelled new items (their ``val``), trained on
 every training point. ``--hold-out F`` trains on the training part less a random share F, as a
-final model that is not trained again after its validation run. ``--device`` says where the neural models train (each
-row records the device, its GPU's peak memory and the median epoch time). Writes
-``benchmarks/results/suite-<split>.json`` (or ``--out``).
+final model that is not trained again after its validation run. ``--device`` says where the
+neural models train (each row records the device, its GPU's peak memory and the median epoch
+time). Writes ``benchmarks/results/suite-<split>.json`` (or ``--out``).
 """
 
 from __future__ import annotations
