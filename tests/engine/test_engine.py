@@ -577,8 +577,13 @@ def test_an_interrupted_or_failed_level_stops_after_the_running_units(stop):
         # the main thread to see the stop even on a loaded machine
         time.sleep(0.02 if n < 3 else 0.3)
 
-    with pytest.raises(KeyboardInterrupt if stop == "interrupt" else RuntimeError):
-        train_level(*_many_units_level(), TIGHT, threads=2, on_progress=on_progress)
+    # Python's own SIGINT handler, even where the launching shell started it with SIGINT ignored (a background job)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt if stop == "interrupt" else RuntimeError):
+            train_level(*_many_units_level(), TIGHT, threads=2, on_progress=on_progress)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert 3 <= len(calls) <= 5  # the third unit's lane and at most one more unit on each lane
     done = len(calls)
     time.sleep(0.1)
