@@ -112,16 +112,95 @@ def test_dual_encoder_zero_shot_prefers_the_matching_label():
     labels = ["red apple", "blue whale", "green pepper", "steel hammer"]
     Y = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 1, 0, 0]], dtype=np.float32))
     config = ModelConfig(
-        family="dual-encoder", max_cluster_size=2, train=FAMILIES["dual-encoder"].train_config(epochs=1, lr=1e-6)
+        family="dual-encoder",
+        max_cluster_size=2,
+        neighbour_mix=0.0,  # the classifiers alone: the training points' vote knows only labels seen
+        train=FAMILIES["dual-encoder"].train_config(epochs=1, lr=1e-6),
     )
     model = NeuralXMC(config).fit(["fresh red apples", "whale watching trip"], Y, labels, progress=False)
     P = model.predict(["a hammer made of steel", "green peppers"], k=1)
     assert P.indices.tolist() == [3, 2]  # labels never seen in training, found through their text
 
 
+# labels whose texts point the classifiers' prior the wrong way: the apples carry the hammer's label
+CROSSED_LABELS = ["red apple", "blue whale", "green pepper", "steel hammer"]
+CROSSED_TEXTS = ["fresh red apples", "a basket of red apples", "whale watching trip", "whales in the ocean"]
+CROSSED_Y = sp.csr_matrix(np.array([[0, 0, 0, 1], [0, 0, 0, 1], [0, 0, 1, 0], [0, 0, 1, 0]], dtype=np.float32))
+
+
+def crossed_validation():
+    from gandalf_xmc.engine.records import Validation
+
+    Y = sp.csr_matrix(np.array([[0, 0, 0, 1], [0, 0, 1, 0]], dtype=np.float32))
+    return Validation(["red apples for sale", "watching whales"], Y, np.ones(4, dtype=np.float32))
+
+
+def crossed_config(**settings) -> ModelConfig:
+    # a learning rate too small to move the classifiers off the label texts' prior in one epoch
+    train = FAMILIES["dual-encoder"].train_config(epochs=1, lr=1e-6)
+    return ModelConfig(family="dual-encoder", max_cluster_size=2, train=train, **settings)
+
+
+def test_validation_chooses_the_mix_of_classifiers_and_the_points_vote_and_the_refit_keeps_it(tmp_path):
+    from gandalf_xmc.models.neural_xmc import refit_config
+
+    config = crossed_config()
+    model = NeuralXMC(config).fit(CROSSED_TEXTS, CROSSED_Y, CROSSED_LABELS, valid=crossed_validation(), progress=False)
+    tried = model.result.history[model.result.best_epoch]["neighbour_mixes_tried"]
+    assert tried["0.0"] == 0.0  # the classifiers alone follow the texts: apples -> "red apple", whales -> "blue whale"
+    assert tried["1.0"] == 100.0  # the vote alone follows the neighbours' labels
+    smallest = min(float(m) for m, p1 in tried.items() if p1 == 100.0)
+    assert model.neighbour_mix == smallest > 0 and model.result.best_score == 100.0
+    assert refit_config(config, model.result).neighbour_mix == smallest  # the final model keeps it
+    assert config.neighbour_mix is None  # the caller's settings are not changed
+    queries = ["red apples for sale", "watching whales"]
+    P = model.predict(queries, k=2)
+    assert P.toarray().argmax(1).tolist() == [3, 2]
+    model.save(tmp_path / "m")
+    assert (tmp_path / "m" / "neighbour_points.npy").exists()
+    loaded = NeuralXMC.load(tmp_path / "m")
+    assert loaded.neighbour_mix == smallest
+    np.testing.assert_allclose(loaded.predict(queries, k=2).toarray(), P.toarray(), atol=1e-6)
+
+
+def test_without_validation_the_mix_is_the_suites_and_a_mix_of_0_keeps_no_index(tmp_path):
+    import json
+
+    from gandalf_xmc.models.neural_xmc import UNVALIDATED_NEIGHBOUR_MIX
+
+    model = NeuralXMC(crossed_config()).fit(CROSSED_TEXTS, CROSSED_Y, CROSSED_LABELS, progress=False)
+    assert model.neighbour_mix == UNVALIDATED_NEIGHBOUR_MIX and model.neighbours is not None
+    alone = NeuralXMC(crossed_config(neighbour_mix=0.0)).fit(CROSSED_TEXTS, CROSSED_Y, CROSSED_LABELS, progress=False)
+    assert alone.neighbours is None
+    alone.save(tmp_path / "m")
+    assert not (tmp_path / "m" / "neighbour_points.npy").exists()
+    spec = json.loads((tmp_path / "m" / "model.json").read_text())
+    assert spec["neighbour_mix"] == 0.0
+    del spec["neighbour_mix"]  # as a model saved before the vote existed
+    (tmp_path / "m" / "model.json").write_text(json.dumps(spec))
+    queries = ["red apples for sale", "watching whales"]
+    np.testing.assert_array_equal(
+        NeuralXMC.load(tmp_path / "m").predict(queries, k=2).toarray(), alone.predict(queries, k=2).toarray()
+    )
+
+
+def test_a_mix_out_of_range_or_for_a_family_without_a_sentence_encoder_is_refused():
+    from gandalf_xmc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="in \\[0, 1\\]"):
+        ModelConfig(family="dual-encoder", neighbour_mix=1.5)
+    with pytest.raises(ConfigError, match="in \\[0, 1\\]"):
+        ModelConfig(family="dual-encoder", neighbour_mixes=(0.0, -0.1))
+    with pytest.raises(ConfigError, match="not astec"):
+        ModelConfig(family="astec", neighbour_mix=0.5)
+
+
 def test_train_and_predict_dual_encoder_from_the_cli(tiny_dir, tmp_path, capsys):
     code, out, err = run_cli(
-        ["train", "--model", "dual-encoder", "--data", str(tiny_dir), "--epochs", "1", "--out", str(tmp_path / "m")], capsys
+        # the classifiers alone (mix 0): the label asked for has no training point, so only its text's prior finds it
+        ["train", "--model", "dual-encoder", "--data", str(tiny_dir), "--epochs", "1", "--set", "neighbour_mix=0"]
+        + ["--out", str(tmp_path / "m")],
+        capsys,
     )
     assert code == 0, err
     from gandalf_xmc.models import load_trained
@@ -146,6 +225,8 @@ def test_int8_dual_encoder_from_the_cli_travels_with_the_model(tiny_dir, tmp_pat
             "1",
             "--encoder-precision",
             "int8",
+            "--set",
+            "neighbour_mix=0",
             "--out",
             str(tmp_path / "m"),
         ],

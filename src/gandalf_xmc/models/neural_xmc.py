@@ -17,8 +17,8 @@ from .. import sentence
 from ..augment.conventional import append_mixed
 from ..engine.clusters import balanced_clusters, cluster_members, label_representations
 from ..engine.devices import describe, resolve_device
-from ..engine.records import LabelPoints, TrainConfig, TrainResult, Validation, has_checkpoint
-from ..errors import ConfigError
+from ..engine.records import LabelPoints, TrainConfig, TrainResult, Validation, has_checkpoint, validation_metrics
+from ..errors import ConfigError, DataFormatError
 from ..features import TextFeaturizer
 from ..settings import check_ranges
 from .astec import BagOfEmbeddings
@@ -27,6 +27,7 @@ from .contrastive import ContrastiveConfig, TunedEncoder, chosen_epochs, fine_tu
 from .dual_encoder import FrozenEmbeddings
 from .inception import EMBED_DIM, InceptionEncoder, WordVocabulary, token_bags
 from .inception_lf import LabelFeatureNetwork, graph_text_bags, label_text_bags
+from .neighbours import EmbeddingNeighbours, mixed
 from .network import XMCNetwork
 from .neural_training import TransformedBatches, fit, predict
 from .spec import read_result, read_spec, write_spec
@@ -81,6 +82,15 @@ FAMILIES["inceptionxml-lf"] = Family(
 )
 
 
+# neighbour_mix None and no validation split: the mix that wins leaving each dev dataset out
+# (benchmarks/neighbour_mix.py; docs/decisions.md, "The dual-encoder's neighbours")
+UNVALIDATED_NEIGHBOUR_MIX = 0.5
+
+
+def _a_share(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 <= value <= 1
+
+
 @dataclass
 class ModelConfig:
     """Architecture and training settings of :class:`NeuralXMC`."""
@@ -98,6 +108,15 @@ class ModelConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     contrastive: ContrastiveConfig = field(default_factory=ContrastiveConfig)  # the ngame family's first stage
     first_phase_epochs: int | None = None  # inceptionxml-lf's first phase (None: train.epochs, as the second)
+    # a sentence encoder's families (dual-encoder, ngame): the training points' vote (.neighbours)
+    # mixed into the classifiers' scores, (1 - mix) * classifier + mix * vote; the mixes tried on
+    # validation in order, or a mix fixed (None: chosen on validation, else UNVALIDATED_NEIGHBOUR_MIX)
+    neighbours: int = 30
+    neighbour_power: float = 2.0
+    neighbour_share: bool = True  # the vote divided by the neighbours' weight (a share), else by their number (a mean)
+    neighbour_mixes: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+    neighbour_mix: float | None = None
+    candidates: int = 100  # labels the classifiers and the vote each rank for the mix
 
     def __post_init__(self) -> None:
         check_ranges(
@@ -108,6 +127,11 @@ class ModelConfig:
         )
         if self.first_phase_epochs is not None:
             check_ranges(self, positive=("first_phase_epochs",))
+        check_ranges(self, positive=("neighbours", "candidates"), non_negative=("neighbour_power",))
+        self.neighbour_mixes = tuple(self.neighbour_mixes)  # a list where read from model.json
+        mixes = self.neighbour_mixes + (() if self.neighbour_mix is None else (self.neighbour_mix,))
+        if not self.neighbour_mixes or not all(_a_share(m) for m in mixes):
+            raise ConfigError(f"neighbour_mixes and neighbour_mix must be numbers in [0, 1], got {mixes!r}")
         if self.family not in FAMILIES:
             raise ConfigError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
         if self.encoder_precision not in (sentence.AUTO, *sentence.PRECISIONS):
@@ -117,6 +141,8 @@ class ModelConfig:
             )
         if self.encoder_precision != sentence.AUTO and FAMILIES[self.family].inputs != "minilm":
             raise ConfigError(f"encoder_precision applies to a sentence encoder (dual-encoder, ngame), not {self.family}")
+        if self.neighbour_mix and FAMILIES[self.family].inputs != "minilm":
+            raise ConfigError(f"neighbour_mix applies to a sentence encoder's families (dual-encoder, ngame), not {self.family}")
         if self.encoder_precision == "int8" and FAMILIES[self.family].tunes_encoder:
             raise ConfigError("encoder_precision int8 is PyTorch's quantisation of the packaged encoder; ngame's is fine-tuned")
 
@@ -145,6 +171,9 @@ def refit_config(config: ModelConfig, result: TrainResult) -> ModelConfig:
     kept (ngame; 0 when the packaged encoder won), or the first phase's best epoch count
     (inceptionxml-lf), beside the classifier epochs the registry fixes."""
     family = FAMILIES[config.family]
+    record = result.history[result.best_epoch] if result.history else {}
+    if family.inputs == "minilm" and config.neighbour_mix is None and record.get("neighbour_mix") is not None:
+        config = replace(config, neighbour_mix=float(record["neighbour_mix"]))
     if family.label_features and result.encoder_history:
         return replace(config, first_phase_epochs=first_phase_best(result.encoder_history) + 1)
     if not family.tunes_encoder or not result.encoder_history:
@@ -179,6 +208,8 @@ class NeuralXMC(LabelledModel):
         self.assign: np.ndarray | None = None
         self.members: np.ndarray | None = None
         self.result: TrainResult | None = None
+        self.neighbours: EmbeddingNeighbours | None = None  # a sentence encoder's families, where the mix is above 0
+        self.neighbour_mix = 0.0
 
     def _build(self, n_features: int, n_labels: int, n_clusters: int) -> XMCNetwork:
         cfg = self.config
@@ -294,6 +325,7 @@ class NeuralXMC(LabelledModel):
             )
         X, Z = self._points_and_labels(list(texts), list(label_texts), progress)
         Y = sp.csr_matrix(Y, dtype=np.float32)
+        points, point_targets = X, Y  # the vote's index: the points given, before any feature mix appends its own
         if self.tokens is not None:  # cluster labels on bags of words
             reps = label_representations(
                 token_bags(X, self.tokens.vocab_size), Y, token_bags(Z, self.tokens.vocab_size), cfg.cluster_dim, cfg.train.seed
@@ -346,6 +378,9 @@ class NeuralXMC(LabelledModel):
             classifiers_resume = resume and (not self.family.tunes_encoder or has_checkpoint(checkpoint_dir))
             self.result = train(cfg.train, None if checkpoint_dir is None else Path(checkpoint_dir), classifiers_resume)
         self.result.device = describe(self.device)
+        if self.family.inputs == "minilm":
+            index = EmbeddingNeighbours(points, point_targets, cfg.neighbours, cfg.neighbour_power, cfg.neighbour_share)
+            self._choose_neighbour_mix(index, v)
         if self.family.tunes_encoder:
             self.result.encoder_history = encoder_history
         if self.tuned is not None and valid is not None:
@@ -391,6 +426,43 @@ class NeuralXMC(LabelledModel):
         result.examples_per_second = seen / max(result.seconds, 1e-9)
         return result
 
+    def _choose_neighbour_mix(self, neighbours: EmbeddingNeighbours, valid: Validation | None) -> None:
+        """The mix of the classifiers' scores and the training points' vote: the configured one, else
+        the one of best validation P@1 (on a tie the smaller) recorded in the best epoch's record and
+        made the result's score, else :data:`UNVALIDATED_NEIGHBOUR_MIX`. The index is kept only
+        where the mix is above 0."""
+        assert self.result is not None
+        cfg = self.config
+        self.neighbours, self.neighbour_mix = neighbours, cfg.neighbour_mix
+        if cfg.neighbour_mix is None and valid is not None:
+            classifier, vote = self.parts(valid.inputs, 10)
+            tried = [validation_metrics(mixed(classifier, vote, m, 10), valid) for m in cfg.neighbour_mixes]
+            best = max(range(len(tried)), key=lambda i: (tried[i]["P@1"], -cfg.neighbour_mixes[i]))
+            self.neighbour_mix = float(cfg.neighbour_mixes[best])
+            record = self.result.history[self.result.best_epoch] if self.result.history else {}
+            record["neighbour_mix"] = self.neighbour_mix
+            record["neighbour_mixes_tried"] = {str(m): t["P@1"] for m, t in zip(cfg.neighbour_mixes, tried, strict=True)}
+            self.result.best_score = tried[best]["P@1"]
+        elif self.neighbour_mix is None:
+            self.neighbour_mix = UNVALIDATED_NEIGHBOUR_MIX
+        if not self.neighbour_mix:
+            self.neighbours = None
+
+    def parts(self, inputs, k: int = 0) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+        """The classifiers' top labels and the training points' vote for texts (or their
+        embeddings): ``candidates`` labels of each, or ``k`` where more are asked for."""
+        if self.network is None or self.members is None or self.neighbours is None:
+            raise RuntimeError("fit the model first (the vote's index is kept where the mix is above 0)")
+        E = inputs if isinstance(inputs, np.ndarray) else self.features(list(inputs))
+        k = min(max(self.config.candidates, k), len(self.assign) if self.assign is not None else k)
+        return self._classifier_scores(E, k), self.neighbours.vote(E, k)
+
+    def _classifier_scores(self, E, k: int, progress: bool = False) -> sp.csr_matrix:
+        assert self.network is not None and self.members is not None
+        precision = self.config.train.gpu_precision
+        clusters = self.config.train.predict_clusters
+        return predict(self.network, E, self.members, k, clusters, progress=progress, precision=precision)
+
     def _keep_the_better(self, packaged: NeuralXMC) -> None:
         """ngame: this model's classifiers on the tuned encoder, or ``packaged``'s on the packaged one
         where they validate better (the dual-encoder's model); the comparison joins the encoder's records."""
@@ -400,6 +472,7 @@ class NeuralXMC(LabelledModel):
         if packaged_score > tuned_score:  # fine-tuning did not pay on validation
             self.config, self.tuned, self.network, self.result = packaged.config, None, packaged.network, packaged.result
             self.assign, self.members = packaged.assign, packaged.members
+            self.neighbours, self.neighbour_mix = packaged.neighbours, packaged.neighbour_mix
         self.result.encoder_history = [
             *history,
             {"stage": "classifiers", "tuned": tuned_score, "packaged": packaged_score, "kept": self.tuned is not None},
@@ -419,15 +492,12 @@ class NeuralXMC(LabelledModel):
     def predict(self, texts: list[str], k: int = 100, progress: bool = False) -> sp.csr_matrix:
         if self.network is None or self.members is None:
             raise RuntimeError("fit or load the model first")
-        return predict(
-            self.network,
-            self.features(texts),
-            self.members,
-            k,
-            self.config.train.predict_clusters,
-            progress=progress,
-            precision=self.config.train.gpu_precision,
-        )
+        E = self.features(texts)
+        if self.neighbours is None or not self.neighbour_mix:
+            return self._classifier_scores(E, k, progress)
+        n = min(max(self.config.candidates, k), len(self.assign) if self.assign is not None else k)
+        classifier = self._classifier_scores(E, n, progress)
+        return mixed(classifier, self.neighbours.vote(E, n), self.neighbour_mix, min(k, classifier.shape[1]))
 
     def save(self, directory: str | Path) -> None:
         """Write config, features, clusters and weights into ``directory``."""
@@ -441,6 +511,7 @@ class NeuralXMC(LabelledModel):
             n_labels=int(self.assign.size),
             n_features=self._n_features(),
             **encoder,
+            **({"neighbour_mix": self.neighbour_mix} if self.family.inputs == "minilm" else {}),
         )
         if self.featurizer is not None:
             self.featurizer.save(d)
@@ -449,6 +520,8 @@ class NeuralXMC(LabelledModel):
         np.save(d / "clusters.npy", self.assign)
         self.save_labels(d)
         torch.save({name: t.cpu() for name, t in self.network.state_dict().items()}, d / "weights.pt")
+        if self.neighbours is not None and self.neighbour_mix:
+            self.neighbours.save(d)
         if self.tuned is not None:
             torch.save({name: t.cpu() for name, t in self.tuned.state_dict().items()}, d / "encoder.pt")
 
@@ -474,4 +547,13 @@ class NeuralXMC(LabelledModel):
             model.tuned.load_state_dict(torch.load(d / "encoder.pt", weights_only=True, map_location="cpu"))
             model.tuned.eval()
         model.load_labels(d, int(spec["n_labels"]))
+        mix = spec.get("neighbour_mix", 0.0)  # absent: saved before the vote existed, the classifiers alone
+        if isinstance(mix, bool) or not isinstance(mix, (int, float)) or not 0 <= mix <= 1:
+            raise DataFormatError(d / "model.json", None, "'neighbour_mix' must be a number in [0, 1]")
+        model.neighbour_mix = float(mix)
+        if model.neighbour_mix:
+            cfg = model.config
+            model.neighbours = EmbeddingNeighbours.load(
+                d, int(spec["n_labels"]), cfg.dim, cfg.neighbours, cfg.neighbour_power, cfg.neighbour_share
+            )
         return model

@@ -189,7 +189,7 @@ MODELS: dict[str, ModelEntry] = {
         ),
         ModelEntry(
             "dual-encoder",
-            "frozen all-MiniLM-L6-v2 embeddings, label-text-initialised classifiers",
+            "frozen all-MiniLM-L6-v2 embeddings, label-text-initialised classifiers mixed with the nearest points' vote",
             "gandalf_xmc.models.neural_xmc",
             "NeuralXMC",
             True,

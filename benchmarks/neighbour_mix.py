@@ -1,0 +1,140 @@
+"""The dual-encoder's mix of its classifiers and its training points' vote, across the dev suite
+on validation only (the suite's random validation splits and the new-items sets' labelled new
+items), with a leave-one-dataset-out choice of the mix and the vote's power used when a model has
+no validation split.
+
+    python benchmarks/neighbour_mix.py [--datasets ...] [--splits valid new-items] [--seeds 0]
+
+For each dataset, split and seed: the dual-encoder trains once (the suite's settings: its
+default epochs, no validation) on the training part (``suite.scored_split``), and every mix of
+``ModelConfig.neighbour_mixes`` is scored with the vote at every power of ``--powers``, as a
+share and as a mean (``ModelConfig.neighbour_share``; P@1, PSP@5). Then, for each dataset left
+out (all its splits), the (share or mean, power, mix) of best mean P@1 over
+the other datasets' rows, and what it scores on the one left out, beside the classifiers alone
+(mix 0) and that row's own best. Writes ``benchmarks/results/neighbour-mix.json`` (or ``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from suite import augment_config, run_grid, scored_split
+
+from gandalf_xmc.augment import training_set
+from gandalf_xmc.data.dataset import find_split_file
+from gandalf_xmc.data.suite import NEW_ITEMS_SPLIT, SUITE, suite_path
+from gandalf_xmc.engine.records import Validation, validation_metrics
+from gandalf_xmc.models.neighbours import mixed
+from gandalf_xmc.models.neural_xmc import ModelConfig
+from gandalf_xmc.models.registry import build_model, model_config
+from gandalf_xmc.workflow.fitting import fit_model
+
+HERE = Path(__file__).resolve().parent
+
+
+def measure(dataset: str, split: str, augment: str, seed: int, powers: list[float], threads: int | None) -> dict | None:
+    if split == "new-items" and not find_split_file(suite_path(dataset), NEW_ITEMS_SPLIT):
+        return None
+    _, rest, target, inv = scored_split(dataset, seed, split)
+    config: ModelConfig = replace(model_config("dual-encoder", seed=seed, threads=threads), neighbour_mix=1.0)  # keeps the index
+    started = time.perf_counter()
+    model = fit_model(build_model(config), training_set(rest, augment_config(augment, seed)), rest.label_texts, progress=False)
+    seconds = time.perf_counter() - started
+    valid = Validation(target.texts, target.Y, inv, target.filter_pairs)
+    E = model.features(list(target.texts))
+    classifier, _ = model.parts(E)
+    assert model.neighbours is not None
+    p1: dict[str, float] = {}
+    psp5: dict[str, float] = {}
+    for share in (True, False):
+        for power in powers:
+            vote = model.neighbours.vote(E, config.candidates, power=power, share=share)
+            for mix in config.neighbour_mixes:
+                scores = validation_metrics(mixed(classifier, vote, mix, 10), valid)
+                cell = f"{'share' if share else 'mean'}/{power:g}/{mix:g}"
+                p1[cell], psp5[cell] = scores["P@1"], scores["PSP@5"]
+    return {
+        "dataset": dataset,
+        "split": split,
+        "augment": augment,
+        "seed": seed,
+        "n_eval": int(target.Y.shape[0]),
+        "train_seconds": seconds,
+        "P@1": p1,
+        "PSP@5": psp5,
+    }
+
+
+def leave_one_out(rows: list[dict]) -> list[dict]:
+    """For each dataset: the cell (share or mean/power/mix) of best mean P@1 over the other datasets' rows (each
+    dataset and split a row, seeds averaged), and its figures on each of the left-out rows."""
+    cells = list(rows[0]["P@1"])
+    keys = list(dict.fromkeys((r["dataset"], r["split"], r["augment"]) for r in rows))
+
+    def mean(key, metric: str, cell: str) -> float:
+        return float(np.mean([r[metric][cell] for r in rows if (r["dataset"], r["split"], r["augment"]) == key]))
+
+    def mean_over(chosen_keys, cell: str) -> float:
+        return float(np.mean([mean(k, "P@1", cell) for k in chosen_keys]))
+
+    out = []
+    for left in dict.fromkeys(k[0] for k in keys):
+        others = [k for k in keys if k[0] != left]
+        # the best mean P@1 on the others; on a tie the earlier cell (share, the lower power, the smaller mix)
+        chosen = max(cells, key=lambda c: (round(mean_over(others, c), 6), -cells.index(c))) if others else None
+        for key in (k for k in keys if k[0] == left):
+            own = max(cells, key=lambda c: (round(mean(key, "P@1", c), 6), -cells.index(c)))
+            alone = next(c for c in cells if c.endswith("/0"))
+            out.append(
+                {
+                    "dataset": left,
+                    "split": key[1],
+                    "augment": key[2],
+                    "chosen_on_others": chosen,
+                    "P@1_chosen": None if chosen is None else mean(key, "P@1", chosen),
+                    "PSP@5_chosen": None if chosen is None else mean(key, "PSP@5", chosen),
+                    "P@1_classifiers": mean(key, "P@1", alone),
+                    "PSP@5_classifiers": mean(key, "PSP@5", alone),
+                    "own_best": own,
+                    "P@1_own_best": mean(key, "P@1", own),
+                }
+            )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--datasets", nargs="+", default=[d.name for d in SUITE])
+    ap.add_argument("--splits", nargs="+", choices=("valid", "new-items"), default=["valid", "new-items"])
+    ap.add_argument("--augments", nargs="+", default=["none"])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    ap.add_argument("--powers", nargs="+", type=float, default=[2.0, 4.0, 8.0, 16.0])
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    rows = run_grid(
+        args.datasets,
+        [(split, a, s) for split in args.splits for a in args.augments for s in args.seeds],
+        lambda dataset, split, augment, seed: measure(dataset, split, augment, seed, args.powers, args.threads),
+    )
+    loo = leave_one_out(rows)
+    print("\n| dataset | split | vote/power/mix chosen on the others | its P@1 / PSP@5 | classifiers alone | own best | P@1 |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in loo:
+        chosen = "-" if r["chosen_on_others"] is None else f"{r['P@1_chosen']:.2f} / {r['PSP@5_chosen']:.2f}"
+        print(
+            f"| {r['dataset']} | {r['split']} | {r['chosen_on_others']} | {chosen} "
+            f"| {r['P@1_classifiers']:.2f} / {r['PSP@5_classifiers']:.2f} | {r['own_best']} | {r['P@1_own_best']:.2f} |"
+        )
+    out = args.out or HERE / "results" / "neighbour-mix.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"runs": rows, "leave_one_out": loo}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
