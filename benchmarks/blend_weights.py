@@ -14,11 +14,10 @@ Writes ``benchmarks/results/blend-weights.json`` (or ``--out``).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
-from suite import augment_config, run_grid, valid_fraction
+from suite import augment_config, markdown_table, run_grid, valid_fraction, write_results
 
 from gandalf_xmc.augment import training_set
 from gandalf_xmc.data import load_dataset
@@ -90,16 +89,19 @@ def main() -> None:
     args = ap.parse_args()
     rows = run_grid(args.datasets, [(a, s) for a in args.augments for s in args.seeds], measure)
     loo = [row for augment in args.augments for row in leave_one_out(rows, augment)]
-    print("\n| dataset | training set | weight chosen on the others | its P@1 | tree alone | own best weight | its P@1 |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for r in loo:
-        print(
-            f"| {r['dataset']} | {r['augment']} | {r['chosen_on_others']} | {r['P@1_chosen']:.2f} | {r['P@1_tree']:.2f} "
-            f"| {r['own_best']} | {r['P@1_own_best']:.2f} |"
+    headers = ["dataset", "training set", "weight chosen on the others", "its P@1", "tree alone", "own best weight", "its P@1"]
+    print()
+    print(
+        markdown_table(
+            headers,
+            [
+                [r["dataset"], r["augment"], r["chosen_on_others"], f"{r['P@1_chosen']:.2f}", f"{r['P@1_tree']:.2f}"]
+                + [r["own_best"], f"{r['P@1_own_best']:.2f}"]
+                for r in loo
+            ],
         )
-    out = args.out or HERE / "results" / "blend-weights.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"runs": rows, "leave_one_out": loo}, indent=1) + "\n")
+    )
+    write_results(args.out or HERE / "results" / "blend-weights.json", {"runs": rows, "leave_one_out": loo})
 
 
 if __name__ == "__main__":

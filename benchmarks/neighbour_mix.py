@@ -17,13 +17,12 @@ the other datasets' rows, and what it scores on the one left out, beside the cla
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from suite import augment_config, run_grid, scored_split
+from suite import augment_config, markdown_table, run_grid, scored_split, write_results
 
 from gandalf_xmc.augment import training_set
 from gandalf_xmc.data.dataset import find_split_file
@@ -123,17 +122,26 @@ def main() -> None:
         lambda dataset, split, augment, seed: measure(dataset, split, augment, seed, args.powers, args.threads),
     )
     loo = leave_one_out(rows)
-    print("\n| dataset | split | vote/power/mix chosen on the others | its P@1 / PSP@5 | classifiers alone | own best | P@1 |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for r in loo:
-        chosen = "-" if r["chosen_on_others"] is None else f"{r['P@1_chosen']:.2f} / {r['PSP@5_chosen']:.2f}"
-        print(
-            f"| {r['dataset']} | {r['split']} | {r['chosen_on_others']} | {chosen} "
-            f"| {r['P@1_classifiers']:.2f} / {r['PSP@5_classifiers']:.2f} | {r['own_best']} | {r['P@1_own_best']:.2f} |"
+    headers = ["dataset", "split", "vote/power/mix chosen on the others", "its P@1 / PSP@5", "classifiers alone", "own best"]
+    print()
+    print(
+        markdown_table(
+            [*headers, "its P@1"],
+            [
+                [
+                    r["dataset"],
+                    r["split"],
+                    r["chosen_on_others"],
+                    "-" if r["chosen_on_others"] is None else f"{r['P@1_chosen']:.2f} / {r['PSP@5_chosen']:.2f}",
+                    f"{r['P@1_classifiers']:.2f} / {r['PSP@5_classifiers']:.2f}",
+                    r["own_best"],
+                    f"{r['P@1_own_best']:.2f}",
+                ]
+                for r in loo
+            ],
         )
-    out = args.out or HERE / "results" / "neighbour-mix.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"runs": rows, "leave_one_out": loo}, indent=1) + "\n")
+    )
+    write_results(args.out or HERE / "results" / "neighbour-mix.json", {"runs": rows, "leave_one_out": loo})
 
 
 if __name__ == "__main__":

@@ -273,6 +273,18 @@ def variants_main(doc: str, datasets: tuple[str, ...], variants, measure, name: 
     out.write_text(json.dumps(rows, indent=1) + "\n")
 
 
+def markdown_table(headers: list[str], rows: list[list]) -> str:
+    """A Markdown table of ``headers`` and ``rows`` (each cell written with ``str``)."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
+    return "\n".join(lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
+
+
+def write_results(path: Path, payload) -> None:
+    """``payload`` as indented JSON at ``path`` (its folder made where missing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=1) + "\n")
+
+
 def table(rows: list[dict]) -> str:
     out = []
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
