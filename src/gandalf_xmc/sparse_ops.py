@@ -187,6 +187,27 @@ def unique_int(values: np.ndarray) -> np.ndarray:
     return a[keep]
 
 
+def neighbour_vote(
+    sims: sp.csr_matrix, targets: sp.csr_matrix, k: int, power: float, divisor: str | float | None
+) -> sp.csr_matrix:
+    """Each row's top ``k`` labels by its neighbours' vote: ``sims`` (queries x points, each
+    query's nearest points and their cosines) clipped at 0 and raised to ``power``, times the
+    points' ``targets``. ``divisor``: ``"share"`` divides each row by its weights' sum (the share of
+    the weight that carries a label), a number divides every row by it, None leaves the sums.
+    ``sims`` is changed in place (the caller's scratch product)."""
+    sims.data = np.power(np.maximum(sims.data, 0.0), power, dtype=np.float32)
+    scores = top_k_per_row(sims @ targets, k, distinct=True)
+    if divisor is None:
+        return scores
+    if divisor == "share":
+        total = np.asarray(sims.sum(axis=1)).ravel()
+        inverse = (1.0 / np.where(total > 0, total, 1.0)).astype(np.float32)
+    else:
+        inverse = np.full(sims.shape[0], 1.0 / float(divisor), dtype=np.float32)
+    scores.data = scores.data * np.repeat(inverse, np.diff(scores.indptr))  # each row scaled in place
+    return scores
+
+
 def text_scores(queries: np.ndarray, label_vectors: np.ndarray, k: int) -> sp.csr_matrix:
     """Each query's top ``k`` cosines (clipped at 0) to the label vectors, as a CSR (rows of
     ``queries`` and ``label_vectors`` are unit-length embeddings), a block of queries at a time."""

@@ -20,7 +20,7 @@ from ..errors import ConfigError
 from ..features import PrecomputedFeatures, TextFeaturizer, is_feature_matrix, load_featurizer
 from ..jsonio import read_json_file
 from ..settings import check_ranges
-from ..sparse_ops import csr_arrays, one_row, row_normalised, row_times_compiled, top_k_per_row
+from ..sparse_ops import csr_arrays, neighbour_vote, one_row, row_normalised, row_times_compiled, top_k_per_row
 from .base import Inputs, LabelledModel
 from .one_query import knn_row
 from .spec import write_spec
@@ -122,13 +122,7 @@ class TfidfKNN(LabelledModel):
             if rows:
                 Q = row_normalised(Q)
             sims = top_k_per_row(Q @ self.XT, cfg.n_neighbours, distinct=True)
-            sims.data = np.power(np.maximum(sims.data, 0.0), cfg.power)
-            scores = top_k_per_row(sims @ self.Y, k, distinct=True)
-            if share:  # each row scaled in place (a diagonal product: the same float32 products, less overhead)
-                total = np.asarray(sims.sum(axis=1)).ravel()
-                inverse = (1.0 / np.where(total > 0, total, 1.0)).astype(np.float32)
-                scores.data = scores.data * np.repeat(inverse, np.diff(scores.indptr))
-            blocks.append(scores)
+            blocks.append(neighbour_vote(sims, self.Y, k, cfg.power, "share" if share else None))
         if not blocks:
             return sp.csr_matrix((0, self.Y.shape[1]), dtype=np.float32)
         return sp.vstack(blocks, format="csr", dtype=np.float32)

@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataFormatError
-from ..sparse_ops import text_scores, top_k_per_row
+from ..sparse_ops import neighbour_vote, text_scores, top_k_per_row
 
 POINTS_FILE = "neighbour_points.npy"
 TARGETS_FILE = "neighbour_targets.npz"
@@ -51,14 +51,8 @@ class EmbeddingNeighbours:
         n_labels = self.targets.shape[1]
         if queries.shape[0] == 0 or self.points.shape[0] == 0:
             return sp.csr_matrix((queries.shape[0], n_labels), dtype=np.float32)
-        sims = text_scores(queries, self.points, min(self.n_neighbours, self.points.shape[0]))  # cosines clipped at 0
-        sims.data = np.power(sims.data, power, dtype=np.float32)
-        weights = np.asarray(sims.sum(axis=1), dtype=np.float64).ravel()
-        total = weights if share else np.full(sims.shape[0], float(self.n_neighbours))
-        scores = top_k_per_row(sims @ self.targets, min(k, n_labels), distinct=True)
-        inverse = (1.0 / np.where(total > 0, total, 1.0)).astype(np.float32)
-        scores.data = scores.data * np.repeat(inverse, np.diff(scores.indptr))
-        return scores
+        sims = text_scores(queries, self.points, min(self.n_neighbours, self.points.shape[0]))
+        return neighbour_vote(sims, self.targets, min(k, n_labels), power, "share" if share else self.n_neighbours)
 
     def save(self, directory: Path) -> None:
         """``neighbour_points.npy`` and ``neighbour_targets.npz`` (no pickles)."""

@@ -454,8 +454,13 @@ class NeuralXMC(LabelledModel):
         if self.network is None or self.members is None or self.neighbours is None:
             raise RuntimeError("fit the model first (the vote's index is kept where the mix is above 0)")
         E = inputs if isinstance(inputs, np.ndarray) else self.features(list(inputs))
-        k = min(max(self.config.candidates, k), len(self.assign) if self.assign is not None else k)
-        return self._classifier_scores(E, k), self.neighbours.vote(E, k)
+        n = self._candidates(k)
+        return self._classifier_scores(E, n), self.neighbours.vote(E, n)
+
+    def _candidates(self, k: int) -> int:
+        """Labels each part ranks for the mix: ``candidates``, or ``k`` where more are asked for, at most every label."""
+        assert self.assign is not None
+        return min(max(self.config.candidates, k), len(self.assign))
 
     def _classifier_scores(self, E, k: int, progress: bool = False) -> sp.csr_matrix:
         assert self.network is not None and self.members is not None
@@ -495,7 +500,7 @@ class NeuralXMC(LabelledModel):
         E = self.features(texts)
         if self.neighbours is None or not self.neighbour_mix:
             return self._classifier_scores(E, k, progress)
-        n = min(max(self.config.candidates, k), len(self.assign) if self.assign is not None else k)
+        n = self._candidates(k)
         classifier = self._classifier_scores(E, n, progress)
         return mixed(classifier, self.neighbours.vote(E, n), self.neighbour_mix, min(k, classifier.shape[1]))
 
