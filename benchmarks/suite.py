@@ -23,7 +23,11 @@ families where the dataset's group key names families; no label is read), else n
 every training point. ``--hold-out F`` trains on the training part less a random share F, as a
 final model that is not trained again after its validation run. ``--device`` says where the
 neural models train (each row records the device, its GPU's peak memory and the median epoch
-time). Writes ``benchmarks/results/suite-<split>.json`` (or ``--out``).
+time); they train once, for their configured epochs, without validation (the dual-encoder's and
+ngame's neighbour mix then its unvalidated default), unless ``--validate-neural`` runs them through
+``train_model`` as ``gandalf train`` does (validation chooses their epoch and mix, ngame its encoder,
+then the final model on every training point). Writes ``benchmarks/results/suite-<split>.json``
+(or ``--out``).
 """
 
 from __future__ import annotations
@@ -97,11 +101,13 @@ def run_one(
     valid_split: str | None = None,
     device: str | None = None,
     queries: str = "catalogue",
+    validate_neural: bool = False,
 ) -> dict:
     """One trained model scored on ``split``; ``recipe`` (its seed replaced by ``seed``) stands for
     the augmentation named ``augment`` where a script compares variants the suite has no name for;
     ``device`` is where a model that can use a GPU trains and predicts (the others run on the CPU);
-    ``queries`` what the deployment meets (``new-items``: auto chooses by its forecast)."""
+    ``queries`` what the deployment meets (``new-items``: auto chooses by its forecast);
+    ``validate_neural``: a model trained in epochs goes through ``train_model`` too."""
     given = valid_split if valid_split and find_split_file(suite_path(dataset), valid_split) else None
     splits = ("trn", "tst") if split == "test" else ("trn",)
     if given:
@@ -118,8 +124,8 @@ def run_one(
     gpu = _reset_gpu_peak(device)
     t0 = time.perf_counter()
     chosen, forecast, trials = None, None, None
-    chooses = hasattr(entry(model).load_module(), "refit_config") and not entry(model).in_epochs
-    if augment == "auto" or chooses:  # validation chooses for it (the blend's weights); a neural model trains once
+    chooses = hasattr(entry(model).load_module(), "refit_config") and (validate_neural or not entry(model).in_epochs)
+    if augment == "auto" or chooses:  # validation chooses for it (the blend's weights); a neural model trains once unless asked
         import tempfile
 
         from gandalf_xmc.workflow.pipeline import train_model
@@ -148,6 +154,8 @@ def run_one(
         if hasattr(fitted, "knn_weight"):
             blend = f"knn weight {fitted.knn_weight:g}, text weight {fitted.text_weight:g}"
             chosen = ", ".join(filter(None, (chosen, blend)))
+        if entry(model).in_epochs and getattr(fitted, "neighbour_mix", None) is not None:
+            chosen = ", ".join(filter(None, (chosen, f"neighbour mix {fitted.neighbour_mix:g}")))
     elif model == "knn":
         from gandalf_xmc.models.knn import TfidfKNN
 
@@ -173,6 +181,7 @@ def run_one(
         "protocol": protocol if split == "valid" else None,
         "valid_split": given,
         "queries": queries if augment == "auto" else None,
+        "validated": bool(augment == "auto" or chooses),
         "new_items_forecast": forecast,
         "auto_trials": trials,
         "n_train": len(rest.train),
@@ -366,6 +375,12 @@ def main() -> None:
         default="catalogue",
         help="what auto chooses for: catalogue items (its validation split) or new items (its forecast)",
     )
+    ap.add_argument(
+        "--validate-neural",
+        action="store_true",
+        help="the neural models train as gandalf train trains them: validation chooses their epoch and settings, "
+        "then the final model on every training point (default: once, without validation)",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     settings = parse_settings(args.settings)
@@ -396,6 +411,7 @@ def main() -> None:
                     valid_split=args.valid_split,
                     device=args.device,
                     queries=args.queries,
+                    validate_neural=args.validate_neural,
                 ),
                 "augment_settings": augment_settings,
             }
