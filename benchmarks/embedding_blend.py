@@ -1,4 +1,5 @@
-"""Would sentence embeddings add to the linear-knn blend? Validation splits only.
+"""Would sentence embeddings add to the linear-knn blend? Chosen on validation splits (a new-items
+set's test split scored at the cell chosen, for reporting).
 
     python benchmarks/embedding_blend.py [--datasets ...] [--splits valid new-items]
         [--augments none gandalf-tempered] [--seeds 0] [--near-powers 2]
