@@ -32,10 +32,10 @@ from gandalf_xmc.augment import training_set
 from gandalf_xmc.data.dataset import find_split_file
 from gandalf_xmc.data.suite import NEW_ITEMS_SPLIT, SUITE, suite_path
 from gandalf_xmc.engine.records import Validation, validation_metrics
-from gandalf_xmc.models.blend import BlendConfig, LinearKnnBlend, text_scores
+from gandalf_xmc.models.blend import BlendConfig, LinearKnnBlend
 from gandalf_xmc.models.neighbours import EmbeddingNeighbours
 from gandalf_xmc.models.registry import model_config
-from gandalf_xmc.sparse_ops import top_k_per_row
+from gandalf_xmc.sparse_ops import text_scores, top_k_per_row
 from gandalf_xmc.workflow.fitting import fit_model
 
 HERE = Path(__file__).resolve().parent
@@ -45,18 +45,14 @@ NEAR = (0.0, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.5, 2.0)
 K = 100
 
 
-def label_cosines(label_texts, Q: np.ndarray) -> sp.csr_matrix:
-    """Top-K cosines of each query embedding to the label texts' (the blend's ``text`` part)."""
-    return text_scores(Q, sentence.embed(label_texts, precision="float32"), K)
-
-
-def grid_scores(blend, label_texts, index: EmbeddingNeighbours, target, inv, near_powers: list[float]) -> dict:
-    """P@1 and PSP@5 of every ``tree + v * vote + e * label + n * near`` on ``target``'s queries."""
+def grid_scores(blend, label_vectors: np.ndarray, index: EmbeddingNeighbours, target, inv, near_powers: list[float]) -> dict:
+    """P@1 and PSP@5 of every ``tree + v * vote + e * label + n * near`` on ``target``'s queries
+    (``label``: their top-K cosines to the label texts' embeddings ``label_vectors``)."""
     v = Validation(target.texts, target.Y, inv, target.filter_pairs)
     queries = list(target.texts)
     tree, vote = blend.parts(queries)
     Q = sentence.embed(queries, precision="float32")
-    label = label_cosines(label_texts, Q)
+    label = text_scores(Q, label_vectors, K)
     grid = {}
     for power in near_powers:
         near = index.vote(Q, K, power=power)
@@ -77,6 +73,7 @@ def measure(dataset: str, split: str, augment: str, seed: int, near_powers: list
     config: BlendConfig = model_config("linear-knn", seed=seed)
     train = training_set(rest, augment_config(augment, seed))
     blend = fit_model(LinearKnnBlend(config), train, rest.label_texts, progress=False)
+    label_vectors = sentence.embed(rest.label_texts, precision="float32")  # once for both scored splits
     index = EmbeddingNeighbours(
         sentence.embed(list(train.texts), precision="float32"), train.Y, config.knn.n_neighbours, config.knn.power
     )
@@ -86,11 +83,11 @@ def measure(dataset: str, split: str, augment: str, seed: int, near_powers: list
         "augment": augment,
         "seed": seed,
         "n_eval": len(target.texts),
-        "grid": grid_scores(blend, rest.label_texts, index, target, inv, near_powers),
+        "grid": grid_scores(blend, label_vectors, index, target, inv, near_powers),
     }
     if new_items:  # the new items' test split, scored at every cell for the cell validation chooses (reporting only)
         row["n_test"] = len(ds.test.texts)
-        row["test_grid"] = grid_scores(blend, rest.label_texts, index, ds.test, inv, near_powers)
+        row["test_grid"] = grid_scores(blend, label_vectors, index, ds.test, inv, near_powers)
     return row
 
 

@@ -154,8 +154,9 @@ def run_one(
         if hasattr(fitted, "knn_weight"):
             blend = f"knn weight {fitted.knn_weight:g}, text weight {fitted.text_weight:g}"
             chosen = ", ".join(filter(None, (chosen, blend)))
-        if entry(model).in_epochs and getattr(fitted, "neighbour_mix", None) is not None:
-            chosen = ", ".join(filter(None, (chosen, f"neighbour mix {fitted.neighbour_mix:g}")))
+        mix = getattr(getattr(fitted, "config", None), "neighbour_mix", None)  # fixed by refit_config where validated
+        if mix is not None:
+            chosen = ", ".join(filter(None, (chosen, f"neighbour mix {mix:g}")))
     elif model == "knn":
         from gandalf_xmc.models.knn import TfidfKNN
 
