@@ -1,17 +1,19 @@
-"""The dual-encoder's mix of its classifiers and its training points' vote, across the dev suite
-on validation only (the suite's random validation splits and the new-items sets' labelled new
-items), with a leave-one-dataset-out choice of the mix and the vote's power used when a model has
-no validation split.
+"""A sentence encoder's model (the dual-encoder, or ngame with ``--model ngame``): the mix of its
+classifiers and its training points' vote, across the dev suite on validation only (the suite's
+random validation splits and the new-items sets' labelled new items), with a leave-one-dataset-out
+choice of the mix and the vote's power used when a model has no validation split.
 
-    python benchmarks/neighbour_mix.py [--datasets ...] [--splits valid new-items] [--seeds 0]
+    python benchmarks/neighbour_mix.py [--model dual-encoder|ngame] [--datasets ...]
+        [--splits valid new-items] [--seeds 0]
 
-For each dataset, split and seed: the dual-encoder trains once (the suite's settings: its
-default epochs, no validation) on the training part (``suite.scored_split``), and every mix of
-``ModelConfig.neighbour_mixes`` is scored with the vote at every power of ``--powers``, as a
-share and as a mean (``ModelConfig.neighbour_share``; P@1, PSP@5). Then, for each dataset left
-out (all its splits), the (share or mean, power, mix) of best mean P@1 over
-the other datasets' rows, and what it scores on the one left out, beside the classifiers alone
-(mix 0) and that row's own best. Writes ``benchmarks/results/neighbour-mix.json`` (or ``--out``).
+For each dataset, split and seed: the model trains once (the suite's settings: its default
+epochs, no validation, so ngame keeps its fine-tuned encoder) on the training part
+(``suite.scored_split``), and every mix of ``ModelConfig.neighbour_mixes`` is scored with the vote
+at every power of ``--powers``, as a share and as a mean (``ModelConfig.neighbour_share``; P@1,
+PSP@5). Then, for each dataset left out (all its splits), the (share or mean, power, mix) of best
+mean P@1 over the other datasets' rows, and what it scores on the one left out, beside the
+classifiers alone (mix 0) and that row's own best. Writes ``benchmarks/results/neighbour-mix.json``
+(``neighbour-mix-ngame.json`` for ngame; or ``--out``).
 """
 
 from __future__ import annotations
@@ -36,11 +38,13 @@ from gandalf_xmc.workflow.fitting import fit_model
 HERE = Path(__file__).resolve().parent
 
 
-def measure(dataset: str, split: str, augment: str, seed: int, powers: list[float], threads: int | None) -> dict | None:
+def measure(
+    model_name: str, dataset: str, split: str, augment: str, seed: int, powers: list[float], threads: int | None
+) -> dict | None:
     if split == "new-items" and not find_split_file(suite_path(dataset), NEW_ITEMS_SPLIT):
         return None
     _, rest, target, inv = scored_split(dataset, seed, split)
-    config: ModelConfig = replace(model_config("dual-encoder", seed=seed, threads=threads), neighbour_mix=1.0)  # keeps the index
+    config: ModelConfig = replace(model_config(model_name, seed=seed, threads=threads), neighbour_mix=1.0)  # keeps the index
     started = time.perf_counter()
     model = fit_model(build_model(config), training_set(rest, augment_config(augment, seed)), rest.label_texts, progress=False)
     seconds = time.perf_counter() - started
@@ -58,6 +62,7 @@ def measure(dataset: str, split: str, augment: str, seed: int, powers: list[floa
                 cell = f"{'share' if share else 'mean'}/{power:g}/{mix:g}"
                 p1[cell], psp5[cell] = scores["P@1"], scores["PSP@5"]
     return {
+        "model": model_name,
         "dataset": dataset,
         "split": split,
         "augment": augment,
@@ -108,6 +113,7 @@ def leave_one_out(rows: list[dict]) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", choices=("dual-encoder", "ngame"), default="dual-encoder")
     ap.add_argument("--datasets", nargs="+", default=[d.name for d in SUITE])
     ap.add_argument("--splits", nargs="+", choices=("valid", "new-items"), default=["valid", "new-items"])
     ap.add_argument("--augments", nargs="+", default=["none"])
@@ -119,7 +125,7 @@ def main() -> None:
     rows = run_grid(
         args.datasets,
         [(split, a, s) for split in args.splits for a in args.augments for s in args.seeds],
-        lambda dataset, split, augment, seed: measure(dataset, split, augment, seed, args.powers, args.threads),
+        lambda dataset, split, augment, seed: measure(args.model, dataset, split, augment, seed, args.powers, args.threads),
     )
     loo = leave_one_out(rows)
     headers = ["dataset", "split", "vote/power/mix chosen on the others", "its P@1 / PSP@5", "classifiers alone", "own best"]
@@ -141,7 +147,8 @@ def main() -> None:
             ],
         )
     )
-    write_results(args.out or HERE / "results" / "neighbour-mix.json", {"runs": rows, "leave_one_out": loo})
+    default = "neighbour-mix.json" if args.model == "dual-encoder" else f"neighbour-mix-{args.model}.json"
+    write_results(args.out or HERE / "results" / default, {"runs": rows, "leave_one_out": loo})
 
 
 if __name__ == "__main__":

@@ -157,6 +157,9 @@ def run_one(
         mix = getattr(getattr(fitted, "config", None), "neighbour_mix", None)  # fixed by refit_config where validated
         if mix is not None:
             chosen = ", ".join(filter(None, (chosen, f"neighbour mix {mix:g}")))
+        if getattr(getattr(fitted, "family", None), "tunes_encoder", False):  # ngame: the encoder validation kept
+            tuned = fitted.config.contrastive.epochs  # refit_config's: 0 where the packaged encoder won
+            chosen = ", ".join(filter(None, (chosen, f"encoder tuned {tuned} epochs" if tuned else "packaged encoder")))
     elif model == "knn":
         from gandalf_xmc.models.knn import TfidfKNN
 

@@ -1,0 +1,57 @@
+"""The leave-one-dataset-out choice of benchmarks/neighbour_mix.py, on scores worked out by hand."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")  # the script imports the neural models (the [neural] extra)
+
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))  # neighbour_mix.py imports its neighbour suite.py
+spec = importlib.util.spec_from_file_location("neighbour_mix", BENCHMARKS / "neighbour_mix.py")
+neighbour_mix = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(neighbour_mix)
+
+CELLS = ("share/2/0", "share/2/0.5", "share/2/1")
+
+
+def row(dataset: str, split: str, seed: int, p1: tuple[float, float, float]) -> dict:
+    return {
+        "dataset": dataset,
+        "split": split,
+        "augment": "none",
+        "seed": seed,
+        "P@1": dict(zip(CELLS, p1, strict=True)),
+        "PSP@5": dict(zip(CELLS, (x / 2 for x in p1), strict=True)),
+    }
+
+
+def test_each_dataset_left_out_gets_the_cell_of_best_mean_p1_on_the_others_seeds_averaged_first():
+    rows = [
+        row("a", "valid", 0, (10, 20, 30)),
+        row("a", "valid", 1, (10, 20, 10)),  # a's seeds average to 10 / 20 / 20
+        row("b", "valid", 0, (40, 30, 20)),
+        row("b", "new-items", 0, (0, 10, 5)),  # b's two splits are two rows of the mean
+        row("c", "valid", 0, (30, 30, 30)),
+    ]
+    loo = {(r["dataset"], r["split"]): r for r in neighbour_mix.leave_one_out(rows)}
+    # a out: rows b/valid, b/new-items, c/valid -> means 70/3, 70/3, 55/3: a tie, the earlier cell (mix 0)
+    assert loo["a", "valid"]["chosen_on_others"] == "share/2/0"
+    assert loo["a", "valid"]["P@1_chosen"] == 10 and loo["a", "valid"]["PSP@5_chosen"] == 5
+    assert loo["a", "valid"]["own_best"] == "share/2/0.5" and loo["a", "valid"]["P@1_own_best"] == 20  # a tie with mix 1
+    # b out: rows a, c -> means 20, 25, 25: the tie to the smaller mix
+    assert loo["b", "valid"]["chosen_on_others"] == loo["b", "new-items"]["chosen_on_others"] == "share/2/0.5"
+    assert loo["b", "valid"]["P@1_chosen"] == 30 and loo["b", "new-items"]["P@1_chosen"] == 10
+    assert loo["b", "new-items"]["P@1_classifiers"] == 0  # the mix 0 cell
+    # c out: rows a, b/valid, b/new-items -> means 50/3, 60/3, 45/3
+    assert loo["c", "valid"]["chosen_on_others"] == "share/2/0.5" and loo["c", "valid"]["P@1_chosen"] == 30
+
+
+def test_a_single_dataset_has_nothing_to_choose_on():
+    loo = neighbour_mix.leave_one_out([row("a", "valid", 0, (1, 2, 3))])
+    assert loo[0]["chosen_on_others"] is None and loo[0]["P@1_chosen"] is None
+    assert loo[0]["own_best"] == "share/2/1"
