@@ -285,6 +285,26 @@ def test_ngame_without_fine_tuning_is_the_dual_encoder_to_the_bit():
     np.testing.assert_array_equal(ngame.predict(queries, k=3).toarray(), dual.predict(queries, k=3).toarray())
 
 
+def test_without_validation_a_tuned_encoder_mixes_in_its_own_share_of_the_vote(tmp_path):
+    from gandalf_xmc.models.neighbours import mixed
+    from gandalf_xmc.models.neural_xmc import UNVALIDATED_NEIGHBOUR_MIX, UNVALIDATED_TUNED_NEIGHBOUR_MIX
+
+    assert UNVALIDATED_TUNED_NEIGHBOUR_MIX != UNVALIDATED_NEIGHBOUR_MIX  # else this test could not tell them apart
+    texts, Y, label_texts = _pairs()
+    packaged = NeuralXMC(_ngame_config(0)).fit(texts, Y, label_texts, progress=False)
+    assert packaged.tuned is None and packaged.neighbour_mix == UNVALIDATED_NEIGHBOUR_MIX  # the dual-encoder's
+    tuned = NeuralXMC(_ngame_config(1)).fit(texts, Y, label_texts, progress=False)
+    assert tuned.tuned is not None and tuned.neighbour_mix == UNVALIDATED_TUNED_NEIGHBOUR_MIX
+    queries = ["a hammer for nails", "apples from the orchard", "whales"]
+    classifier, vote = tuned.parts(queries, 3)
+    expected = mixed(classifier, vote, UNVALIDATED_TUNED_NEIGHBOUR_MIX, 3).toarray()
+    np.testing.assert_allclose(tuned.predict(queries, k=3).toarray(), expected, atol=1e-6)
+    tuned.save(tmp_path / "m")
+    loaded = NeuralXMC.load(tmp_path / "m")
+    assert loaded.neighbour_mix == UNVALIDATED_TUNED_NEIGHBOUR_MIX
+    np.testing.assert_allclose(loaded.predict(queries, k=3).toarray(), expected, atol=1e-6)
+
+
 def test_ngame_keeps_the_packaged_encoder_where_its_classifiers_validate_better(monkeypatch, tmp_path):
     from dataclasses import replace
 

@@ -83,8 +83,10 @@ FAMILIES["inceptionxml-lf"] = Family(
 
 
 # neighbour_mix None and no validation split: the mix that wins leaving each dev dataset out
-# (benchmarks/neighbour_mix.py; docs/decisions.md, "The dual-encoder's neighbours")
+# (benchmarks/neighbour_mix.py), on the packaged encoder and on a fine-tuned one, whose classifiers
+# are stronger (docs/decisions.md, "The dual-encoder's neighbours")
 UNVALIDATED_NEIGHBOUR_MIX = 0.5
+UNVALIDATED_TUNED_NEIGHBOUR_MIX = 0.1
 
 
 def _a_share(value) -> bool:
@@ -110,7 +112,7 @@ class ModelConfig:
     first_phase_epochs: int | None = None  # inceptionxml-lf's first phase (None: train.epochs, as the second)
     # a sentence encoder's families (dual-encoder, ngame): the training points' vote (.neighbours)
     # mixed into the classifiers' scores, (1 - mix) * classifier + mix * vote; the mixes tried on
-    # validation in order, or a mix fixed (None: chosen on validation, else UNVALIDATED_NEIGHBOUR_MIX)
+    # validation in order, or a mix fixed (None: chosen on validation, else the unvalidated one below)
     neighbours: int = 30
     neighbour_power: float = 2.0
     neighbour_share: bool = True  # the vote divided by the neighbours' weight (a share), else by their number (a mean)
@@ -429,7 +431,8 @@ class NeuralXMC(LabelledModel):
     def _choose_neighbour_mix(self, neighbours: EmbeddingNeighbours, valid: Validation | None) -> None:
         """The mix of the classifiers' scores and the training points' vote: the configured one, else
         the one of best validation P@1 (on a tie the smaller) recorded in the best epoch's record and
-        made the result's score, else :data:`UNVALIDATED_NEIGHBOUR_MIX`. The index is kept only
+        made the result's score, else :data:`UNVALIDATED_NEIGHBOUR_MIX` (on a fine-tuned encoder
+        :data:`UNVALIDATED_TUNED_NEIGHBOUR_MIX`). The index is kept only
         where the mix is above 0."""
         assert self.result is not None
         cfg = self.config
@@ -444,7 +447,7 @@ class NeuralXMC(LabelledModel):
             record["neighbour_mixes_tried"] = {str(m): t["P@1"] for m, t in zip(cfg.neighbour_mixes, tried, strict=True)}
             self.result.best_score = tried[best]["P@1"]
         elif self.neighbour_mix is None:
-            self.neighbour_mix = UNVALIDATED_NEIGHBOUR_MIX
+            self.neighbour_mix = UNVALIDATED_NEIGHBOUR_MIX if self.tuned is None else UNVALIDATED_TUNED_NEIGHBOUR_MIX
         if not self.neighbour_mix:
             self.neighbours = None
 
