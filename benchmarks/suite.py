@@ -151,15 +151,16 @@ def run_one(
         fitted, chosen = trained.model, trained.search["chosen"] if trained.search else None
         forecast = (trained.search or {}).get("new_items")
         trials = search_trials(trained.search)
+        said = [chosen]  # what validation chose, each part where the model has it
         if hasattr(fitted, "knn_weight"):
-            blend = f"knn weight {fitted.knn_weight:g}, text weight {fitted.text_weight:g}"
-            chosen = ", ".join(filter(None, (chosen, blend)))
+            said.append(f"knn weight {fitted.knn_weight:g}, text weight {fitted.text_weight:g}")
         mix = getattr(getattr(fitted, "config", None), "neighbour_mix", None)  # fixed by refit_config where validated
         if mix is not None:
-            chosen = ", ".join(filter(None, (chosen, f"neighbour mix {mix:g}")))
+            said.append(f"neighbour mix {mix:g}")
         if getattr(getattr(fitted, "family", None), "tunes_encoder", False):  # ngame: the encoder validation kept
             tuned = fitted.config.contrastive.epochs  # refit_config's: 0 where the packaged encoder won
-            chosen = ", ".join(filter(None, (chosen, f"encoder tuned {tuned} epochs" if tuned else "packaged encoder")))
+            said.append(f"encoder tuned {tuned} epochs" if tuned else "packaged encoder")
+        chosen = ", ".join(filter(None, said)) or None
     elif model == "knn":
         from gandalf_xmc.models.knn import TfidfKNN
 

@@ -83,8 +83,8 @@ FAMILIES["inceptionxml-lf"] = Family(
 
 
 # neighbour_mix None and no validation split: the mix that wins leaving each dev dataset out
-# (benchmarks/neighbour_mix.py), on the packaged encoder and on a fine-tuned one, whose classifiers
-# are stronger (docs/decisions.md, "The dual-encoder's neighbours")
+# (benchmarks/neighbour_mix.py), for the packaged encoder and for a fine-tuned one (docs/decisions.md,
+# "The dual-encoder's neighbours")
 UNVALIDATED_NEIGHBOUR_MIX = 0.5
 UNVALIDATED_TUNED_NEIGHBOUR_MIX = 0.1
 
