@@ -4,21 +4,25 @@ random validation splits and the new-items sets' labelled new items), with a lea
 choice of the mix and the vote's power used when a model has no validation split.
 
     python benchmarks/neighbour_mix.py [--model dual-encoder|ngame] [--datasets ...]
-        [--splits valid new-items] [--seeds 0]
+        [--splits valid new-items] [--seeds 0] [--classifier-epochs 1 2 3 4]
 
 For each dataset, split and seed: the model trains once (the suite's settings: its default
 epochs, no validation, so ngame keeps its fine-tuned encoder) on the training part
 (``suite.scored_split``), and every mix of ``ModelConfig.neighbour_mixes`` is scored with the vote
 at every power of ``--powers``, as a share and as a mean (``ModelConfig.neighbour_share``; P@1,
-PSP@5). Then, for each dataset left out (all its splits), the (share or mean, power, mix) of best
-mean P@1 over the other datasets' rows, and what it scores on the one left out, beside the
-classifiers alone (mix 0) and that row's own best. Writes ``benchmarks/results/neighbour-mix.json``
+PSP@5). With ``--classifier-epochs`` the classifiers are scored after each of those epoch counts
+too (one run, resumed from its checkpoints: the fine-tuning once), each cell named ``e<epochs>/...``,
+the model's default count first. Then, for each dataset left out (all its splits), the cell (epochs,
+share or mean, power, mix) of best mean P@1 over the other datasets' rows (on a tie the earlier
+cell), and what it scores on the one left out, beside the classifiers alone (the first cell's epochs,
+mix 0) and that row's own best. Writes ``benchmarks/results/neighbour-mix.json``
 (``neighbour-mix-ngame.json`` for ngame; or ``--out``).
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -38,29 +42,56 @@ from gandalf_xmc.workflow.fitting import fit_model
 HERE = Path(__file__).resolve().parent
 
 
+def epoch_counts(default: int, asked: list[int] | None) -> list[int]:
+    """The classifier epoch counts a run scores: the model's default first, then the others asked for."""
+    return list(dict.fromkeys([default, *(asked or [])]))
+
+
 def measure(
-    model_name: str, dataset: str, split: str, augment: str, seed: int, powers: list[float], threads: int | None
+    model_name: str,
+    dataset: str,
+    split: str,
+    augment: str,
+    seed: int,
+    powers: list[float],
+    threads: int | None,
+    classifier_epochs: list[int] | None = None,
 ) -> dict | None:
     if split == "new-items" and not find_split_file(suite_path(dataset), NEW_ITEMS_SPLIT):
         return None
     _, rest, target, inv = scored_split(dataset, seed, split)
     config: ModelConfig = replace(model_config(model_name, seed=seed, threads=threads), neighbour_mix=1.0)  # keeps the index
-    started = time.perf_counter()
-    model = fit_model(build_model(config), training_set(rest, augment_config(augment, seed)), rest.label_texts, progress=False)
-    seconds = time.perf_counter() - started
+    counts = epoch_counts(config.train.epochs, classifier_epochs)
     valid = Validation(target.texts, target.Y, inv, target.filter_pairs)
-    E = model.features(list(target.texts))
-    classifier, _ = model.parts(E)
-    assert model.neighbours is not None
+    points = training_set(rest, augment_config(augment, seed))
     p1: dict[str, float] = {}
     psp5: dict[str, float] = {}
-    for share in (True, False):
-        for power in powers:
-            vote = model.neighbours.vote(E, config.candidates, power=power, share=share)
-            for mix in config.neighbour_mixes:
-                scores = validation_metrics(mixed(classifier, vote, mix, 10), valid)
-                cell = f"{'share' if share else 'mean'}/{power:g}/{mix:g}"
-                p1[cell], psp5[cell] = scores["P@1"], scores["PSP@5"]
+    seconds: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as checkpoints:
+        # in rising order, each run resuming the last: epoch e's weights are a run of e epochs' (no schedule spans epochs)
+        for i, epochs in enumerate(sorted(counts)):
+            started = time.perf_counter()
+            model = fit_model(
+                build_model(replace(config, train=replace(config.train, epochs=epochs))),
+                points,
+                rest.label_texts,
+                checkpoint_dir=checkpoints,
+                resume=i > 0,
+                progress=False,
+            )
+            seconds[str(epochs)] = time.perf_counter() - started
+            prefix = "" if classifier_epochs is None else f"e{epochs}/"
+            E = model.features(list(target.texts))
+            classifier, _ = model.parts(E)
+            assert model.neighbours is not None
+            for share in (True, False):
+                for power in powers:
+                    vote = model.neighbours.vote(E, config.candidates, power=power, share=share)
+                    for mix in config.neighbour_mixes:
+                        scores = validation_metrics(mixed(classifier, vote, mix, 10), valid)
+                        cell = f"{prefix}{'share' if share else 'mean'}/{power:g}/{mix:g}"
+                        p1[cell], psp5[cell] = scores["P@1"], scores["PSP@5"]
+    order = [c for e in counts for c in p1 if classifier_epochs is None or c.startswith(f"e{e}/")]  # the default count first
     return {
         "model": model_name,
         "dataset": dataset,
@@ -69,8 +100,8 @@ def measure(
         "seed": seed,
         "n_eval": int(target.Y.shape[0]),
         "train_seconds": seconds,
-        "P@1": p1,
-        "PSP@5": psp5,
+        "P@1": {c: p1[c] for c in order},
+        "PSP@5": {c: psp5[c] for c in order},
     }
 
 
@@ -120,12 +151,17 @@ def main() -> None:
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--powers", nargs="+", type=float, default=[2.0, 4.0, 8.0, 16.0])
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument(
+        "--classifier-epochs", nargs="+", type=int, default=None, help="score the classifiers after these epoch counts too"
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     rows = run_grid(
         args.datasets,
         [(split, a, s) for split in args.splits for a in args.augments for s in args.seeds],
-        lambda dataset, split, augment, seed: measure(args.model, dataset, split, augment, seed, args.powers, args.threads),
+        lambda dataset, split, augment, seed: measure(
+            args.model, dataset, split, augment, seed, args.powers, args.threads, args.classifier_epochs
+        ),
     )
     loo = leave_one_out(rows)
     headers = ["dataset", "split", "vote/power/mix chosen on the others", "its P@1 / PSP@5", "classifiers alone", "own best"]

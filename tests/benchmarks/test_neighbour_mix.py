@@ -55,3 +55,9 @@ def test_a_single_dataset_has_nothing_to_choose_on():
     loo = neighbour_mix.leave_one_out([row("a", "valid", 0, (1, 2, 3))])
     assert loo[0]["chosen_on_others"] is None and loo[0]["P@1_chosen"] is None
     assert loo[0]["own_best"] == "share/2/1"
+
+
+def test_the_models_default_epoch_count_comes_first_so_a_tie_keeps_it():
+    assert neighbour_mix.epoch_counts(4, [1, 2, 3, 4]) == [4, 1, 2, 3]
+    assert neighbour_mix.epoch_counts(1, [1, 4]) == [1, 4]
+    assert neighbour_mix.epoch_counts(4, None) == [4]

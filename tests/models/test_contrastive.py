@@ -274,6 +274,21 @@ def _ngame_config(epochs: int) -> ModelConfig:
     )
 
 
+def test_ngame_trains_its_classifiers_one_epoch_by_default_and_the_epochs_asked_for_otherwise():
+    from dataclasses import replace
+
+    from gandalf_xmc.models.registry import model_config
+
+    texts, Y, label_texts = _pairs()
+    small = dict(max_cluster_size=2, encoder_precision="float32", contrastive=ContrastiveConfig(epochs=1, batch_size=3, lr=1e-4))
+    for asked, trained in ((None, 1), (3, 3)):
+        config = replace(model_config("ngame", seed=0, epochs=asked), **small)
+        config = replace(config, train=replace(config.train, device="cpu"))
+        model = NeuralXMC(config).fit(texts, Y, label_texts, progress=False)
+        assert model.tuned is not None and len(model.result.history) == trained
+    assert model_config("dual-encoder").train.epochs == 4  # the frozen encoder's classifiers keep theirs
+
+
 def test_ngame_without_fine_tuning_is_the_dual_encoder_to_the_bit():
     from dataclasses import replace
 
