@@ -64,9 +64,10 @@ def measure(
     counts = epoch_counts(config.train.epochs, classifier_epochs)
     valid = Validation(target.texts, target.Y, inv, target.filter_pairs)
     points = training_set(rest, augment_config(augment, seed))
-    p1: dict[str, float] = {}
-    psp5: dict[str, float] = {}
+    p1: dict[int, dict[str, float]] = {}  # by epoch count, then cell
+    psp5: dict[int, dict[str, float]] = {}
     seconds: dict[str, float] = {}
+    E = None
     with tempfile.TemporaryDirectory() as checkpoints:
         # in rising order, each run resuming the last: epoch e's weights are a run of e epochs' (no schedule spans epochs)
         for i, epochs in enumerate(sorted(counts)):
@@ -80,18 +81,19 @@ def measure(
                 progress=False,
             )
             seconds[str(epochs)] = time.perf_counter() - started
+            if E is None:  # the encoder is the same in every resumed run (ngame's fine-tuning is not repeated)
+                E = model.features(list(target.texts))
             prefix = "" if classifier_epochs is None else f"e{epochs}/"
-            E = model.features(list(target.texts))
             classifier, _ = model.parts(E)
             assert model.neighbours is not None
+            p1[epochs], psp5[epochs] = {}, {}
             for share in (True, False):
                 for power in powers:
                     vote = model.neighbours.vote(E, config.candidates, power=power, share=share)
                     for mix in config.neighbour_mixes:
                         scores = validation_metrics(mixed(classifier, vote, mix, 10), valid)
                         cell = f"{prefix}{'share' if share else 'mean'}/{power:g}/{mix:g}"
-                        p1[cell], psp5[cell] = scores["P@1"], scores["PSP@5"]
-    order = [c for e in counts for c in p1 if classifier_epochs is None or c.startswith(f"e{e}/")]  # the default count first
+                        p1[epochs][cell], psp5[epochs][cell] = scores["P@1"], scores["PSP@5"]
     return {
         "model": model_name,
         "dataset": dataset,
@@ -100,8 +102,8 @@ def measure(
         "seed": seed,
         "n_eval": int(target.Y.shape[0]),
         "train_seconds": seconds,
-        "P@1": {c: p1[c] for c in order},
-        "PSP@5": {c: psp5[c] for c in order},
+        "P@1": {c: v for e in counts for c, v in p1[e].items()},  # the default count first
+        "PSP@5": {c: v for e in counts for c, v in psp5[e].items()},
     }
 
 

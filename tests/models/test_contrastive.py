@@ -282,8 +282,7 @@ def test_ngame_trains_its_classifiers_one_epoch_by_default_and_the_epochs_asked_
     texts, Y, label_texts = _pairs()
     small = dict(max_cluster_size=2, encoder_precision="float32", contrastive=ContrastiveConfig(epochs=1, batch_size=3, lr=1e-4))
     for asked, trained in ((None, 1), (3, 3)):
-        config = replace(model_config("ngame", seed=0, epochs=asked), **small)
-        config = replace(config, train=replace(config.train, device="cpu"))
+        config = replace(model_config("ngame", seed=0, epochs=asked, device="cpu"), **small)
         model = NeuralXMC(config).fit(texts, Y, label_texts, progress=False)
         assert model.tuned is not None and len(model.result.history) == trained
     assert model_config("dual-encoder").train.epochs == 4  # the frozen encoder's classifiers keep theirs
