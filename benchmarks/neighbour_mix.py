@@ -4,7 +4,7 @@ random validation splits and the new-items sets' labelled new items), with a lea
 choice of the mix and the vote's power used when a model has no validation split.
 
     python benchmarks/neighbour_mix.py [--model dual-encoder|ngame] [--datasets ...]
-        [--splits valid new-items] [--seeds 0] [--classifier-epochs 1 2 3 4]
+        [--splits valid new-items] [--seeds 0] [--classifier-epochs 1 2 3 4] [--with EARLIER.json ...]
 
 For each dataset, split and seed: the model trains once (the suite's settings: its default
 epochs, no validation, so ngame keeps its fine-tuned encoder) on the training part
@@ -15,13 +15,15 @@ too (one run, resumed from its checkpoints: the fine-tuning once), each cell nam
 the model's default count first. Then, for each dataset left out (all its splits), the cell (epochs,
 share or mean, power, mix) of best mean P@1 over the other datasets' rows (on a tie the earlier
 cell), and what it scores on the one left out, beside the classifiers alone (the first cell's epochs,
-mix 0) and that row's own best. Writes ``benchmarks/results/neighbour-mix.json``
+mix 0) and that row's own best. ``--with`` adds the rows of earlier runs (their JSON, the same model
+and cells) to that choice, so sets measured apart are chosen on together. Writes ``benchmarks/results/neighbour-mix.json``
 (``neighbour-mix-ngame.json`` for ngame; or ``--out``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from dataclasses import replace
@@ -107,6 +109,17 @@ def measure(
     }
 
 
+def joined(rows: list[dict], earlier: list[dict]) -> list[dict]:
+    """``earlier`` rows (another run's) before ``rows``, refused where a row is measured twice or the
+    runs scored different cells or models (their leave-one-out would compare unlike things)."""
+    both = [*earlier, *rows]
+    if len({(r["dataset"], r["split"], r["augment"], r["seed"]) for r in both}) < len(both):
+        raise ValueError("a dataset, split, augmentation and seed is in more than one run")
+    if len({(r.get("model"), tuple(r["P@1"])) for r in both}) > 1:
+        raise ValueError("the runs differ in their model or in the cells they scored")
+    return both
+
+
 def leave_one_out(rows: list[dict]) -> list[dict]:
     """For each dataset: the cell (share or mean/power/mix) of best mean P@1 over the other datasets' rows (each
     dataset and split a row, seeds averaged), and its figures on each of the left-out rows."""
@@ -156,8 +169,10 @@ def main() -> None:
     ap.add_argument(
         "--classifier-epochs", nargs="+", type=int, default=None, help="score the classifiers after these epoch counts too"
     )
+    ap.add_argument("--with", dest="earlier", nargs="+", type=Path, default=[], help="earlier runs' JSON joining the choice")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    earlier = [r for path in args.earlier for r in json.loads(path.read_text())["runs"]]
     rows = run_grid(
         args.datasets,
         [(split, a, s) for split in args.splits for a in args.augments for s in args.seeds],
@@ -165,7 +180,7 @@ def main() -> None:
             args.model, dataset, split, augment, seed, args.powers, args.threads, args.classifier_epochs
         ),
     )
-    loo = leave_one_out(rows)
+    loo = leave_one_out(joined(rows, earlier))
     headers = ["dataset", "split", "vote/power/mix chosen on the others", "its P@1 / PSP@5", "classifiers alone", "own best"]
     print()
     print(
@@ -186,7 +201,9 @@ def main() -> None:
         )
     )
     default = "neighbour-mix.json" if args.model == "dual-encoder" else f"neighbour-mix-{args.model}.json"
-    write_results(args.out or HERE / "results" / default, {"runs": rows, "leave_one_out": loo})
+    write_results(
+        args.out or HERE / "results" / default, {"runs": rows, "with": [str(p) for p in args.earlier], "leave_one_out": loo}
+    )
 
 
 if __name__ == "__main__":

@@ -61,3 +61,20 @@ def test_the_models_default_epoch_count_comes_first_so_a_tie_keeps_it():
     assert neighbour_mix.epoch_counts(4, [1, 2, 3, 4]) == [4, 1, 2, 3]
     assert neighbour_mix.epoch_counts(1, [1, 4]) == [1, 4]
     assert neighbour_mix.epoch_counts(4, None) == [4]
+
+
+def test_earlier_runs_join_the_choice_and_unlike_runs_are_refused():
+    earlier = [{**row("a", "valid", 0, (10, 20, 30)), "model": "ngame"}, {**row("b", "valid", 0, (40, 30, 20)), "model": "ngame"}]
+    now = [{**row("c", "new-items", 0, (30, 30, 30)), "model": "ngame"}]
+    both = neighbour_mix.joined(now, earlier)
+    assert [r["dataset"] for r in both] == ["a", "b", "c"]
+    # c out: a and b -> means 25, 25, 25: a tie, the earlier cell; a out: b, c -> 35, 30, 25
+    loo = {r["dataset"]: r for r in neighbour_mix.leave_one_out(both)}
+    assert loo["c"]["chosen_on_others"] == "share/2/0" and loo["a"]["chosen_on_others"] == "share/2/0"
+    with pytest.raises(ValueError, match="more than one run"):
+        neighbour_mix.joined(earlier[:1], earlier)
+    with pytest.raises(ValueError, match="model"):
+        neighbour_mix.joined([{**now[0], "model": "dual-encoder"}], earlier)
+    other_cells = {**now[0], "P@1": {"share/2/0": 1.0}}
+    with pytest.raises(ValueError, match="cells"):
+        neighbour_mix.joined([other_cells], earlier)
