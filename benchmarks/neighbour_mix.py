@@ -160,7 +160,7 @@ def leave_one_out(rows: list[dict]) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", choices=("dual-encoder", "ngame"), default="dual-encoder")
-    ap.add_argument("--datasets", nargs="+", default=[d.name for d in SUITE])
+    ap.add_argument("--datasets", nargs="*", default=[d.name for d in SUITE], help="none: only --with's rows are chosen on")
     ap.add_argument("--splits", nargs="+", choices=("valid", "new-items"), default=["valid", "new-items"])
     ap.add_argument("--augments", nargs="+", default=["none"])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
@@ -172,6 +172,8 @@ def main() -> None:
     ap.add_argument("--with", dest="earlier", nargs="+", type=Path, default=[], help="earlier runs' JSON joining the choice")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    if not args.datasets and not args.earlier:
+        ap.error("no --datasets and no --with: nothing to choose on")
     earlier = [r for path in args.earlier for r in json.loads(path.read_text())["runs"]]
     rows = run_grid(
         args.datasets,
