@@ -58,11 +58,14 @@ def measure(
     powers: list[float],
     threads: int | None,
     classifier_epochs: list[int] | None = None,
+    encoder_precision: str = "auto",
 ) -> dict | None:
     if split == "new-items" and not find_split_file(suite_path(dataset), NEW_ITEMS_SPLIT):
         return None
     _, rest, target, inv = scored_split(dataset, seed, split)
-    config: ModelConfig = replace(model_config(model_name, seed=seed, threads=threads), neighbour_mix=1.0)  # keeps the index
+    config: ModelConfig = replace(
+        model_config(model_name, seed=seed, threads=threads), neighbour_mix=1.0, encoder_precision=encoder_precision
+    )  # a mix above 0 keeps the index
     counts = epoch_counts(config.train.epochs, classifier_epochs)
     valid = Validation(target.texts, target.Y, inv, target.filter_pairs)
     points = training_set(rest, augment_config(augment, seed))
@@ -103,6 +106,7 @@ def measure(
         "augment": augment,
         "seed": seed,
         "n_eval": int(target.Y.shape[0]),
+        "encoder_precision": model.config.encoder_precision,  # as resolved: auto is bfloat16 where the CPU has it natively
         "train_seconds": seconds,
         "P@1": {c: v for e in counts for c, v in p1[e].items()},  # the default count first
         "PSP@5": {c: v for e in counts for c, v in psp5[e].items()},
@@ -111,12 +115,12 @@ def measure(
 
 def joined(rows: list[dict], earlier: list[dict]) -> list[dict]:
     """``earlier`` rows (another run's) before ``rows``, refused where a row is measured twice or the
-    runs scored different cells or models (their leave-one-out would compare unlike things)."""
+    runs differ in model, encoder precision or cells (their leave-one-out would compare unlike things)."""
     both = [*earlier, *rows]
     if len({(r["dataset"], r["split"], r["augment"], r["seed"]) for r in both}) < len(both):
         raise ValueError("a dataset, split, augmentation and seed is in more than one run")
-    if len({(r.get("model"), tuple(r["P@1"])) for r in both}) > 1:
-        raise ValueError("the runs differ in their model or in the cells they scored")
+    if len({(r.get("model"), r.get("encoder_precision"), tuple(r["P@1"])) for r in both}) > 1:
+        raise ValueError("the runs differ in their model, their encoder's precision or the cells they scored")
     return both
 
 
@@ -169,6 +173,12 @@ def main() -> None:
     ap.add_argument(
         "--classifier-epochs", nargs="+", type=int, default=None, help="score the classifiers after these epoch counts too"
     )
+    ap.add_argument(
+        "--encoder-precision",
+        choices=("auto", "float32", "bfloat16"),
+        default="auto",
+        help="the sentence encoder's (auto: bfloat16 where the CPU has it natively, as the library)",
+    )
     ap.add_argument("--with", dest="earlier", nargs="+", type=Path, default=[], help="earlier runs' JSON joining the choice")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
@@ -179,7 +189,7 @@ def main() -> None:
         args.datasets,
         [(split, a, s) for split in args.splits for a in args.augments for s in args.seeds],
         lambda dataset, split, augment, seed: measure(
-            args.model, dataset, split, augment, seed, args.powers, args.threads, args.classifier_epochs
+            args.model, dataset, split, augment, seed, args.powers, args.threads, args.classifier_epochs, args.encoder_precision
         ),
     )
     loo = leave_one_out(joined(rows, earlier))

@@ -196,6 +196,10 @@ def run_one(
         "n_eval": int(target.Y.shape[0]),
         "train_seconds": seconds,
         "device": result.device if result is not None else "cpu",
+        # the sentence encoder's precision as resolved (auto is bfloat16 on a CPU with it natively): rows differ by it
+        "encoder_precision": fitted.config.encoder_precision
+        if getattr(getattr(fitted, "family", None), "inputs", None) == "minilm"
+        else None,
         "epochs_run": len(epochs),
         "median_epoch_seconds": float(np.median(epochs)) if epochs else None,
         "encoder_seconds": sum(h.get("seconds", 0.0) for h in result.encoder_history)

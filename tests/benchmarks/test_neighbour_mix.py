@@ -75,6 +75,8 @@ def test_earlier_runs_join_the_choice_and_unlike_runs_are_refused():
         neighbour_mix.joined(earlier[:1], earlier)
     with pytest.raises(ValueError, match="model"):
         neighbour_mix.joined([{**now[0], "model": "dual-encoder"}], earlier)
+    with pytest.raises(ValueError, match="precision"):
+        neighbour_mix.joined([{**now[0], "encoder_precision": "bfloat16"}], earlier)
     other_cells = {**now[0], "P@1": {"share/2/0": 1.0}}
     with pytest.raises(ValueError, match="cells"):
         neighbour_mix.joined([other_cells], earlier)
