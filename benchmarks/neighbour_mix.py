@@ -5,6 +5,7 @@ choice of the mix and the vote's power used when a model has no validation split
 
     python benchmarks/neighbour_mix.py [--model dual-encoder|ngame] [--datasets ...]
         [--splits valid new-items] [--seeds 0] [--classifier-epochs 1 2 3 4] [--with EARLIER.json ...]
+        [--vote share|mean]
 
 For each dataset, split and seed: the model trains once (the suite's settings: its default
 epochs, no validation, so ngame keeps its fine-tuned encoder) on the training part
@@ -16,7 +17,8 @@ the model's default count first. Then, for each dataset left out (all its splits
 share or mean, power, mix) of best mean P@1 over the other datasets' rows (on a tie the earlier
 cell), and what it scores on the one left out, beside the classifiers alone (the first cell's epochs,
 mix 0) and that row's own best. ``--with`` adds the rows of earlier runs (their JSON, the same model
-and cells) to that choice, so sets measured apart are chosen on together. Writes ``benchmarks/results/neighbour-mix.json``
+and cells) to that choice, so sets measured apart are chosen on together; ``--vote share`` keeps the
+choice to the library's vote. Writes ``benchmarks/results/neighbour-mix.json``
 (``neighbour-mix-ngame.json`` for ngame; or ``--out``).
 """
 
@@ -124,10 +126,11 @@ def joined(rows: list[dict], earlier: list[dict]) -> list[dict]:
     return both
 
 
-def leave_one_out(rows: list[dict]) -> list[dict]:
+def leave_one_out(rows: list[dict], vote: str | None = None) -> list[dict]:
     """For each dataset: the cell (share or mean/power/mix) of best mean P@1 over the other datasets' rows (each
-    dataset and split a row, seeds averaged), and its figures on each of the left-out rows."""
-    cells = list(rows[0]["P@1"])
+    dataset and split a row, seeds averaged), and its figures on each of the left-out rows; with ``vote``
+    (``share`` or ``mean``) among that vote's cells only (the library's is the share)."""
+    cells = [c for c in rows[0]["P@1"] if vote is None or f"/{vote}/" in f"/{c}"]
     keys = list(dict.fromkeys((r["dataset"], r["split"], r["augment"]) for r in rows))
 
     def mean(key, metric: str, cell: str) -> float:
@@ -179,6 +182,7 @@ def main() -> None:
         default="auto",
         help="the sentence encoder's (auto: bfloat16 where the CPU has it natively, as the library)",
     )
+    ap.add_argument("--vote", choices=("share", "mean"), default=None, help="choose among this vote's cells only")
     ap.add_argument("--with", dest="earlier", nargs="+", type=Path, default=[], help="earlier runs' JSON joining the choice")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
@@ -192,7 +196,7 @@ def main() -> None:
             args.model, dataset, split, augment, seed, args.powers, args.threads, args.classifier_epochs, args.encoder_precision
         ),
     )
-    loo = leave_one_out(joined(rows, earlier))
+    loo = leave_one_out(joined(rows, earlier), args.vote)
     headers = ["dataset", "split", "vote/power/mix chosen on the others", "its P@1 / PSP@5", "classifiers alone", "own best"]
     print()
     print(

@@ -80,3 +80,15 @@ def test_earlier_runs_join_the_choice_and_unlike_runs_are_refused():
     other_cells = {**now[0], "P@1": {"share/2/0": 1.0}}
     with pytest.raises(ValueError, match="cells"):
         neighbour_mix.joined([other_cells], earlier)
+
+
+def test_the_choice_can_be_kept_to_one_votes_cells():
+    cells = ("share/2/0", "share/2/0.5", "mean/2/0", "mean/2/0.5")
+    rows = []
+    for dataset in ("a", "b"):
+        p1 = dict(zip(cells, (10, 20, 5, 30), strict=True))
+        rows.append({"dataset": dataset, "split": "valid", "augment": "none", "seed": 0, "P@1": p1, "PSP@5": p1})
+    assert neighbour_mix.leave_one_out(rows)[0]["chosen_on_others"] == "mean/2/0.5"
+    kept = neighbour_mix.leave_one_out(rows, vote="share")[0]
+    assert kept["chosen_on_others"] == "share/2/0.5" and kept["own_best"] == "share/2/0.5" and kept["P@1_chosen"] == 20
+    assert neighbour_mix.leave_one_out(rows, vote="mean")[0]["P@1_classifiers"] == 5  # the mean's own mix 0 cell
