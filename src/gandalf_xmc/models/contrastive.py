@@ -139,8 +139,7 @@ def batch_loss(
     own[np.arange(rows.size), target] = False  # the drawn label is the positive, not a false negative
     q = encoder([texts[i] for i in rows])
     z = encoder([label_texts[j] for j in labels])
-    with torch.autocast(q.device.type, enabled=False):  # the similarities at float32: / 0.05 magnifies bfloat16's rounding
-        logits = (q.float() @ z.float().T) / temperature
+    logits = (q @ z.T).float() / temperature
     logits = logits.masked_fill(torch.from_numpy(own).to(logits.device), float("-inf"))
     return F.cross_entropy(logits, torch.from_numpy(target.astype(np.int64)).to(logits.device))
 
