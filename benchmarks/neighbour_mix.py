@@ -16,9 +16,11 @@ too (one run, resumed from its checkpoints: the fine-tuning once), each cell nam
 the model's default count first. Then, for each dataset left out (all its splits), the cell (epochs,
 share or mean, power, mix) of best mean P@1 over the other datasets' rows (on a tie the earlier
 cell), and what it scores on the one left out, beside the classifiers alone (the first cell's epochs,
-mix 0) and that row's own best. ``--with`` adds the rows of earlier runs (their JSON, the same model
-and cells) to that choice, so sets measured apart are chosen on together; ``--vote share`` keeps the
-choice to the library's vote. Writes ``benchmarks/results/neighbour-mix.json``
+mix 0) and that row's own best. ``--with`` adds the rows of earlier runs (their JSON, the same
+model) to that choice, so sets measured apart are chosen on together, on the cells all the runs
+scored (``--unrecorded-precision`` names the encoder precision of rows run before it was
+recorded); ``--vote share`` keeps the choice to the library's vote. Writes
+``benchmarks/results/neighbour-mix.json``
 (``neighbour-mix-ngame.json`` for ngame; or ``--out``).
 """
 
@@ -115,15 +117,25 @@ def measure(
     }
 
 
-def joined(rows: list[dict], earlier: list[dict]) -> list[dict]:
-    """``earlier`` rows (another run's) before ``rows``, refused where a row is measured twice or the
-    runs differ in model, encoder precision or cells (their leave-one-out would compare unlike things)."""
+def joined(rows: list[dict], earlier: list[dict], unrecorded_precision: str | None = None) -> list[dict]:
+    """``earlier`` rows (another run's) before ``rows``, each kept to the cells every row scored (a run of
+    one classifier epoch count beside one of four: the cells of the count they share). Refused where a
+    row is measured twice, or the runs differ in model or encoder precision, or share no cell with a mix
+    0 (their leave-one-out would compare unlike things). A row run before the precision was recorded is
+    taken at ``unrecorded_precision`` (refused without it where another row records one)."""
     both = [*earlier, *rows]
     if len({(r["dataset"], r["split"], r["augment"], r["seed"]) for r in both}) < len(both):
         raise ValueError("a dataset, split, augmentation and seed is in more than one run")
-    if len({(r.get("model"), r.get("encoder_precision"), tuple(r["P@1"])) for r in both}) > 1:
-        raise ValueError("the runs differ in their model, their encoder's precision or the cells they scored")
-    return both
+    both = [
+        r if "encoder_precision" in r or unrecorded_precision is None else {**r, "encoder_precision": unrecorded_precision}
+        for r in both
+    ]
+    if len({(r.get("model"), r.get("encoder_precision")) for r in both}) > 1:
+        raise ValueError("the runs differ in their model or their encoder's precision")
+    shared = [c for c in both[0]["P@1"] if all(c in r["P@1"] for r in both)]
+    if not any(c.endswith("/0") for c in shared):
+        raise ValueError("the runs share no cell with the classifiers alone (mix 0): they scored unlike cells")
+    return [{**r, **{m: {c: r[m][c] for c in shared} for m in ("P@1", "PSP@5")}} for r in both]
 
 
 def leave_one_out(rows: list[dict], vote: str | None = None) -> list[dict]:
@@ -184,6 +196,12 @@ def main() -> None:
     )
     ap.add_argument("--vote", choices=("share", "mean"), default=None, help="choose among this vote's cells only")
     ap.add_argument("--with", dest="earlier", nargs="+", type=Path, default=[], help="earlier runs' JSON joining the choice")
+    ap.add_argument(
+        "--unrecorded-precision",
+        choices=("float32", "bfloat16"),
+        default=None,
+        help="the encoder precision of --with rows run before it was recorded",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     if not args.datasets and not args.earlier:
@@ -196,7 +214,7 @@ def main() -> None:
             args.model, dataset, split, augment, seed, args.powers, args.threads, args.classifier_epochs, args.encoder_precision
         ),
     )
-    loo = leave_one_out(joined(rows, earlier), args.vote)
+    loo = leave_one_out(joined(rows, earlier, args.unrecorded_precision), args.vote)
     headers = ["dataset", "split", "vote/power/mix chosen on the others", "its P@1 / PSP@5", "classifiers alone", "own best"]
     print()
     print(

@@ -77,9 +77,27 @@ def test_earlier_runs_join_the_choice_and_unlike_runs_are_refused():
         neighbour_mix.joined([{**now[0], "model": "dual-encoder"}], earlier)
     with pytest.raises(ValueError, match="precision"):
         neighbour_mix.joined([{**now[0], "encoder_precision": "bfloat16"}], earlier)
-    other_cells = {**now[0], "P@1": {"share/2/0": 1.0}}
+    unlike_cells = {**now[0], "P@1": {"share/4/0": 1.0}, "PSP@5": {"share/4/0": 1.0}}
     with pytest.raises(ValueError, match="cells"):
-        neighbour_mix.joined([other_cells], earlier)
+        neighbour_mix.joined([unlike_cells], earlier)
+
+
+def test_runs_of_more_cells_join_on_the_cells_all_of_them_scored():
+    # a run of four epoch counts beside a run of the default count: the default count's cells are shared
+    four = {**row("a", "valid", 0, (10, 20, 30)), "model": "ngame"}
+    four["P@1"] = {**{f"e1/{c}": v for c, v in four["P@1"].items()}, "e4/share/2/0": 99.0}
+    four["PSP@5"] = {**{f"e1/{c}": v for c, v in four["PSP@5"].items()}, "e4/share/2/0": 99.0}
+    one = {**row("a", "valid", 1, (30, 20, 10)), "model": "ngame", "encoder_precision": "bfloat16"}
+    one["P@1"] = {f"e1/{c}": v for c, v in one["P@1"].items()}
+    one["PSP@5"] = {f"e1/{c}": v for c, v in one["PSP@5"].items()}
+    with pytest.raises(ValueError, match="precision"):  # the first run's precision was not recorded
+        neighbour_mix.joined([one], [four])
+    both = neighbour_mix.joined([one], [four], unrecorded_precision="bfloat16")
+    assert [list(r["P@1"]) for r in both] == [["e1/share/2/0", "e1/share/2/0.5", "e1/share/2/1"]] * 2
+    assert both[0]["PSP@5"] == {"e1/share/2/0": 5, "e1/share/2/0.5": 10, "e1/share/2/1": 15}
+    assert "encoder_precision" not in four and "e4/share/2/0" in four["P@1"]  # the callers' rows are not changed
+    # one dataset's two seeds averaged, cell by cell: 20, 20, 20 -> the tie keeps the classifiers alone
+    assert neighbour_mix.leave_one_out(both)[0]["own_best"] == "e1/share/2/0"
 
 
 def test_the_choice_can_be_kept_to_one_votes_cells():
