@@ -19,7 +19,8 @@ cell), and what it scores on the one left out, beside the classifiers alone (the
 mix 0) and that row's own best. ``--with`` adds the rows of earlier runs (their JSON, the same
 model) to that choice, so sets measured apart are chosen on together, on the cells all the runs
 scored (``--unrecorded-precision`` names the encoder precision of rows run before it was
-recorded); ``--vote share`` keeps the choice to the library's vote. Writes
+recorded); ``--vote share`` keeps the choice to the library's vote. A second table gives each
+row's seeds summed up on the first cell's mixes (P@1 mean ± sd, PSP@5 mean). Writes
 ``benchmarks/results/neighbour-mix.json``
 (``neighbour-mix-ngame.json`` for ngame; or ``--out``).
 """
@@ -68,7 +69,9 @@ def measure(
         return None
     _, rest, target, inv = scored_split(dataset, seed, split)
     config: ModelConfig = replace(
-        model_config(model_name, seed=seed, threads=threads), neighbour_mix=1.0, encoder_precision=encoder_precision
+        model_config(model_name, seed=seed, threads=threads),
+        neighbour_mix=1.0,
+        encoder_precision=encoder_precision,
     )  # a mix above 0 keeps the index
     counts = epoch_counts(config.train.epochs, classifier_epochs)
     valid = Validation(target.texts, target.Y, inv, target.filter_pairs)
@@ -102,7 +105,10 @@ def measure(
                     for mix in config.neighbour_mixes:
                         scores = validation_metrics(mixed(classifier, vote, mix, 10), valid)
                         cell = f"{prefix}{'share' if share else 'mean'}/{power:g}/{mix:g}"
-                        p1[epochs][cell], psp5[epochs][cell] = scores["P@1"], scores["PSP@5"]
+                        p1[epochs][cell], psp5[epochs][cell] = (
+                            scores["P@1"],
+                            scores["PSP@5"],
+                        )
     return {
         "model": model_name,
         "dataset": dataset,
@@ -176,17 +182,55 @@ def leave_one_out(rows: list[dict], vote: str | None = None) -> list[dict]:
     return out
 
 
+def over_seeds(rows: list[dict], cells: list[str]) -> list[dict]:
+    """For each dataset and split (a row of the choice): its seeds, and on each of ``cells`` the mean and the
+    standard deviation (ddof 1; 0 for one seed) of P@1 over them, and the mean PSP@5."""
+    keys = list(dict.fromkeys((r["dataset"], r["split"], r["augment"]) for r in rows))
+    out = []
+    for key in keys:
+        mine = [r for r in rows if (r["dataset"], r["split"], r["augment"]) == key]
+        p1 = np.array([[r["P@1"][c] for c in cells] for r in mine])
+        psp5 = np.array([[r["PSP@5"][c] for c in cells] for r in mine])
+        sd = p1.std(axis=0, ddof=1) if len(mine) > 1 else np.zeros(len(cells))
+        out.append(
+            {
+                "dataset": key[0],
+                "split": key[1],
+                "augment": key[2],
+                "seeds": [r["seed"] for r in mine],
+                "P@1_mean": dict(zip(cells, p1.mean(axis=0).tolist(), strict=True)),
+                "P@1_sd": dict(zip(cells, sd.tolist(), strict=True)),
+                "PSP@5_mean": dict(zip(cells, psp5.mean(axis=0).tolist(), strict=True)),
+            }
+        )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", choices=("dual-encoder", "ngame"), default="dual-encoder")
-    ap.add_argument("--datasets", nargs="*", default=[d.name for d in SUITE], help="none: only --with's rows are chosen on")
-    ap.add_argument("--splits", nargs="+", choices=("valid", "new-items"), default=["valid", "new-items"])
+    ap.add_argument(
+        "--datasets",
+        nargs="*",
+        default=[d.name for d in SUITE],
+        help="none: only --with's rows are chosen on",
+    )
+    ap.add_argument(
+        "--splits",
+        nargs="+",
+        choices=("valid", "new-items"),
+        default=["valid", "new-items"],
+    )
     ap.add_argument("--augments", nargs="+", default=["none"])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--powers", nargs="+", type=float, default=[2.0, 4.0, 8.0, 16.0])
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument(
-        "--classifier-epochs", nargs="+", type=int, default=None, help="score the classifiers after these epoch counts too"
+        "--classifier-epochs",
+        nargs="+",
+        type=int,
+        default=None,
+        help="score the classifiers after these epoch counts too",
     )
     ap.add_argument(
         "--encoder-precision",
@@ -194,8 +238,20 @@ def main() -> None:
         default="auto",
         help="the sentence encoder's (auto: bfloat16 where the CPU has it natively, as the library)",
     )
-    ap.add_argument("--vote", choices=("share", "mean"), default=None, help="choose among this vote's cells only")
-    ap.add_argument("--with", dest="earlier", nargs="+", type=Path, default=[], help="earlier runs' JSON joining the choice")
+    ap.add_argument(
+        "--vote",
+        choices=("share", "mean"),
+        default=None,
+        help="choose among this vote's cells only",
+    )
+    ap.add_argument(
+        "--with",
+        dest="earlier",
+        nargs="+",
+        type=Path,
+        default=[],
+        help="earlier runs' JSON joining the choice",
+    )
     ap.add_argument(
         "--unrecorded-precision",
         choices=("float32", "bfloat16"),
@@ -211,11 +267,27 @@ def main() -> None:
         args.datasets,
         [(split, a, s) for split in args.splits for a in args.augments for s in args.seeds],
         lambda dataset, split, augment, seed: measure(
-            args.model, dataset, split, augment, seed, args.powers, args.threads, args.classifier_epochs, args.encoder_precision
+            args.model,
+            dataset,
+            split,
+            augment,
+            seed,
+            args.powers,
+            args.threads,
+            args.classifier_epochs,
+            args.encoder_precision,
         ),
     )
-    loo = leave_one_out(joined(rows, earlier, args.unrecorded_precision), args.vote)
-    headers = ["dataset", "split", "vote/power/mix chosen on the others", "its P@1 / PSP@5", "classifiers alone", "own best"]
+    both = joined(rows, earlier, args.unrecorded_precision)
+    loo = leave_one_out(both, args.vote)
+    headers = [
+        "dataset",
+        "split",
+        "vote/power/mix chosen on the others",
+        "its P@1 / PSP@5",
+        "classifiers alone",
+        "own best",
+    ]
     print()
     print(
         markdown_table(
@@ -234,9 +306,44 @@ def main() -> None:
             ],
         )
     )
+    first = next(iter(both[0]["P@1"]))  # the first epoch count, vote and power: its mixes, seeds averaged
+    shown = [c for c in both[0]["P@1"] if c.rsplit("/", 1)[0] == first.rsplit("/", 1)[0]]
+    seeds = over_seeds(both, shown)
+    print()
+    print(
+        markdown_table(
+            ["dataset", "split", "seeds", *(f"{c}: P@1 ± sd / PSP@5" for c in shown)],
+            [
+                [
+                    r["dataset"],
+                    r["split"],
+                    len(r["seeds"]),
+                    *(f"{r['P@1_mean'][c]:.2f} ± {r['P@1_sd'][c]:.2f} / {r['PSP@5_mean'][c]:.2f}" for c in shown),
+                ]
+                for r in seeds
+            ]
+            + [
+                [
+                    "mean of the rows",
+                    "",
+                    "",
+                    *(
+                        f"{np.mean([r['P@1_mean'][c] for r in seeds]):.2f} / {np.mean([r['PSP@5_mean'][c] for r in seeds]):.2f}"
+                        for c in shown
+                    ),
+                ]
+            ],
+        )
+    )
     default = "neighbour-mix.json" if args.model == "dual-encoder" else f"neighbour-mix-{args.model}.json"
     write_results(
-        args.out or HERE / "results" / default, {"runs": rows, "with": [str(p) for p in args.earlier], "leave_one_out": loo}
+        args.out or HERE / "results" / default,
+        {
+            "runs": rows,
+            "with": [str(p) for p in args.earlier],
+            "leave_one_out": loo,
+            "over_seeds": seeds,
+        },
     )
 
 

@@ -110,3 +110,14 @@ def test_the_choice_can_be_kept_to_one_votes_cells():
     kept = neighbour_mix.leave_one_out(rows, vote="share")[0]
     assert kept["chosen_on_others"] == "share/2/0.5" and kept["own_best"] == "share/2/0.5" and kept["P@1_chosen"] == 20
     assert neighbour_mix.leave_one_out(rows, vote="mean")[0]["P@1_classifiers"] == 5  # the mean's own mix 0 cell
+
+
+def test_each_rows_seeds_are_summed_up_cell_by_cell():
+    rows = [row("a", "valid", 0, (10, 20, 30)), row("a", "valid", 1, (20, 20, 10)), row("b", "new-items", 0, (5, 6, 7))]
+    a, b = neighbour_mix.over_seeds(rows, ["share/2/0", "share/2/1"])
+    assert a["seeds"] == [0, 1] and b["seeds"] == [0]
+    assert a["P@1_mean"] == {"share/2/0": 15, "share/2/1": 20}
+    # sample sd: sqrt(((10-15)^2 + (20-15)^2) / 1) and sqrt((10^2 + 10^2) / 1)
+    assert a["P@1_sd"]["share/2/0"] == pytest.approx(50**0.5) and a["P@1_sd"]["share/2/1"] == pytest.approx(200**0.5)
+    assert a["PSP@5_mean"] == {"share/2/0": 7.5, "share/2/1": 10}
+    assert b["P@1_sd"] == {"share/2/0": 0, "share/2/1": 0} and b["P@1_mean"]["share/2/1"] == 7
