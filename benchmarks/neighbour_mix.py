@@ -69,9 +69,7 @@ def measure(
         return None
     _, rest, target, inv = scored_split(dataset, seed, split)
     config: ModelConfig = replace(
-        model_config(model_name, seed=seed, threads=threads),
-        neighbour_mix=1.0,
-        encoder_precision=encoder_precision,
+        model_config(model_name, seed=seed, threads=threads), neighbour_mix=1.0, encoder_precision=encoder_precision
     )  # a mix above 0 keeps the index
     counts = epoch_counts(config.train.epochs, classifier_epochs)
     valid = Validation(target.texts, target.Y, inv, target.filter_pairs)
@@ -105,10 +103,7 @@ def measure(
                     for mix in config.neighbour_mixes:
                         scores = validation_metrics(mixed(classifier, vote, mix, 10), valid)
                         cell = f"{prefix}{'share' if share else 'mean'}/{power:g}/{mix:g}"
-                        p1[epochs][cell], psp5[epochs][cell] = (
-                            scores["P@1"],
-                            scores["PSP@5"],
-                        )
+                        p1[epochs][cell], psp5[epochs][cell] = scores["P@1"], scores["PSP@5"]
     return {
         "model": model_name,
         "dataset": dataset,
@@ -209,28 +204,14 @@ def over_seeds(rows: list[dict], cells: list[str]) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", choices=("dual-encoder", "ngame"), default="dual-encoder")
-    ap.add_argument(
-        "--datasets",
-        nargs="*",
-        default=[d.name for d in SUITE],
-        help="none: only --with's rows are chosen on",
-    )
-    ap.add_argument(
-        "--splits",
-        nargs="+",
-        choices=("valid", "new-items"),
-        default=["valid", "new-items"],
-    )
+    ap.add_argument("--datasets", nargs="*", default=[d.name for d in SUITE], help="none: only --with's rows are chosen on")
+    ap.add_argument("--splits", nargs="+", choices=("valid", "new-items"), default=["valid", "new-items"])
     ap.add_argument("--augments", nargs="+", default=["none"])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--powers", nargs="+", type=float, default=[2.0, 4.0, 8.0, 16.0])
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument(
-        "--classifier-epochs",
-        nargs="+",
-        type=int,
-        default=None,
-        help="score the classifiers after these epoch counts too",
+        "--classifier-epochs", nargs="+", type=int, default=None, help="score the classifiers after these epoch counts too"
     )
     ap.add_argument(
         "--encoder-precision",
@@ -238,20 +219,8 @@ def main() -> None:
         default="auto",
         help="the sentence encoder's (auto: bfloat16 where the CPU has it natively, as the library)",
     )
-    ap.add_argument(
-        "--vote",
-        choices=("share", "mean"),
-        default=None,
-        help="choose among this vote's cells only",
-    )
-    ap.add_argument(
-        "--with",
-        dest="earlier",
-        nargs="+",
-        type=Path,
-        default=[],
-        help="earlier runs' JSON joining the choice",
-    )
+    ap.add_argument("--vote", choices=("share", "mean"), default=None, help="choose among this vote's cells only")
+    ap.add_argument("--with", dest="earlier", nargs="+", type=Path, default=[], help="earlier runs' JSON joining the choice")
     ap.add_argument(
         "--unrecorded-precision",
         choices=("float32", "bfloat16"),
@@ -267,27 +236,12 @@ def main() -> None:
         args.datasets,
         [(split, a, s) for split in args.splits for a in args.augments for s in args.seeds],
         lambda dataset, split, augment, seed: measure(
-            args.model,
-            dataset,
-            split,
-            augment,
-            seed,
-            args.powers,
-            args.threads,
-            args.classifier_epochs,
-            args.encoder_precision,
+            args.model, dataset, split, augment, seed, args.powers, args.threads, args.classifier_epochs, args.encoder_precision
         ),
     )
     both = joined(rows, earlier, args.unrecorded_precision)
     loo = leave_one_out(both, args.vote)
-    headers = [
-        "dataset",
-        "split",
-        "vote/power/mix chosen on the others",
-        "its P@1 / PSP@5",
-        "classifiers alone",
-        "own best",
-    ]
+    headers = ["dataset", "split", "vote/power/mix chosen on the others", "its P@1 / PSP@5", "classifiers alone", "own best"]
     print()
     print(
         markdown_table(
@@ -338,12 +292,7 @@ def main() -> None:
     default = "neighbour-mix.json" if args.model == "dual-encoder" else f"neighbour-mix-{args.model}.json"
     write_results(
         args.out or HERE / "results" / default,
-        {
-            "runs": rows,
-            "with": [str(p) for p in args.earlier],
-            "leave_one_out": loo,
-            "over_seeds": seeds,
-        },
+        {"runs": rows, "with": [str(p) for p in args.earlier], "leave_one_out": loo, "over_seeds": seeds},
     )
 
 
