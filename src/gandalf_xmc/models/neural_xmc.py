@@ -66,7 +66,7 @@ FAMILIES: dict[str, Family] = {
         "minilm",
         sentence.EMBEDDING_DIM,
         True,
-        {"lr": 0.001, "correction_l2": 0.1, "epochs": 4, "patience": 2},
+        {"lr": 0.001, "correction_l2": 0.1, "epochs": 2, "patience": 2},
     ),
 }
 # the dual-encoder's classifier stage on an encoder fine-tuned first (NGAME + Renee), one epoch: on
