@@ -201,6 +201,22 @@ def over_seeds(rows: list[dict], cells: list[str]) -> list[dict]:
     return out
 
 
+def compared(seeds: list[dict], cell: str, reference: str) -> dict:
+    """``cell`` against ``reference`` over the rows of ``over_seeds``: each row's P@1 difference (seeds
+    averaged), their mean and its standard error (the rows' sample sd over the root of their number), and
+    both cells' mean P@1 and PSP@5 over the rows."""
+    diffs = np.array([r["P@1_mean"][cell] - r["P@1_mean"][reference] for r in seeds])
+    return {
+        "cell": cell,
+        "reference": reference,
+        "P@1_differences": diffs.tolist(),
+        "mean_difference": float(diffs.mean()),
+        "standard_error": float(diffs.std(ddof=1) / np.sqrt(len(diffs))) if len(diffs) > 1 else None,
+        "P@1": {c: float(np.mean([r["P@1_mean"][c] for r in seeds])) for c in (cell, reference)},
+        "PSP@5": {c: float(np.mean([r["PSP@5_mean"][c] for r in seeds])) for c in (cell, reference)},
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", choices=("dual-encoder", "ngame"), default="dual-encoder")
@@ -227,6 +243,7 @@ def main() -> None:
         default=None,
         help="the encoder precision of --with rows run before it was recorded",
     )
+    ap.add_argument("--compare", nargs=2, metavar=("CELL", "REFERENCE"), default=None, help="a cell against another, row by row")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     if not args.datasets and not args.earlier:
@@ -262,7 +279,7 @@ def main() -> None:
     )
     first = next(iter(both[0]["P@1"]))  # the first epoch count, vote and power: its mixes, seeds averaged
     shown = [c for c in both[0]["P@1"] if c.rsplit("/", 1)[0] == first.rsplit("/", 1)[0]]
-    seeds = over_seeds(both, shown)
+    seeds = over_seeds(both, list(both[0]["P@1"]))  # every cell in the JSON; the table shows the first count's
     print()
     print(
         markdown_table(
@@ -289,10 +306,19 @@ def main() -> None:
             ],
         )
     )
+    comparison = None if args.compare is None else compared(seeds, *args.compare)
+    if comparison is not None:
+        c, ref = args.compare
+        print(
+            f"\n{c} minus {ref}, row by row (P@1): {', '.join(f'{d:+.2f}' for d in comparison['P@1_differences'])}; "
+            f"mean {comparison['mean_difference']:+.2f}, standard error {comparison['standard_error'] or 0:.2f}; "
+            f"mean P@1 / PSP@5 {comparison['P@1'][c]:.2f} / {comparison['PSP@5'][c]:.2f} against "
+            f"{comparison['P@1'][ref]:.2f} / {comparison['PSP@5'][ref]:.2f}"
+        )
     default = "neighbour-mix.json" if args.model == "dual-encoder" else f"neighbour-mix-{args.model}.json"
     write_results(
         args.out or HERE / "results" / default,
-        {"runs": rows, "with": [str(p) for p in args.earlier], "leave_one_out": loo, "over_seeds": seeds},
+        {"runs": rows, "with": [str(p) for p in args.earlier], "leave_one_out": loo, "over_seeds": seeds, "compared": comparison},
     )
 
 
