@@ -45,6 +45,7 @@ from gandalf_xmc.models.neighbours import mixed
 from gandalf_xmc.models.neural_xmc import ModelConfig
 from gandalf_xmc.models.registry import build_model, model_config
 from gandalf_xmc.workflow.fitting import fit_model
+from gandalf_xmc.workflow.forecast import paired_gain
 
 HERE = Path(__file__).resolve().parent
 
@@ -203,15 +204,16 @@ def over_seeds(rows: list[dict], cells: list[str]) -> list[dict]:
 
 def compared(seeds: list[dict], cell: str, reference: str) -> dict:
     """``cell`` against ``reference`` over the rows of ``over_seeds``: each row's P@1 difference (seeds
-    averaged), their mean and its standard error (the rows' sample sd over the root of their number), and
+    averaged), their mean and its standard error (the library's ``paired_gain``, the rows as the pairs), and
     both cells' mean P@1 and PSP@5 over the rows."""
-    diffs = np.array([r["P@1_mean"][cell] - r["P@1_mean"][reference] for r in seeds])
+    ours, theirs = (np.array([r["P@1_mean"][c] for r in seeds]) for c in (cell, reference))
+    mean_difference, standard_error = paired_gain(ours / 100, theirs / 100)  # it takes hits and returns points
     return {
         "cell": cell,
         "reference": reference,
-        "P@1_differences": diffs.tolist(),
-        "mean_difference": float(diffs.mean()),
-        "standard_error": float(diffs.std(ddof=1) / np.sqrt(len(diffs))) if len(diffs) > 1 else None,
+        "P@1_differences": (ours - theirs).tolist(),
+        "mean_difference": mean_difference,
+        "standard_error": standard_error,
         "P@1": {c: float(np.mean([r["P@1_mean"][c] for r in seeds])) for c in (cell, reference)},
         "PSP@5": {c: float(np.mean([r["PSP@5_mean"][c] for r in seeds])) for c in (cell, reference)},
     }
@@ -311,7 +313,7 @@ def main() -> None:
         c, ref = args.compare
         print(
             f"\n{c} minus {ref}, row by row (P@1): {', '.join(f'{d:+.2f}' for d in comparison['P@1_differences'])}; "
-            f"mean {comparison['mean_difference']:+.2f}, standard error {comparison['standard_error'] or 0:.2f}; "
+            f"mean {comparison['mean_difference']:+.2f}, standard error {comparison['standard_error']:.2f}; "
             f"mean P@1 / PSP@5 {comparison['P@1'][c]:.2f} / {comparison['PSP@5'][c]:.2f} against "
             f"{comparison['P@1'][ref]:.2f} / {comparison['PSP@5'][ref]:.2f}"
         )

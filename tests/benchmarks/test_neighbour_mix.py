@@ -128,7 +128,7 @@ def test_a_cell_is_compared_with_another_row_by_row_seeds_averaged_first():
     seeds = neighbour_mix.over_seeds(rows, list(CELLS))
     out = neighbour_mix.compared(seeds, "share/2/1", "share/2/0")
     # row a: 20 - 15 = 5; row b: 7 - 5 = 2; mean 3.5; sd sqrt(((5-3.5)^2 + (2-3.5)^2) / 1) = sqrt(4.5), over sqrt(2)
-    assert out["P@1_differences"] == [5, 2] and out["mean_difference"] == 3.5
+    assert out["P@1_differences"] == [5, 2] and out["mean_difference"] == pytest.approx(3.5)
     assert out["standard_error"] == pytest.approx(4.5**0.5 / 2**0.5)
     assert out["P@1"] == {"share/2/1": (20 + 7) / 2, "share/2/0": (15 + 5) / 2}
     assert out["PSP@5"]["share/2/1"] == pytest.approx((10 + 3.5) / 2)
