@@ -17,8 +17,9 @@ trained again on all of it with what was chosen); with ``--valid-split NAME`` th
 split of each dataset that has one instead (the new-items sets' ``val``: new items of the later
 release, whole families apart from the test's) and train once on every training point; with
 ``--queries new-items`` ``auto`` chooses for new items by its forecast (``gandalf train --queries
-new-items``), its query sample the texts of each dataset's ``val`` split where it has one (their
-families where the dataset's group key names families; no label is read), else none.
+new-items``) and a model that chooses on validation chooses on points held out as if new; the
+query sample is the texts of each dataset's ``val`` split where it has one (their families where
+the dataset's group key names families; no label is read), else none.
 ``--split new-items`` scores the new-items sets' labelled new items (their ``val``), trained on
 every training point. ``--hold-out F`` trains on the training part less a random share F, as a
 final model that is not trained again after its validation run. ``--device`` says where the
@@ -106,13 +107,15 @@ def run_one(
     """One trained model scored on ``split``; ``recipe`` (its seed replaced by ``seed``) stands for
     the augmentation named ``augment`` where a script compares variants the suite has no name for;
     ``device`` is where a model that can use a GPU trains and predicts (the others run on the CPU);
-    ``queries`` what the deployment meets (``new-items``: auto chooses by its forecast);
+    ``queries`` what the deployment meets (``new-items``: auto chooses by its forecast, a model
+    that chooses on validation on points held out as if new);
     ``validate_neural``: a model trained in epochs goes through ``train_model`` too."""
     given = valid_split if valid_split and find_split_file(suite_path(dataset), valid_split) else None
     splits = ("trn", "tst") if split == "test" else ("trn",)
     if given:
         splits += (given,)
-    new_items = queries == "new-items" and augment == "auto"
+    chooses = hasattr(entry(model).load_module(), "refit_config") and (validate_neural or not entry(model).in_epochs)
+    new_items = queries == "new-items" and (augment == "auto" or chooses)
     if new_items and NEW_ITEMS_SPLIT not in splits and find_split_file(suite_path(dataset), NEW_ITEMS_SPLIT):
         splits += (NEW_ITEMS_SPLIT,)
     ds, rest, target, inv = scored_split(dataset, seed, split, protocol, splits)
@@ -124,7 +127,6 @@ def run_one(
     gpu = _reset_gpu_peak(device)
     t0 = time.perf_counter()
     chosen, forecast, trials = None, None, None
-    chooses = hasattr(entry(model).load_module(), "refit_config") and (validate_neural or not entry(model).in_epochs)
     if augment == "auto" or chooses:  # validation chooses for it (the blend's weights); a neural model trains once unless asked
         import tempfile
 
@@ -185,7 +187,7 @@ def run_one(
         "split": split,
         "protocol": protocol if split == "valid" else None,
         "valid_split": given,
-        "queries": queries if augment == "auto" else None,
+        "queries": queries if augment == "auto" or chooses else None,
         "validated": bool(augment == "auto" or chooses),
         "new_items_forecast": forecast,
         "auto_trials": trials,
@@ -382,7 +384,8 @@ def main() -> None:
         "--queries",
         choices=("catalogue", "new-items"),
         default="catalogue",
-        help="what auto chooses for: catalogue items (its validation split) or new items (its forecast)",
+        help="what validation chooses for: catalogue items (its validation split) or new items (auto: its "
+        "forecast; a model that chooses on validation: points held out as if new)",
     )
     ap.add_argument(
         "--validate-neural",

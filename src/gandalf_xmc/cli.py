@@ -560,9 +560,11 @@ def train(
     queries: Optional[QueryKind] = typer.Option(
         None,
         "--queries",
-        help="What the deployment's queries are (how --augment auto validates): "
+        help="What the deployment's queries are (how validation chooses): "
         + " | ".join(f"{name}: {what}" for name, what in QUERY_KINDS.items())
-        + " (default: what the dataset's dataset.json says its test split holds, else catalogue).",
+        + ". With a named augmentation, new-items holds out points as if new for what the model chooses on "
+        "validation (a neural model's epochs and mix, linear-knn's weights). Default: catalogue; for --augment auto, "
+        "what the dataset's dataset.json says its test split holds.",
     ),
     query_sample: Optional[str] = typer.Option(
         None,

@@ -599,3 +599,16 @@ def test_train_auto_records_whether_it_decided(tiny_dir, tmp_path, capsys):
     assert record["decided"]["sure"] is False  # one validation point a share, four shares pooled
     assert record["folds"] == 4 and "note: validation has 4 points, too few to decide" in out
     assert "over none on 4 validation shares, 90% interval" in out
+
+
+def test_a_neural_model_for_new_items_chooses_its_epochs_on_the_future_share(tiny_dir, tmp_path, capsys):
+    out = tmp_path / "m"
+    args = ["train", "--data", str(tiny_dir), "--model", "astec", "--epochs", "3", "--augment", "none", "--seed", "0"]
+    code, _, err = run_cli([*args, "--queries", "new-items", "--valid-fraction", "0.5", "--out", str(out)], capsys)
+    assert code == 0, err
+    info = json.loads((out / "training.json").read_text())
+    assert info["valid_protocol"] == "future" and info["queries"] == "new items" and info["refit"]
+    _, valid = carve_validation(load_dataset(tiny_dir), 0.5, 0, "future")
+    assert info["n_valid"] == len(valid)
+    # the final model trains for the epoch count the future share chose
+    assert info["final_run"]["epochs"] == info["validation_run"]["best_epoch"] + 1 <= 3

@@ -11,7 +11,8 @@ import pytest
 from gandalf_xmc.augment import AugmentConfig
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.engine.records import TrainResult
-from gandalf_xmc.models.registry import model_config
+from gandalf_xmc.metrics import inverse_propensity
+from gandalf_xmc.models.registry import model_config, new_items_config
 from gandalf_xmc.workflow import auto, forecast
 from gandalf_xmc.workflow.forecast import NewItems, QuerySample
 from gandalf_xmc.workflow.pipeline import fit_augmented, train_model
@@ -321,10 +322,47 @@ def test_train_for_new_items_fixes_the_blends_weights_the_forecast_chose(tmp_pat
     assert spec["model"]["text_weights"] == [0.0] and spec["text_weight"] == 0.0
 
 
+def test_a_fixed_augmentation_for_new_items_chooses_the_blends_weight_on_the_future_share(tmp_path):
+    data, _ = _catalogue(tmp_path / "d")
+    ds = load_dataset(data)
+    config = model_config("linear-knn", seed=0)
+    trained = train_model(
+        ds, tmp_path / "m", config, AugmentConfig("none"), valid_fraction=0.3, progress=False, new_items=NewItems(None)
+    )
+    info = json.loads((tmp_path / "m" / "training.json").read_text())
+    assert info["valid_protocol"] == "future" and info["queries"] == "new items" and info["refit"]
+    assert trained.search is None and not (tmp_path / "m" / "auto.json").exists()
+    # the same validation apart: the future share (its items' own labels out of the label space),
+    # the blend without its label-text similarity, trained on the rest and scored there
+    rest, valid = carve_validation(ds, 0.3, 0, "future")
+    assert info["n_valid"] == len(valid) and info["validation_run"]["n_train"] == len(rest.train) < len(ds.train)
+    inv = inverse_propensity(rest.original_train_Y(), *ds.propensity_constants())
+    apart, _ = fit_augmented(rest, valid, inv, new_items_config(config), AugmentConfig("none"), None, progress=False)
+    chosen = apart.result.history[apart.result.best_epoch]["knn_weight"]
+    spec = json.loads((tmp_path / "m" / "model.json").read_text())
+    assert spec["knn_weight"] == chosen and spec["text_weight"] == 0.0  # the final model, on every point, kept it
+    assert info["n_train"] == len(ds.train)
+
+
+def test_new_items_refuse_a_fixed_augmentation_where_the_model_chooses_nothing(tmp_path):
+    from gandalf_xmc.errors import ConfigError
+
+    data, _ = _catalogue(tmp_path / "d")
+    with pytest.raises(ConfigError, match="chooses nothing there; give --augment auto, or one of .*linear-knn"):
+        train_model(
+            load_dataset(data),
+            tmp_path / "m",
+            model_config("linear", seed=0),
+            AugmentConfig("gandalf"),
+            valid_fraction=0.3,
+            progress=False,
+            new_items=NewItems(None),
+        )
+    assert not (tmp_path / "m").exists()
+
+
 def test_new_items_leave_the_blends_label_text_similarity_out_unless_its_weight_is_fixed():
     from dataclasses import replace
-
-    from gandalf_xmc.models.registry import new_items_config
 
     blend = model_config("linear-knn", seed=0)
     assert new_items_config(blend) == replace(blend, text_weights=(0.0,))

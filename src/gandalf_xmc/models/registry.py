@@ -265,6 +265,13 @@ def refit_config(config, result):
     return own(config, result) if own is not None else config
 
 
+def chooses_on_validation(name: str) -> bool:
+    """Whether model ``name`` chooses something of its own on validation (a neural model's epoch
+    count and mix, the blend's weights), which :func:`refit_config` then fixes."""
+    e = entry(name)
+    return e.in_epochs or hasattr(e.load_module(), "refit_config")
+
+
 def new_items_config(config):
     """``config`` for a deployment that meets new items (a copy): a model module may define
     ``new_items_config(config)`` to leave out what does not carry to them (the blend's label-text

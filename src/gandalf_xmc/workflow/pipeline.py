@@ -30,6 +30,7 @@ from ..metrics.ranking import prepare, remove_pairs
 from ..models.registry import (
     MODELS,
     build_model,
+    chooses_on_validation,
     config_seed,
     entry,
     load_trained,
@@ -123,10 +124,11 @@ def train_model(
     label space) validates instead of a share of the training points: the points a deployment
     meets, such as the new items of a later release; every training point trains, so nothing is
     trained again, and ``valid_fraction`` and ``valid_protocol`` are not used. ``new_items`` says
-    that the deployment's queries are new items, which ``auto`` then chooses for by the forecast of
-    :mod:`.forecast`: its trials validate on held-out points as if they did not exist yet (whole
-    groups of them with ``valid_protocol="group"``), and each candidate trains once more for the
-    namesakes' part; the final model is always trained again on every point.
+    that the deployment's queries are new items: validation holds out points as if they did not
+    exist yet (whole groups of them with ``valid_protocol="group"``), where ``auto`` chooses by the
+    forecast of :mod:`.forecast` (each candidate trains once more for the namesakes' part) and a
+    model that chooses on validation (:func:`.models.registry.chooses_on_validation`) chooses its
+    own settings with a fixed augmentation; the final model is always trained again on every point.
 
     ``out_dir`` must be new or empty unless ``force`` (or ``resume``); it is never the dataset's
     directory. The finished model replaces it whole, so an interrupted run leaves the old
@@ -182,10 +184,11 @@ def _train_into(
     namesake_carving = None
     folds = None  # more validation shares for auto's choice (catalogue queries): how many, and a carver
     if new_items is not None:
-        _check_new_items(augment, valid_split, valid_protocol, refit, valid_fraction)
+        _check_new_items(model_config, augment, valid_split, valid_protocol, refit, valid_fraction)
         model_config = new_items_config(model_config)
         seed = config_seed(model_config)
-        namesake_carving = carve_validation(dataset, valid_fraction, seed, "random")
+        if augment.augmentation == "auto":  # the forecast's namesakes' part: auto's candidates only
+            namesake_carving = carve_validation(dataset, valid_fraction, seed, "random")
         valid_protocol = "future-family" if valid_protocol == "group" else "future"
         valid_source = f"{valid_protocol} share (new items)"
         rest, valid = carve_validation(dataset, valid_fraction, seed, valid_protocol)
@@ -316,10 +319,17 @@ def _most_filtered(split: Split) -> int:
     return int(np.bincount(np.asarray(split.filter_pairs, dtype=np.int64).reshape(-1, 2)[:, 0], minlength=1).max())
 
 
-def _check_new_items(augment: AugmentConfig, valid_split, valid_protocol: str, refit: bool, valid_fraction: float) -> None:
+def _check_new_items(
+    model_config, augment: AugmentConfig, valid_split, valid_protocol: str, refit: bool, valid_fraction: float
+) -> None:
     """Refuse the settings a new-items deployment cannot validate with, in one line each."""
-    if augment.augmentation != "auto":
-        raise ConfigError("new-items queries (--queries new-items) tell --augment auto how to choose; give --augment auto")
+    name = model_name(model_config)
+    if augment.augmentation != "auto" and not chooses_on_validation(name):
+        choosers = ", ".join(n for n in MODELS if chooses_on_validation(n))
+        raise ConfigError(
+            f"new-items queries (--queries new-items) tell validation how to choose, and {name} with --augment "
+            f"{augment.augmentation} chooses nothing there; give --augment auto, or one of {choosers}"
+        )
     if valid_split is not None:
         raise ConfigError(
             "--queries new-items forecasts from the training points; a labelled split of new items (--valid-split) "
