@@ -126,7 +126,7 @@ def run_one(
     device = device if entry(model).on_gpu else None
     gpu = _reset_gpu_peak(device)
     t0 = time.perf_counter()
-    chosen, forecast, trials = None, None, None
+    chosen, forecast, trials, mixes_tried = None, None, None, None
     if augment == "auto" or chooses:  # validation chooses for it (the blend's weights); a neural model trains once unless asked
         import tempfile
 
@@ -156,9 +156,10 @@ def run_one(
         said = [chosen]  # what validation chose, each part where the model has it
         if hasattr(fitted, "knn_weight"):
             said.append(f"knn weight {fitted.knn_weight:g}, text weight {fitted.text_weight:g}")
-        mix = getattr(getattr(fitted, "config", None), "neighbour_mix", None)  # fixed by refit_config where validated
-        if mix is not None:
-            said.append(f"neighbour mix {mix:g}")
+        if getattr(getattr(fitted, "family", None), "inputs", None) == "minilm":  # the mix it uses, however chosen
+            said.append(f"neighbour mix {fitted.neighbour_mix:g}")
+        validated = trained.validated.history[trained.validated.best_epoch] if trained.validated.history else {}
+        mixes_tried = validated.get("neighbour_mixes_tried")  # each mix's validation P@1
         if getattr(getattr(fitted, "family", None), "tunes_encoder", False):  # ngame: the encoder validation kept
             tuned = fitted.config.contrastive.epochs  # refit_config's: 0 where the packaged encoder won
             said.append(f"encoder tuned {tuned} epochs" if tuned else "packaged encoder")
@@ -191,6 +192,7 @@ def run_one(
         "validated": bool(augment == "auto" or chooses),
         "new_items_forecast": forecast,
         "auto_trials": trials,
+        "neighbour_mixes_tried": mixes_tried,
         "n_train": len(rest.train),
         "hold_out": hold_out,
         "chosen": chosen,
