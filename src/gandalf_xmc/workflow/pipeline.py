@@ -332,7 +332,7 @@ def _check_new_items(
         )
     if valid_split is not None:
         raise ConfigError(
-            "--queries new-items forecasts from the training points; a labelled split of new items (--valid-split) "
+            "--queries new-items holds training points out as if new; a labelled split of new items (--valid-split) "
             "validates them directly: give one or the other"
         )
     if valid_protocol not in ("random", "group"):
