@@ -47,7 +47,7 @@ from gandalf_xmc.data.dataset import find_split_file
 from gandalf_xmc.data.suite import NEW_ITEMS_SPLIT, SUITE, build, is_available, suite_path
 from gandalf_xmc.engine.allocator import reuse_step_memory
 from gandalf_xmc.metrics import evaluate, inverse_propensity
-from gandalf_xmc.models.registry import build_model, entry, model_config
+from gandalf_xmc.models.registry import build_model, chooses_on_validation, entry, model_config
 from gandalf_xmc.settings import apply_settings, parse_settings
 from gandalf_xmc.workflow.auto import AUTO_CANDIDATES
 from gandalf_xmc.workflow.fitting import fit_model
@@ -114,7 +114,7 @@ def run_one(
     splits = ("trn", "tst") if split == "test" else ("trn",)
     if given:
         splits += (given,)
-    chooses = hasattr(entry(model).load_module(), "refit_config") and (validate_neural or not entry(model).in_epochs)
+    chooses = chooses_on_validation(model) and (validate_neural or not entry(model).in_epochs)
     new_items = queries == "new-items" and (augment == "auto" or chooses)
     if new_items and NEW_ITEMS_SPLIT not in splits and find_split_file(suite_path(dataset), NEW_ITEMS_SPLIT):
         splits += (NEW_ITEMS_SPLIT,)
@@ -158,8 +158,7 @@ def run_one(
             said.append(f"knn weight {fitted.knn_weight:g}, text weight {fitted.text_weight:g}")
         if getattr(getattr(fitted, "family", None), "inputs", None) == "minilm":  # the mix it uses, however chosen
             said.append(f"neighbour mix {fitted.neighbour_mix:g}")
-        validated = trained.validated.history[trained.validated.best_epoch] if trained.validated.history else {}
-        mixes_tried = validated.get("neighbour_mixes_tried")  # each mix's validation P@1
+        mixes_tried = trained.validated.best_record().get("neighbour_mixes_tried")  # each mix's validation P@1
         if getattr(getattr(fitted, "family", None), "tunes_encoder", False):  # ngame: the encoder validation kept
             tuned = fitted.config.contrastive.epochs  # refit_config's: 0 where the packaged encoder won
             said.append(f"encoder tuned {tuned} epochs" if tuned else "packaged encoder")

@@ -692,7 +692,7 @@ def train(
     if trained.search is not None:
         _say_auto_choice(trained.search, out)
     checked, res = trained.validated, trained.result
-    best = checked.history[checked.best_epoch] if checked.history else {}
+    best = checked.best_record()
     valid = f"valid P@1 {best['P@1']:.2f}, PSP@5 {best['PSP@5']:.2f}" if "P@1" in best else "no validation split"
     epochs_note = f"best epoch {checked.best_epoch + 1} of {len(checked.history)}, " if MODELS[model.value].in_epochs else ""
     final = (

@@ -109,6 +109,10 @@ class TrainResult:
     device: str = "cpu"  # where it trained (engine.devices.describe)
     encoder_history: list[dict] = field(default_factory=list)  # a fine-tuned encoder's epochs (ngame), before history's
 
+    def best_record(self) -> dict:
+        """The best epoch's history record (what validation chose and scored), or {} without history."""
+        return self.history[self.best_epoch] if self.history else {}
+
 
 @dataclass(frozen=True)
 class Validation:

@@ -104,7 +104,7 @@ def config_for(name: str, seed: int | None = None, threads: int | None = None, e
 
 def refit_config(config: BlendConfig, result: TrainResult) -> BlendConfig:
     """``config`` with the blend weights its validation run chose fixed (for the final model on every point)."""
-    record = result.history[result.best_epoch] if result.history else {}
+    record = result.best_record()
     if record.get("knn_weight") is not None:
         config = replace(config, knn_weight=float(record["knn_weight"]))
     if record.get("text_weight") is not None:

@@ -176,7 +176,7 @@ def refit_config(config: ModelConfig, result: TrainResult) -> ModelConfig:
     kept (ngame; 0 when the packaged encoder won), or the first phase's best epoch count
     (inceptionxml-lf), beside the classifier epochs the registry fixes."""
     family = FAMILIES[config.family]
-    record = result.history[result.best_epoch] if result.history else {}
+    record = result.best_record()
     if family.inputs == "minilm" and config.neighbour_mix is None and record.get("neighbour_mix") is not None:
         config = replace(config, neighbour_mix=float(record["neighbour_mix"]))
     if family.label_features and result.encoder_history:
@@ -445,7 +445,7 @@ class NeuralXMC(LabelledModel):
             tried = [validation_metrics(mixed(classifier, vote, m, 10), valid) for m in cfg.neighbour_mixes]
             best = max(range(len(tried)), key=lambda i: (tried[i]["P@1"], -cfg.neighbour_mixes[i]))
             self.neighbour_mix = float(cfg.neighbour_mixes[best])
-            record = self.result.history[self.result.best_epoch] if self.result.history else {}
+            record = self.result.best_record()
             record["neighbour_mix"] = self.neighbour_mix
             record["neighbour_mixes_tried"] = {str(m): t["P@1"] for m, t in zip(cfg.neighbour_mixes, tried, strict=True)}
             self.result.best_score = tried[best]["P@1"]

@@ -236,7 +236,7 @@ def _train_into(
             rest, valid, dataset, out, model_config, augment, resume, progress, auto_config, new_items, namesake_carving, folds
         )
         validated = model.result
-        best = validated.history[validated.best_epoch] if validated.history else {}
+        best = validated.best_record()
         validation_run = {
             "n_train": n_fit,
             "n_valid": len(valid),
