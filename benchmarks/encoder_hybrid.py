@@ -1,0 +1,120 @@
+"""Would a fine-tuned encoder's scores add to the linear family's? (issue 40, item 5.)
+
+    python benchmarks/encoder_hybrid.py [--datasets ...] [--seeds 0] [--threads 1]
+        [--augment gandalf-tempered-firm] [--out benchmarks/results/encoder-hybrid.json]
+
+For each dataset and seed, on the training part less the suite's validation split of that seed,
+two models train as ``gandalf train`` trains them (``train_model``: each its own 5% validation
+share, then the final model on all of the training part): ``linear-knn`` with ``--augment`` (the
+recommended recipe) and ``ngame`` without label points (its recommended augmentation). Each
+scores its top 100 labels on the suite's validation split and on the test split; every
+``linear-knn + a * ngame`` of the grid below is scored on both. The weight of best validation P@1
+(the smaller on a tie) is the hybrid's; its test figures are reported beside each model alone,
+all three trained on the same points. Writes every grid point to ``--out`` and the four score
+matrices to ``<out stem>-<dataset>-seed<s>-<model>-<split>.npz`` (to score other blends without
+training again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import scipy.sparse as sp
+from suite import augment_config, markdown_table, run_grid, scored_split, valid_fraction, write_results
+
+from gandalf_xmc.metrics import evaluate
+from gandalf_xmc.models.registry import model_config
+from gandalf_xmc.sparse_ops import top_k_per_row
+from gandalf_xmc.workflow.pipeline import train_model
+
+HERE = Path(__file__).resolve().parent
+WEIGHTS = (0.0, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
+K = 100
+
+
+def trained(rest, model: str, augment: str, seed: int, threads: int):
+    config = model_config(model, seed=seed, threads=threads)
+    with tempfile.TemporaryDirectory(prefix="gandalf-hybrid-") as tmp:
+        t0 = time.perf_counter()
+        result = train_model(
+            rest,
+            Path(tmp) / "model",
+            config,
+            augment_config(augment, seed),
+            valid_fraction=valid_fraction(rest.n_original_train or len(rest.train)),
+            progress=False,
+        )
+        return result.model, time.perf_counter() - t0
+
+
+def scores(blend: sp.csr_matrix, split, inv) -> dict:
+    res = evaluate(top_k_per_row(blend, 10), split.Y, inv, (1, 3, 5), split.filter_pairs)
+    return {m: res[m] for m in ("P@1", "P@5", "PSP@1", "PSP@5")}
+
+
+def measure(dataset: str, seed: int, augment: str, threads: int, out: Path) -> dict:
+    ds, rest, valid, inv = scored_split(dataset, seed, "valid", splits=("trn", "tst"))
+    models = {"linear-knn": augment, "ngame": "none"}
+    matrices, seconds = {}, {}
+    for name, aug in models.items():
+        model, seconds[name] = trained(rest, name, aug, seed, threads)
+        for split_name, split in (("valid", valid), ("test", ds.test)):
+            S = sp.csr_matrix(model.predict(list(split.texts), k=K))
+            sp.save_npz(out.with_name(f"{out.stem}-{dataset}-seed{seed}-{name}-{split_name}.npz"), S)
+            matrices[name, split_name] = S
+    grid = {}
+    for split_name, split in (("valid", valid), ("test", ds.test)):
+        lk, ng = matrices["linear-knn", split_name], matrices["ngame", split_name]
+        grid[split_name] = {f"{a:g}": scores(lk + a * ng, split, inv) for a in WEIGHTS}
+        grid[split_name]["ngame"] = scores(ng, split, inv)
+    best = max(WEIGHTS, key=lambda a: (grid["valid"][f"{a:g}"]["P@1"], -a))
+    return {
+        "dataset": dataset,
+        "seed": seed,
+        "augment": augment,
+        "n_valid": int(valid.Y.shape[0]),
+        "n_test": int(ds.test.Y.shape[0]),
+        "train_seconds": seconds,
+        "chosen_weight": best,
+        "grid": grid,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", nargs="+", default=["jargon", "manpages", "cmake-help", "python-api"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--augment", default="gandalf-tempered-firm")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "encoder-hybrid.json")
+    args = parser.parse_args()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    rows = run_grid(
+        args.datasets,
+        [(seed,) for seed in args.seeds],
+        lambda dataset, seed: measure(dataset, seed, args.augment, args.threads, args.out),
+    )
+    write_results(args.out, rows)
+    table = []
+    for r in rows:
+        chosen = f"{r['chosen_weight']:g}"
+        for split_name in ("valid", "test"):
+            g = r["grid"][split_name]
+            table.append(
+                [
+                    r["dataset"],
+                    r["seed"],
+                    split_name,
+                    *(f"{g[key]['P@1']:.2f} / {g[key]['PSP@5']:.2f}" for key in ("0", "ngame", chosen)),
+                    chosen,
+                ]
+            )
+    headers = ["dataset", "seed", "split", "linear-knn", "ngame", "hybrid", "weight (chosen on valid)"]
+    print(markdown_table(headers, table))
+
+
+if __name__ == "__main__":
+    main()
