@@ -218,6 +218,16 @@ MODELS: dict[str, ModelEntry] = {
             False,
             takes=("label_points", "positive_weight"),
         ),
+        ModelEntry(
+            "linear-ngame",
+            "linear-knn's blend plus ngame's scores, the weight chosen on validation (both models' training time)",
+            "gandalf_xmc.models.hybrid",
+            "LinearNgameHybrid",
+            False,
+            "neural",
+            on_gpu=True,
+            takes=("label_points", "positive_weight"),
+        ),
     )
 }
 MODEL_NAMES = tuple(MODELS)

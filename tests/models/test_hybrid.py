@@ -1,0 +1,164 @@
+"""linear-ngame: linear-knn's blend plus ngame's scores by a weight chosen on validation (0
+included), the parts trained on the points each is meant for, the choices kept by the final model."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")  # the [neural] extra
+
+from gandalf_xmc.augment import preset, training_set
+from gandalf_xmc.data import load_dataset
+from gandalf_xmc.engine.records import Validation
+from gandalf_xmc.errors import ConfigError
+from gandalf_xmc.metrics import inverse_propensity
+from gandalf_xmc.models.blend import LinearKnnBlend
+from gandalf_xmc.models.contrastive import ContrastiveConfig
+from gandalf_xmc.models.hybrid import HybridConfig, LinearNgameHybrid, refit_config
+from gandalf_xmc.models.neural_xmc import FAMILIES, ModelConfig, NeuralXMC
+from gandalf_xmc.models.registry import load_trained, model_config
+from gandalf_xmc.workflow.fitting import fit_model
+
+from helpers import write_tiny_dataset
+
+WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "peach", "melon", "grape"]
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GANDALF_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def fruit(tmp_path):
+    train = [
+        (f"{size} {w} and {WORDS[(j + 1) % 10]}", [j, (j + 1) % 10])
+        for j, w in enumerate(WORDS)
+        for size in ("small", "big", "ripe", "sweet")
+    ]
+    test = [(f"fresh {w}", [j]) for j, w in enumerate(WORDS)] + [(f"a {w} tart", [j]) for j, w in enumerate(WORDS)]
+    return load_dataset(
+        write_tiny_dataset(tmp_path / "d", train=train, labels=[f"{w} fruit" for w in WORDS], test=test, filters=None)
+    )
+
+
+def _config(tune: int = 1, **own) -> HybridConfig:
+    """The defaults with a small ngame on the CPU in float32 (``tune`` epochs of fine-tuning, one of
+    classifiers)."""
+    ngame = ModelConfig(
+        family="ngame",
+        max_cluster_size=2,
+        encoder_precision="float32",
+        train=FAMILIES["ngame"].train_config(epochs=1, device="cpu"),
+        contrastive=ContrastiveConfig(epochs=tune, batch_size=4, lr=1e-4),
+    )
+    return replace(model_config("linear-ngame", seed=0), ngame=ngame, **own)
+
+
+def _p1(scores: np.ndarray, Y) -> float:
+    """P@1 by hand: the share of rows whose highest-scoring label (the lower id on a tie) is relevant."""
+    dense = Y.toarray()
+    return float(np.mean([dense[i, int(np.argmax(row))] > 0 for i, row in enumerate(scores)])) * 100
+
+
+def test_the_weight_is_the_best_validation_p1_of_the_two_parts_summed_by_hand(fruit, tmp_path):
+    valid = fruit.test  # stands for a validation split here; nothing else is scored on it
+    v = Validation(valid.texts, valid.Y, inverse_propensity(fruit.train.Y), valid.filter_pairs)
+    model = LinearNgameHybrid(_config(tune=0)).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, valid=v, progress=False)
+    blend = model.blend.predict(valid.texts, k=10).toarray()
+    ngame = model.ngame.predict(valid.texts, k=10).toarray() if model.ngame is not None else np.zeros_like(blend)
+    by_weight = {w: _p1(blend + w * ngame, valid.Y) for w in model.config.weights}
+    best = max(by_weight.values())
+    assert model.ngame_weight == min(w for w, p in by_weight.items() if p == best)  # the smaller on a tie
+    tried = model.result.history[0]["weights_tried"]
+    assert {float(w): p for w, p in tried.items()} == pytest.approx(by_weight)
+    if model.ngame_weight:  # the top 3 are the three best of the sum, with its values
+        got = model.predict(valid.texts, k=3).toarray()
+        want = blend + model.ngame_weight * ngame
+        for row in range(len(valid.texts)):
+            top = np.flatnonzero(got[row])
+            np.testing.assert_allclose(got[row, top], want[row, top], rtol=1e-5)
+            assert got[row, top].min() >= np.sort(want[row])[-3] - 1e-6
+    else:  # nothing of ngame is kept: the blend's answers
+        assert model.ngame is None
+        np.testing.assert_array_equal(model.predict(valid.texts, k=3).toarray(), model.blend.predict(valid.texts, k=3).toarray())
+    model.save(tmp_path / "m")
+    loaded = load_trained(tmp_path / "m")
+    assert type(loaded) is LinearNgameHybrid and loaded.ngame_weight == model.ngame_weight
+    np.testing.assert_allclose(loaded.predict(valid.texts, k=5).toarray(), model.predict(valid.texts, k=5).toarray(), rtol=1e-6)
+
+
+def test_a_fixed_weight_is_the_blend_plus_ngame_and_zero_trains_no_ngame(fruit, monkeypatch):
+    model = LinearNgameHybrid(_config(tune=0, ngame_weight=2.0)).fit(
+        fruit.train.texts, fruit.train.Y, fruit.label_texts, progress=False
+    )
+    texts = fruit.test.texts
+    want = model.blend.predict(texts, k=10).toarray() + 2.0 * model.ngame.predict(texts, k=10).toarray()
+    got = model.predict(texts, k=2).toarray()
+    for row in range(len(texts)):
+        top = np.flatnonzero(got[row])
+        np.testing.assert_allclose(got[row, top], want[row, top], rtol=1e-5)
+    assert model.known_queries(["zzz qqq"]) == [True]  # the encoder ranks a text of unknown words
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("ngame trained with a weight fixed at 0")
+
+    monkeypatch.setattr(NeuralXMC, "fit", refuse)
+    plain = LinearNgameHybrid(_config(ngame_weight=0.0)).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, progress=False)
+    alone = LinearKnnBlend(_config().blend).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, progress=False)
+    np.testing.assert_array_equal(plain.predict(texts, k=3).toarray(), alone.predict(texts, k=3).toarray())
+    assert plain.known_queries(["zzz qqq"]) == [False]  # the blend's vocabulary decides
+
+
+def test_ngame_trains_on_the_original_points_and_the_blend_on_every_point(fruit, monkeypatch):
+    seen = {}
+    fit_blend, fit_ngame = LinearKnnBlend.fit, NeuralXMC.fit
+
+    def spy(name, fit):
+        def wrapped(self, inputs, Y, *args, **kwargs):
+            seen[name] = (list(inputs), Y.shape[0], kwargs.get("label_points"), kwargs.get("positive_weight"))
+            return fit(self, inputs, Y, *args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(LinearKnnBlend, "fit", spy("blend", fit_blend))
+    monkeypatch.setattr(NeuralXMC, "fit", spy("ngame", fit_ngame))
+    recipe = training_set(fruit, preset("gandalf-tempered-firm", 0))
+    n_points = int((~recipe.label_points.mask).sum())
+    assert 0 < n_points < len(recipe.texts)
+    fit_model(LinearNgameHybrid(_config(tune=0, ngame_weight=1.0)), recipe, fruit.label_texts, progress=False)
+    assert seen["blend"][1] == len(recipe.texts) and seen["blend"][2] is not None and seen["blend"][3] is not None
+    texts, rows, points, positives = seen["ngame"]
+    assert rows == n_points and texts == fruit.train.texts and points is None and positives is None
+    # with ngame_label_points, ngame takes them too
+    seen.clear()
+    fit_model(
+        LinearNgameHybrid(_config(tune=0, ngame_weight=1.0, ngame_label_points=True)), recipe, fruit.label_texts, progress=False
+    )
+    assert seen["ngame"][1] == len(recipe.texts) and seen["ngame"][2] is not None
+
+
+def test_the_final_model_keeps_the_weight_and_each_parts_choices(fruit):
+    valid = fruit.test
+    v = Validation(valid.texts, valid.Y, inverse_propensity(fruit.train.Y), valid.filter_pairs)
+    config = _config(weights=(0.5, 1.0))  # no 0: ngame counts, so its own choices are fixed too
+    model = LinearNgameHybrid(config).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, valid=v, progress=False)
+    final = refit_config(config, model.result)
+    assert final.ngame_weight == model.ngame_weight in (0.5, 1.0)
+    assert final.blend.knn_weight == model.blend.knn_weight
+    assert final.ngame.neighbour_mix == model.ngame.neighbour_mix
+    assert final.ngame.train.epochs == model.ngame.result.best_epoch + 1
+    assert final.ngame.contrastive.epochs in (0, 1)  # 0 where the packaged encoder won
+    assert config.ngame_weight is None  # the caller's settings are not changed
+
+
+def test_bad_settings_are_refused_in_one_line():
+    with pytest.raises(ConfigError, match="weights"):
+        HybridConfig(weights=(0.5, -1.0))
+    with pytest.raises(ConfigError, match="ngame_weight"):
+        HybridConfig(ngame_weight=float("inf"))
+    with pytest.raises(ConfigError, match="ngame"):
+        HybridConfig(ngame=ModelConfig(family="dual-encoder"))
