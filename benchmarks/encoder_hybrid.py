@@ -12,12 +12,15 @@ scores its top 100 labels on the suite's validation split and on the test split;
 (the smaller on a tie) is the hybrid's; its test figures are reported beside each model alone,
 all three trained on the same points. Writes every grid point to ``--out`` and the four score
 matrices to ``<out stem>-<dataset>-seed<s>-<model>-<split>.npz`` (to score other blends without
-training again).
+training again). ``--report FILE ...`` prints the tables of result files (or of the JSON lines a
+run printed), with the weight each dataset left out would choose (for a model trained without a
+validation split).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -83,21 +86,33 @@ def measure(dataset: str, seed: int, augment: str, threads: int, out: Path) -> d
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", nargs="+", default=["jargon", "manpages", "cmake-help", "python-api"])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--augment", default="gandalf-tempered-firm")
-    parser.add_argument("--out", type=Path, default=HERE / "results" / "encoder-hybrid.json")
-    args = parser.parse_args()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    rows = run_grid(
-        args.datasets,
-        [(seed,) for seed in args.seeds],
-        lambda dataset, seed: measure(dataset, seed, args.augment, args.threads, args.out),
-    )
-    write_results(args.out, rows)
+def left_out_weights(rows: list[dict]) -> list[list]:
+    """For each dataset left out: the weight of best mean validation P@1 over the other datasets'
+    rows (the smaller on a tie), and the left-out dataset's validation and test P@1 under it."""
+    out = []
+    for dataset in dict.fromkeys(r["dataset"] for r in rows):
+        others = [r for r in rows if r["dataset"] != dataset]
+        mean = {a: sum(r["grid"]["valid"][f"{a:g}"]["P@1"] for r in others) / len(others) for a in WEIGHTS}
+        best = max(WEIGHTS, key=lambda a: (round(mean[a], 9), -a))
+        own = [r for r in rows if r["dataset"] == dataset]
+        valid = sum(r["grid"]["valid"][f"{best:g}"]["P@1"] for r in own) / len(own)
+        test = sum(r["grid"]["test"][f"{best:g}"]["P@1"] for r in own) / len(own)
+        out.append([dataset, f"{best:g}", f"{valid:.2f}", f"{test:.2f}"])
+    return out
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The rows of a result file, or of the JSON lines a run prints as each row comes (a run stopped
+    before its last dataset wrote no file)."""
+    text = path.read_text()
+    if text.lstrip().startswith("["):
+        return json.loads(text)
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def report(rows: list[dict]) -> None:
+    """The table of each row (each model alone and the hybrid at the weight chosen on validation)
+    and the weight each dataset left out would choose."""
     table = []
     for r in rows:
         chosen = f"{r['chosen_weight']:g}"
@@ -114,6 +129,31 @@ def main() -> None:
             )
     headers = ["dataset", "seed", "split", "linear-knn", "ngame", "hybrid", "weight (chosen on valid)"]
     print(markdown_table(headers, table))
+    if len({r["dataset"] for r in rows}) > 1:
+        print("\nEach dataset left out: the weight of best mean validation P@1 on the others\n")
+        print(markdown_table(["left out", "weight", "its valid P@1", "its test P@1"], left_out_weights(rows)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", nargs="+", default=["jargon", "manpages", "cmake-help", "python-api"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--augment", default="gandalf-tempered-firm")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "encoder-hybrid.json")
+    parser.add_argument("--report", type=Path, nargs="+", help="print the tables of these result files (nothing trained)")
+    args = parser.parse_args()
+    if args.report:
+        report([row for path in args.report for row in read_rows(path)])
+        return
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    rows = run_grid(
+        args.datasets,
+        [(seed,) for seed in args.seeds],
+        lambda dataset, seed: measure(dataset, seed, args.augment, args.threads, args.out),
+    )
+    write_results(args.out, rows)
+    report(rows)
 
 
 if __name__ == "__main__":

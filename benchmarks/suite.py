@@ -154,13 +154,17 @@ def run_one(
         forecast = (trained.search or {}).get("new_items")
         trials = search_trials(trained.search)
         said = [chosen]  # what validation chose, each part where the model has it
-        if hasattr(fitted, "knn_weight"):
-            said.append(f"knn weight {fitted.knn_weight:g}, text weight {fitted.text_weight:g}")
-        if getattr(getattr(fitted, "family", None), "inputs", None) == "minilm":  # the mix it uses, however chosen
-            said.append(f"neighbour mix {fitted.neighbour_mix:g}")
+        blend = getattr(fitted, "blend", fitted)  # linear-ngame's blend part
+        if hasattr(blend, "knn_weight"):
+            said.append(f"knn weight {blend.knn_weight:g}, text weight {blend.text_weight:g}")
+        if hasattr(fitted, "ngame_weight"):
+            said.append(f"ngame weight {fitted.ngame_weight:g}")
+        neural = getattr(fitted, "ngame", fitted)  # linear-ngame's ngame part (None where its weight is 0)
+        if getattr(getattr(neural, "family", None), "inputs", None) == "minilm":  # the mix it uses, however chosen
+            said.append(f"neighbour mix {neural.neighbour_mix:g}")
         mixes_tried = trained.validated.best_record().get("neighbour_mixes_tried")  # each mix's validation P@1
-        if getattr(getattr(fitted, "family", None), "tunes_encoder", False):  # ngame: the encoder validation kept
-            tuned = fitted.config.contrastive.epochs  # refit_config's: 0 where the packaged encoder won
+        if getattr(getattr(neural, "family", None), "tunes_encoder", False):  # ngame: the encoder validation kept
+            tuned = neural.config.contrastive.epochs  # refit_config's: 0 where the packaged encoder won
             said.append(f"encoder tuned {tuned} epochs" if tuned else "packaged encoder")
         chosen = ", ".join(filter(None, said)) or None
     elif model == "knn":
