@@ -8,13 +8,13 @@ two models train as ``gandalf train`` trains them (``train_model``: each its own
 share, then the final model on all of the training part): ``linear-knn`` with ``--augment`` (the
 recommended recipe) and ``ngame`` without label points (its recommended augmentation). Each
 scores its top 100 labels on the suite's validation split and on the test split; every
-``linear-knn + a * ngame`` of the grid below is scored on both. The weight of best validation P@1
-(the smaller on a tie) is the hybrid's; its test figures are reported beside each model alone,
-all three trained on the same points. Writes every grid point to ``--out`` and the four score
-matrices to ``<out stem>-<dataset>-seed<s>-<model>-<split>.npz`` (to score other blends without
+``(1 - m) * linear-knn + m * ngame`` of the mixes below is scored on both. The mix of best
+validation P@1 (the smaller on a tie) is the hybrid's; its test figures are reported beside each
+model alone (m = 0 and 1), all three trained on the same points. Writes every grid point to
+``--out`` and the four score matrices to ``<out stem>-<dataset>-seed<s>-<model>-<split>.npz`` (to score other blends without
 training again). ``--report FILE ...`` prints the tables of result files (or of the JSON lines a
-run printed), with the weight each dataset left out would choose (for a model trained without a
-validation split).
+run printed, saved under the name its ``--out`` had), scored again from the saved matrices, with
+the mix each dataset left out would choose (for a model trained without a validation split).
 """
 
 from __future__ import annotations
@@ -34,8 +34,10 @@ from gandalf_xmc.sparse_ops import top_k_per_row
 from gandalf_xmc.workflow.pipeline import train_model
 
 HERE = Path(__file__).resolve().parent
-WEIGHTS = (0.0, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
+MIXES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 K = 100
+SPLITS = ("valid", "test")
+MODELS = {"linear-knn": None, "ngame": "none"}  # each model's augmentation (None: --augment)
 
 
 def trained(rest, model: str, augment: str, seed: int, threads: int):
@@ -53,27 +55,38 @@ def trained(rest, model: str, augment: str, seed: int, threads: int):
         return result.model, time.perf_counter() - t0
 
 
-def scores(blend: sp.csr_matrix, split, inv) -> dict:
-    res = evaluate(top_k_per_row(blend, 10), split.Y, inv, (1, 3, 5), split.filter_pairs)
+def scores(S: sp.csr_matrix, split, inv) -> dict:
+    res = evaluate(top_k_per_row(S, 10), split.Y, inv, (1, 3, 5), split.filter_pairs)
     return {m: res[m] for m in ("P@1", "P@5", "PSP@1", "PSP@5")}
+
+
+def matrix_path(out: Path, dataset: str, seed: int, model: str, split: str) -> Path:
+    return out.with_name(f"{out.stem}-{dataset}-seed{seed}-{model}-{split}.npz")
+
+
+def scored_mixes(out: Path, dataset: str, seed: int) -> dict:
+    """Every mix's scores on both splits, from the saved matrices of run ``out``."""
+    ds, _, valid, inv = scored_split(dataset, seed, "valid", splits=("trn", "tst"))
+    grid = {}
+    for split_name, split in zip(SPLITS, (valid, ds.test)):
+        lk, ng = (sp.load_npz(matrix_path(out, dataset, seed, m, split_name)) for m in MODELS)
+        grid[split_name] = {f"{m:g}": scores((1 - m) * lk + m * ng, split, inv) for m in MIXES}
+    return grid
+
+
+def chosen_mix(grid: dict) -> float:
+    """The mix of best validation P@1, the smaller on a tie (as the model chooses)."""
+    return max(MIXES, key=lambda m: (grid["valid"][f"{m:g}"]["P@1"], -m))
 
 
 def measure(dataset: str, seed: int, augment: str, threads: int, out: Path) -> dict:
     ds, rest, valid, inv = scored_split(dataset, seed, "valid", splits=("trn", "tst"))
-    models = {"linear-knn": augment, "ngame": "none"}
-    matrices, seconds = {}, {}
-    for name, aug in models.items():
-        model, seconds[name] = trained(rest, name, aug, seed, threads)
-        for split_name, split in (("valid", valid), ("test", ds.test)):
-            S = sp.csr_matrix(model.predict(list(split.texts), k=K))
-            sp.save_npz(out.with_name(f"{out.stem}-{dataset}-seed{seed}-{name}-{split_name}.npz"), S)
-            matrices[name, split_name] = S
-    grid = {}
-    for split_name, split in (("valid", valid), ("test", ds.test)):
-        lk, ng = matrices["linear-knn", split_name], matrices["ngame", split_name]
-        grid[split_name] = {f"{a:g}": scores(lk + a * ng, split, inv) for a in WEIGHTS}
-        grid[split_name]["ngame"] = scores(ng, split, inv)
-    best = max(WEIGHTS, key=lambda a: (grid["valid"][f"{a:g}"]["P@1"], -a))
+    seconds = {}
+    for name, aug in MODELS.items():
+        model, seconds[name] = trained(rest, name, aug or augment, seed, threads)
+        for split_name, split in zip(SPLITS, (valid, ds.test)):
+            sp.save_npz(matrix_path(out, dataset, seed, name, split_name), sp.csr_matrix(model.predict(list(split.texts), k=K)))
+    grid = scored_mixes(out, dataset, seed)
     return {
         "dataset": dataset,
         "seed": seed,
@@ -81,19 +94,19 @@ def measure(dataset: str, seed: int, augment: str, threads: int, out: Path) -> d
         "n_valid": int(valid.Y.shape[0]),
         "n_test": int(ds.test.Y.shape[0]),
         "train_seconds": seconds,
-        "chosen_weight": best,
+        "chosen_mix": chosen_mix(grid),
         "grid": grid,
     }
 
 
-def left_out_weights(rows: list[dict]) -> list[list]:
-    """For each dataset left out: the weight of best mean validation P@1 over the other datasets'
+def left_out_mixes(rows: list[dict]) -> list[list]:
+    """For each dataset left out: the mix of best mean validation P@1 over the other datasets'
     rows (the smaller on a tie), and the left-out dataset's validation and test P@1 under it."""
     out = []
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         others = [r for r in rows if r["dataset"] != dataset]
-        mean = {a: sum(r["grid"]["valid"][f"{a:g}"]["P@1"] for r in others) / len(others) for a in WEIGHTS}
-        best = max(WEIGHTS, key=lambda a: (round(mean[a], 9), -a))
+        mean = {m: sum(r["grid"]["valid"][f"{m:g}"]["P@1"] for r in others) / len(others) for m in MIXES}
+        best = max(MIXES, key=lambda m: (round(mean[m], 9), -m))
         own = [r for r in rows if r["dataset"] == dataset]
         valid = sum(r["grid"]["valid"][f"{best:g}"]["P@1"] for r in own) / len(own)
         test = sum(r["grid"]["test"][f"{best:g}"]["P@1"] for r in own) / len(own)
@@ -103,35 +116,40 @@ def left_out_weights(rows: list[dict]) -> list[list]:
 
 def read_rows(path: Path) -> list[dict]:
     """The rows of a result file, or of the JSON lines a run prints as each row comes (a run stopped
-    before its last dataset wrote no file)."""
+    before its last dataset wrote no file), each row's grid scored again from its saved matrices
+    (where the run scored another grid)."""
     text = path.read_text()
-    if text.lstrip().startswith("["):
-        return json.loads(text)
-    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    rows = json.loads(text) if text.lstrip().startswith("[") else [json.loads(x) for x in text.splitlines() if x.startswith("{")]
+    for row in rows:
+        row["grid"] = scored_mixes(path, row["dataset"], row["seed"])
+        row["chosen_mix"] = chosen_mix(row["grid"])
+    return rows
 
 
 def report(rows: list[dict]) -> None:
-    """The table of each row (each model alone and the hybrid at the weight chosen on validation)
-    and the weight each dataset left out would choose."""
+    """The table of each row (each model alone and the hybrid at the mix chosen on validation) and
+    the mix each dataset left out would choose."""
     table = []
     for r in rows:
-        chosen = f"{r['chosen_weight']:g}"
-        for split_name in ("valid", "test"):
+        chosen = f"{r['chosen_mix']:g}"
+        for split_name in SPLITS:
             g = r["grid"][split_name]
             table.append(
                 [
                     r["dataset"],
                     r["seed"],
                     split_name,
-                    *(f"{g[key]['P@1']:.2f} / {g[key]['PSP@5']:.2f}" for key in ("0", "ngame", chosen)),
+                    *(f"{g[key]['P@1']:.2f} / {g[key]['PSP@5']:.2f}" for key in ("0", "1", chosen)),
                     chosen,
                 ]
             )
-    headers = ["dataset", "seed", "split", "linear-knn", "ngame", "hybrid", "weight (chosen on valid)"]
+    headers = ["dataset", "seed", "split", "linear-knn", "ngame", "hybrid", "mix (chosen on valid)"]
     print(markdown_table(headers, table))
     if len({r["dataset"] for r in rows}) > 1:
-        print("\nEach dataset left out: the weight of best mean validation P@1 on the others\n")
-        print(markdown_table(["left out", "weight", "its valid P@1", "its test P@1"], left_out_weights(rows)))
+        print("\nEach dataset left out: the mix of best mean validation P@1 on the others\n")
+        print(markdown_table(["left out", "mix", "its valid P@1", "its test P@1"], left_out_mixes(rows)))
+        mean = {m: sum(r["grid"]["valid"][f"{m:g}"]["P@1"] for r in rows) / len(rows) for m in MIXES}
+        print("\nMean validation P@1 by mix: " + ", ".join(f"{m:g} {v:.2f}" for m, v in mean.items()))
 
 
 def main() -> None:

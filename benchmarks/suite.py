@@ -157,8 +157,8 @@ def run_one(
         blend = getattr(fitted, "blend", fitted)  # linear-ngame's blend part
         if hasattr(blend, "knn_weight"):
             said.append(f"knn weight {blend.knn_weight:g}, text weight {blend.text_weight:g}")
-        if hasattr(fitted, "ngame_weight"):
-            said.append(f"ngame weight {fitted.ngame_weight:g}")
+        if hasattr(fitted, "ngame_mix"):  # linear-ngame's
+            said.append(f"ngame mix {fitted.ngame_mix:g}")
         neural = getattr(fitted, "ngame", fitted)  # linear-ngame's ngame part (None where its weight is 0)
         if getattr(getattr(neural, "family", None), "inputs", None) == "minilm":  # the mix it uses, however chosen
             said.append(f"neighbour mix {neural.neighbour_mix:g}")

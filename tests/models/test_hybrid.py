@@ -1,5 +1,5 @@
-"""linear-ngame: linear-knn's blend plus ngame's scores by a weight chosen on validation (0
-included), the parts trained on the points each is meant for, the choices kept by the final model."""
+"""linear-ngame: linear-knn's blend mixed with ngame's scores by a mix chosen on validation (0
+and 1 included), the parts trained on the points each is meant for, the choices kept by the final model."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 torch = pytest.importorskip("torch")  # the [neural] extra
 
@@ -64,39 +65,41 @@ def _p1(scores: np.ndarray, Y) -> float:
     return float(np.mean([dense[i, int(np.argmax(row))] > 0 for i, row in enumerate(scores)])) * 100
 
 
-def test_the_weight_is_the_best_validation_p1_of_the_two_parts_summed_by_hand(fruit, tmp_path):
-    valid = fruit.test  # stands for a validation split here; nothing else is scored on it
-    v = Validation(valid.texts, valid.Y, inverse_propensity(fruit.train.Y), valid.filter_pairs)
-    model = LinearNgameHybrid(_config(tune=0)).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, valid=v, progress=False)
-    blend = model.blend.predict(valid.texts, k=10).toarray()
-    ngame = model.ngame.predict(valid.texts, k=10).toarray() if model.ngame is not None else np.zeros_like(blend)
-    by_weight = {w: _p1(blend + w * ngame, valid.Y) for w in model.config.weights}
-    best = max(by_weight.values())
-    assert model.ngame_weight == min(w for w, p in by_weight.items() if p == best)  # the smaller on a tie
-    tried = model.result.history[0]["weights_tried"]
-    assert {float(w): p for w, p in tried.items()} == pytest.approx(by_weight)
-    if model.ngame_weight:  # the top 3 are the three best of the sum, with its values
-        got = model.predict(valid.texts, k=3).toarray()
-        want = blend + model.ngame_weight * ngame
-        for row in range(len(valid.texts)):
-            top = np.flatnonzero(got[row])
-            np.testing.assert_allclose(got[row, top], want[row, top], rtol=1e-5)
-            assert got[row, top].min() >= np.sort(want[row])[-3] - 1e-6
-    else:  # nothing of ngame is kept: the blend's answers
-        assert model.ngame is None
-        np.testing.assert_array_equal(model.predict(valid.texts, k=3).toarray(), model.blend.predict(valid.texts, k=3).toarray())
+def test_the_mix_is_the_best_validation_p1_of_the_two_parts_mixed_by_hand(fruit, tmp_path):
+    # "a or b", its target a or b drawn at random (seeded): the two parts often rank a different one first
+    pairs = [(a, b) for a in range(10) for b in range(10) if a != b]
+    texts = [f"{WORDS[a]} or {WORDS[b]}" for a, b in pairs]
+    target = [pair[i] for pair, i in zip(pairs, np.random.default_rng(0).integers(0, 2, len(pairs)))]
+    Y = sp.csr_matrix((np.ones(len(texts)), (np.arange(len(texts)), target)), shape=(len(texts), 10))
+    v = Validation(texts, Y, inverse_propensity(fruit.train.Y))
+    config = _config(tune=0, mixes=(0.1, 0.3, 0.5, 0.7, 0.9, 1.0))  # no 0: ngame is kept, whatever wins
+    model = LinearNgameHybrid(config).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, valid=v, progress=False)
+    blend = model.blend.predict(texts, k=10).toarray()
+    ngame = model.ngame.predict(texts, k=10).toarray()
+    by_mix = {m: _p1((1 - m) * blend + m * ngame, Y) for m in config.mixes}
+    assert len(set(by_mix.values())) > 1
+    best = max(by_mix.values())
+    assert model.ngame_mix == min(m for m, p in by_mix.items() if p == best)  # the smaller on a tie
+    tried = model.result.history[0]["mixes_tried"]
+    assert {float(m): p for m, p in tried.items()} == pytest.approx(by_mix)
+    got = model.predict(texts, k=3).toarray()  # the three best of the mix, with its values
+    want = (1 - model.ngame_mix) * blend + model.ngame_mix * ngame
+    for row in range(len(texts)):
+        top = np.flatnonzero(got[row])
+        np.testing.assert_allclose(got[row, top], want[row, top], rtol=1e-5)
+        assert got[row, top].min() >= np.sort(want[row])[-3] - 1e-6
     model.save(tmp_path / "m")
     loaded = load_trained(tmp_path / "m")
-    assert type(loaded) is LinearNgameHybrid and loaded.ngame_weight == model.ngame_weight
-    np.testing.assert_allclose(loaded.predict(valid.texts, k=5).toarray(), model.predict(valid.texts, k=5).toarray(), rtol=1e-6)
+    assert type(loaded) is LinearNgameHybrid and loaded.ngame_mix == model.ngame_mix
+    np.testing.assert_allclose(loaded.predict(texts, k=5).toarray(), model.predict(texts, k=5).toarray(), rtol=1e-6)
 
 
-def test_a_fixed_weight_is_the_blend_plus_ngame_and_zero_trains_no_ngame(fruit, monkeypatch):
-    model = LinearNgameHybrid(_config(tune=0, ngame_weight=2.0)).fit(
+def test_a_fixed_mix_mixes_the_blend_and_ngame_and_zero_trains_no_ngame(fruit, monkeypatch):
+    model = LinearNgameHybrid(_config(tune=0, ngame_mix=0.5)).fit(
         fruit.train.texts, fruit.train.Y, fruit.label_texts, progress=False
     )
     texts = fruit.test.texts
-    want = model.blend.predict(texts, k=10).toarray() + 2.0 * model.ngame.predict(texts, k=10).toarray()
+    want = 0.5 * model.blend.predict(texts, k=10).toarray() + 0.5 * model.ngame.predict(texts, k=10).toarray()
     got = model.predict(texts, k=2).toarray()
     for row in range(len(texts)):
         top = np.flatnonzero(got[row])
@@ -104,10 +107,10 @@ def test_a_fixed_weight_is_the_blend_plus_ngame_and_zero_trains_no_ngame(fruit, 
     assert model.known_queries(["zzz qqq"]) == [True]  # the encoder ranks a text of unknown words
 
     def refuse(*args, **kwargs):
-        raise AssertionError("ngame trained with a weight fixed at 0")
+        raise AssertionError("ngame trained with a mix fixed at 0")
 
     monkeypatch.setattr(NeuralXMC, "fit", refuse)
-    plain = LinearNgameHybrid(_config(ngame_weight=0.0)).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, progress=False)
+    plain = LinearNgameHybrid(_config(ngame_mix=0.0)).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, progress=False)
     alone = LinearKnnBlend(_config().blend).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, progress=False)
     np.testing.assert_array_equal(plain.predict(texts, k=3).toarray(), alone.predict(texts, k=3).toarray())
     assert plain.known_queries(["zzz qqq"]) == [False]  # the blend's vocabulary decides
@@ -129,36 +132,36 @@ def test_ngame_trains_on_the_original_points_and_the_blend_on_every_point(fruit,
     recipe = training_set(fruit, preset("gandalf-tempered-firm", 0))
     n_points = int((~recipe.label_points.mask).sum())
     assert 0 < n_points < len(recipe.texts)
-    fit_model(LinearNgameHybrid(_config(tune=0, ngame_weight=1.0)), recipe, fruit.label_texts, progress=False)
+    fit_model(LinearNgameHybrid(_config(tune=0, ngame_mix=0.5)), recipe, fruit.label_texts, progress=False)
     assert seen["blend"][1] == len(recipe.texts) and seen["blend"][2] is not None and seen["blend"][3] is not None
     texts, rows, points, positives = seen["ngame"]
     assert rows == n_points and texts == fruit.train.texts and points is None and positives is None
     # with ngame_label_points, ngame takes them too
     seen.clear()
     fit_model(
-        LinearNgameHybrid(_config(tune=0, ngame_weight=1.0, ngame_label_points=True)), recipe, fruit.label_texts, progress=False
+        LinearNgameHybrid(_config(tune=0, ngame_mix=0.5, ngame_label_points=True)), recipe, fruit.label_texts, progress=False
     )
     assert seen["ngame"][1] == len(recipe.texts) and seen["ngame"][2] is not None
 
 
-def test_the_final_model_keeps_the_weight_and_each_parts_choices(fruit):
+def test_the_final_model_keeps_the_mix_and_each_parts_choices(fruit):
     valid = fruit.test
     v = Validation(valid.texts, valid.Y, inverse_propensity(fruit.train.Y), valid.filter_pairs)
-    config = _config(weights=(0.5, 1.0))  # no 0: ngame counts, so its own choices are fixed too
+    config = _config(mixes=(0.5, 1.0))  # no 0: ngame counts, so its own choices are fixed too
     model = LinearNgameHybrid(config).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, valid=v, progress=False)
     final = refit_config(config, model.result)
-    assert final.ngame_weight == model.ngame_weight in (0.5, 1.0)
+    assert final.ngame_mix == model.ngame_mix in (0.5, 1.0)
     assert final.blend.knn_weight == model.blend.knn_weight
     assert final.ngame.neighbour_mix == model.ngame.neighbour_mix
     assert final.ngame.train.epochs == model.ngame.result.best_epoch + 1
     assert final.ngame.contrastive.epochs in (0, 1)  # 0 where the packaged encoder won
-    assert config.ngame_weight is None  # the caller's settings are not changed
+    assert config.ngame_mix is None  # the caller's settings are not changed
 
 
 def test_bad_settings_are_refused_in_one_line():
-    with pytest.raises(ConfigError, match="weights"):
-        HybridConfig(weights=(0.5, -1.0))
-    with pytest.raises(ConfigError, match="ngame_weight"):
-        HybridConfig(ngame_weight=float("inf"))
+    with pytest.raises(ConfigError, match="mixes"):
+        HybridConfig(mixes=(0.5, 1.5))
+    with pytest.raises(ConfigError, match="ngame_mix"):
+        HybridConfig(ngame_mix=True)
     with pytest.raises(ConfigError, match="ngame"):
         HybridConfig(ngame=ModelConfig(family="dual-encoder"))

@@ -1,16 +1,16 @@
-"""The linear family's blend plus a fine-tuned encoder's scores, the weight chosen on validation.
+"""The linear family's blend mixed with a fine-tuned encoder's scores, the mix chosen on validation.
 
-A query's score for label l is ``blend(l) + a * ngame(l)``: ``blend`` is
+A query's score for label l is ``(1 - m) * blend(l) + m * ngame(l)``: ``blend`` is
 :class:`~.blend.LinearKnnBlend`'s score (the tree, the TF-IDF neighbours' vote and the label texts'
 similarity) and ``ngame`` :class:`~.neural_xmc.NeuralXMC`'s of the ``ngame`` family (all-MiniLM-L6-v2
 fine-tuned on the points and their labels' texts, its classifiers mixed with the nearest points'
-vote). Each part ranks its top ``candidates`` labels and the hybrid ranks their union. ``a`` is
-chosen on the validation split among :attr:`HybridConfig.weights` by P@1 (0 among them, so on that
-split the hybrid is never below the blend alone; on a tie the smaller); without a validation split,
-the configured ``ngame_weight``, else :data:`UNVALIDATED_WEIGHT`. Each part makes its own choices on
-the same validation split first (the blend's weights; ngame's epochs, encoder and mix), and a model
-retrained on every point after validation keeps them all (:func:`refit_config`); where ``a`` is 0
-the retrained model does not train its ngame part.
+vote). Each part ranks its top ``candidates`` labels and the hybrid ranks their union. The mix
+``m`` is chosen on the validation split among :attr:`HybridConfig.mixes` by P@1 (0 and 1 among
+them, so on that split the hybrid is never below either part alone; on a tie the smaller); without
+a validation split, the configured ``ngame_mix``, else :data:`UNVALIDATED_MIX`. Each part makes its
+own choices on the same validation split first (the blend's weights; ngame's epochs, encoder and
+its own neighbour mix), and a model retrained on every point after validation keeps them all
+(:func:`refit_config`); where ``m`` is 0 the retrained model does not train its ngame part.
 
 The blend trains on every point it is given, label points included; ngame on the original points
 only (``ngame_label_points``), since label points lowered its P@1 on the dev suite
@@ -37,11 +37,12 @@ from ..jsonio import read_json_file
 from ..sparse_ops import top_k_per_row
 from .base import LabelledModel
 from .blend import BlendConfig, LinearKnnBlend
-from .neural_xmc import ModelConfig, NeuralXMC
+from .neural_xmc import ModelConfig, NeuralXMC, is_a_share
 from .spec import write_spec
 
-# ngame_weight None and no validation split: see docs/decisions.md, "The encoder hybrid"
-UNVALIDATED_WEIGHT = 0.5
+# ngame_mix None and no validation split: the mix chosen with each dev dataset left out
+# (benchmarks/encoder_hybrid.py; docs/decisions.md, "The encoder hybrid")
+UNVALIDATED_MIX = 0.9
 
 
 @dataclass
@@ -51,21 +52,18 @@ class HybridConfig:
     MODEL: ClassVar[str] = "linear-ngame"
     blend: BlendConfig = field(default_factory=BlendConfig)
     ngame: ModelConfig = field(default_factory=lambda: ModelConfig(family="ngame"))
-    weights: tuple[float, ...] = (0.0, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)  # tried on validation, in order
-    ngame_weight: float | None = None  # fixed; None: chosen on validation (else UNVALIDATED_WEIGHT)
+    mixes: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # tried on validation, in order
+    ngame_mix: float | None = None  # fixed; None: chosen on validation (else UNVALIDATED_MIX)
     ngame_label_points: bool = False  # ngame's part trains on label points too
     candidates: int = 100  # labels each part ranks for the hybrid
     seed: int = 0
 
     def __post_init__(self) -> None:
-        self.weights = tuple(self.weights)
-        if not self.weights or any(
-            isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w < float("inf") for w in self.weights
-        ):
-            raise ConfigError(f"weights must be a non-empty list of finite numbers >= 0, got {self.weights!r}")
-        w = self.ngame_weight
-        if w is not None and (isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w < float("inf")):
-            raise ConfigError(f"ngame_weight must be a finite number >= 0 or null, got {w!r}")
+        self.mixes = tuple(self.mixes)
+        if not self.mixes or not all(is_a_share(m) for m in self.mixes):
+            raise ConfigError(f"mixes must be a non-empty list of numbers in [0, 1], got {self.mixes!r}")
+        if self.ngame_mix is not None and not is_a_share(self.ngame_mix):
+            raise ConfigError(f"ngame_mix must be a number in [0, 1] or null, got {self.ngame_mix!r}")
         if self.ngame.family != "ngame":
             raise ConfigError(f"the hybrid's encoder part is ngame, not {self.ngame.family!r}")
         if not isinstance(self.candidates, int) or isinstance(self.candidates, bool) or self.candidates < 1:
@@ -89,7 +87,7 @@ def config_for(
 
 
 def refit_config(config: HybridConfig, result: TrainResult) -> HybridConfig:
-    """``config`` with what its validation run chose fixed: the weight, and each part's own choices
+    """``config`` with what its validation run chose fixed: the mix, and each part's own choices
     (for the final model on every point)."""
     from .registry import refit_config as part_refit
 
@@ -99,8 +97,8 @@ def refit_config(config: HybridConfig, result: TrainResult) -> HybridConfig:
         config = replace(config, blend=part_refit(config.blend, TrainResult(**parts["linear-knn"])))
     if parts.get("ngame"):
         config = replace(config, ngame=part_refit(config.ngame, TrainResult(**parts["ngame"])))
-    if record.get("ngame_weight") is not None:
-        config = replace(config, ngame_weight=float(record["ngame_weight"]))
+    if record.get("ngame_mix") is not None:
+        config = replace(config, ngame_mix=float(record["ngame_mix"]))
     return config
 
 
@@ -118,7 +116,7 @@ def _rows(mask: np.ndarray, *arrays):
 
 
 class LinearNgameHybrid(LabelledModel):
-    """Fit both parts on one training set; predict their weighted top-k."""
+    """Fit both parts on one training set; predict their mixed top-k."""
 
     kind = "linear-ngame"
 
@@ -128,13 +126,13 @@ class LinearNgameHybrid(LabelledModel):
         self.ngame: NeuralXMC | None = NeuralXMC(
             replace(self.config.ngame, train=replace(self.config.ngame.train, seed=self.config.seed))
         )
-        self.ngame_weight = self.config.ngame_weight if self.config.ngame_weight is not None else UNVALIDATED_WEIGHT
+        self.ngame_mix = self.config.ngame_mix if self.config.ngame_mix is not None else UNVALIDATED_MIX
         self.result: TrainResult | None = None
 
     @property
     def featurizer(self):
         """The tree's vocabulary where only the blend counts; None (every text known) where the encoder does."""
-        return None if self.ngame_weight else self.blend.featurizer
+        return None if self.ngame_mix else self.blend.featurizer
 
     def fit(
         self,
@@ -151,8 +149,8 @@ class LinearNgameHybrid(LabelledModel):
     ) -> LinearNgameHybrid:
         """Train the blend on every point and ngame on the original points (both where
         ``ngame_label_points``), each with ``valid`` for its own choices; then, with ``valid``, choose
-        the weight of highest validation P@1 (the smaller on a tie). A weight fixed at 0 trains no
-        ngame part. ``label_points`` and ``positive_weight`` go to the blend (and to ngame with its
+        the mix of highest validation P@1 (the smaller on a tie). A mix fixed at 0 trains no ngame
+        part. ``label_points`` and ``positive_weight`` go to the blend (and to ngame with its
         label points)."""
         if label_texts is None:
             raise ConfigError("fit needs the labels' texts (label_texts=dataset.label_texts)")
@@ -173,12 +171,12 @@ class LinearNgameHybrid(LabelledModel):
             positive_weight=positive_weight,
         )
         parts: dict = {"linear-knn": asdict(self.blend.result) if self.blend.result else None, "ngame": None}
-        weights = self.config.weights if self.config.ngame_weight is None else (self.config.ngame_weight,)
-        if valid is None and self.config.ngame_weight is None:
-            weights = (UNVALIDATED_WEIGHT,)
+        mixes = self.config.mixes if self.config.ngame_mix is None else (self.config.ngame_mix,)
+        if valid is None and self.config.ngame_mix is None:
+            mixes = (UNVALIDATED_MIX,)
         record: dict = {"epoch": 0}
-        if not any(weights):
-            self.ngame, self.ngame_weight = None, 0.0
+        if not any(mixes):
+            self.ngame, self.ngame_mix = None, 0.0
         else:
             assert self.ngame is not None
             is_label = np.zeros(len(texts), dtype=bool)
@@ -201,18 +199,18 @@ class LinearNgameHybrid(LabelledModel):
             )
             parts["ngame"] = asdict(self.ngame.result) if self.ngame.result else None
             if valid is None:
-                self.ngame_weight = float(weights[0])
+                self.ngame_mix = float(mixes[0])
             else:
                 queries = list(valid.inputs)
                 blend, ngame = self.parts(queries)
-                tried = {w: validation_metrics(self.combine(blend, ngame, w, 10), valid) for w in weights}
-                best = max(weights, key=lambda w: (tried[w]["P@1"], -w))
-                self.ngame_weight = float(best)
+                tried = {m: validation_metrics(self.combine(blend, ngame, m, 10), valid) for m in mixes}
+                best = max(mixes, key=lambda m: (tried[m]["P@1"], -m))
+                self.ngame_mix = float(best)
                 record.update(tried[best])
-                record["weights_tried"] = {str(w): tried[w]["P@1"] for w in weights}
-            if not self.ngame_weight:
+                record["mixes_tried"] = {str(m): tried[m]["P@1"] for m in mixes}
+            if not self.ngame_mix:
                 self.ngame = None  # nothing to keep: the model predicts without torch's encoder
-        record["ngame_weight"] = self.ngame_weight
+        record["ngame_mix"] = self.ngame_mix
         record["parts"] = parts
         seconds = time.perf_counter() - started
         record["seconds"] = seconds
@@ -226,8 +224,8 @@ class LinearNgameHybrid(LabelledModel):
         )
         if progress:
             print(
-                f"hybrid: ngame weight {self.ngame_weight:g}"
-                + (f" (validation P@1 by weight: {record['weights_tried']})" if "weights_tried" in record else ""),
+                f"hybrid: ngame mix {self.ngame_mix:g}"
+                + (f" (validation P@1 by mix: {record['mixes_tried']})" if "mixes_tried" in record else ""),
                 flush=True,
             )
         return self
@@ -239,9 +237,9 @@ class LinearNgameHybrid(LabelledModel):
         blend = sp.csr_matrix(self.blend.predict(texts, k=k))
         return blend, None if self.ngame is None else sp.csr_matrix(self.ngame.predict(texts, k=k))
 
-    def combine(self, blend: sp.csr_matrix, ngame: sp.csr_matrix | None, weight: float, k: int) -> sp.csr_matrix:
-        """The top ``k`` of ``blend + weight * ngame`` a row."""
-        scores = blend + weight * ngame if weight and ngame is not None else blend
+    def combine(self, blend: sp.csr_matrix, ngame: sp.csr_matrix | None, mix: float, k: int) -> sp.csr_matrix:
+        """The top ``k`` of ``(1 - mix) * blend + mix * ngame`` a row."""
+        scores = (1 - mix) * blend + mix * ngame if mix and ngame is not None else blend
         return top_k_per_row(sp.csr_matrix(scores), min(k, self.n_labels))
 
     @property
@@ -253,10 +251,12 @@ class LinearNgameHybrid(LabelledModel):
         if self.result is None:
             raise RuntimeError("fit or load the model first")
         texts = list(texts)
-        if self.ngame is None or not self.ngame_weight:
+        if self.ngame is None or not self.ngame_mix:
             return self.blend.predict(texts, k=k)
+        if self.ngame_mix == 1:
+            return self.ngame.predict(texts, k=k)
         blend, ngame = self.parts(texts, k)
-        return self.combine(blend, ngame, self.ngame_weight, k)
+        return self.combine(blend, ngame, self.ngame_mix, k)
 
     def to(self, device: str) -> LinearNgameHybrid:
         """ngame's part predicts on ``device`` from now on (the blend runs on the CPU). Returns the model itself."""
@@ -274,29 +274,29 @@ class LinearNgameHybrid(LabelledModel):
         if self.ngame is not None:
             self.ngame.save(d / "ngame")
         self.save_labels(d)
-        write_spec(d, self.kind, self.config, self.result, ngame_weight=self.ngame_weight, n_labels=self.n_labels)
+        write_spec(d, self.kind, self.config, self.result, ngame_mix=self.ngame_mix, n_labels=self.n_labels)
 
     @classmethod
     def load(cls, directory: str | Path) -> LinearNgameHybrid:
         d = Path(directory)
         spec = read_json_file(d / "model.json")
-        weight = spec.get("ngame_weight") if isinstance(spec, dict) else None
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight < float("inf"):
-            raise DataFormatError(d / "model.json", None, "a linear-ngame model needs a finite 'ngame_weight' >= 0")
+        mix = spec.get("ngame_mix") if isinstance(spec, dict) else None
+        if not is_a_share(mix):
+            raise DataFormatError(d / "model.json", None, "a linear-ngame model needs an 'ngame_mix' in [0, 1]")
         blend = LinearKnnBlend.load(d / "linear-knn")
-        ngame = NeuralXMC.load(d / "ngame") if weight else None
+        ngame = NeuralXMC.load(d / "ngame") if mix else None
         settings = spec["model"]
         config = HybridConfig(
             blend=blend.config,
             ngame=ngame.config if ngame is not None else ModelConfig(family="ngame"),
-            weights=tuple(settings.get("weights", HybridConfig.weights)),
-            ngame_weight=settings.get("ngame_weight"),
+            mixes=tuple(settings.get("mixes", HybridConfig.mixes)),
+            ngame_mix=settings.get("ngame_mix"),
             ngame_label_points=bool(settings.get("ngame_label_points", False)),
             candidates=int(settings.get("candidates", 100)),
             seed=int(settings.get("seed", 0)),
         )
         model = cls(replace(config, ngame=ModelConfig(family="ngame")))  # built on the CPU, as NeuralXMC.load does
-        model.config, model.blend, model.ngame, model.ngame_weight = config, blend, ngame, float(weight)
+        model.config, model.blend, model.ngame, model.ngame_mix = config, blend, ngame, float(mix)
         model.result = TrainResult(**spec["result"]) if spec.get("result") else None
         model.load_labels(d, int(spec["n_labels"]))
         return model

@@ -92,7 +92,8 @@ UNVALIDATED_NEIGHBOUR_MIX = 0.5
 UNVALIDATED_TUNED_NEIGHBOUR_MIX = 0.2
 
 
-def _a_share(value) -> bool:
+def is_a_share(value) -> bool:
+    """Whether ``value`` is a number in [0, 1] (a bool is not)."""
     return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 <= value <= 1
 
 
@@ -135,7 +136,7 @@ class ModelConfig:
         check_ranges(self, positive=("neighbours", "candidates"), non_negative=("neighbour_power",))
         self.neighbour_mixes = tuple(self.neighbour_mixes)  # a list where read from model.json
         mixes = self.neighbour_mixes + (() if self.neighbour_mix is None else (self.neighbour_mix,))
-        if not self.neighbour_mixes or not all(_a_share(m) for m in mixes):
+        if not self.neighbour_mixes or not all(is_a_share(m) for m in mixes):
             raise ConfigError(f"neighbour_mixes and neighbour_mix must be numbers in [0, 1], got {mixes!r}")
         if self.family not in FAMILIES:
             raise ConfigError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
