@@ -18,7 +18,7 @@ from gandalf_xmc.errors import ConfigError
 from gandalf_xmc.metrics import inverse_propensity
 from gandalf_xmc.models.blend import LinearKnnBlend
 from gandalf_xmc.models.contrastive import ContrastiveConfig
-from gandalf_xmc.models.hybrid import HybridConfig, LinearNgameHybrid, refit_config
+from gandalf_xmc.models.hybrid import UNVALIDATED_MIX, HybridConfig, LinearNgameHybrid, refit_config
 from gandalf_xmc.models.neural_xmc import FAMILIES, ModelConfig, NeuralXMC
 from gandalf_xmc.models.registry import load_trained, model_config
 from gandalf_xmc.workflow.fitting import fit_model
@@ -105,6 +105,8 @@ def test_a_fixed_mix_mixes_the_blend_and_ngame_and_zero_trains_no_ngame(fruit, m
         top = np.flatnonzero(got[row])
         np.testing.assert_allclose(got[row, top], want[row, top], rtol=1e-5)
     assert model.known_queries(["zzz qqq"]) == [True]  # the encoder ranks a text of unknown words
+    unvalidated = LinearNgameHybrid(_config(tune=0)).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, progress=False)
+    assert unvalidated.ngame_mix == UNVALIDATED_MIX == 0.8  # the mix each dev dataset left out chose
 
     def refuse(*args, **kwargs):
         raise AssertionError("ngame trained with a mix fixed at 0")
