@@ -51,6 +51,21 @@ def write_tiny_dataset(directory: Path, *, train=TRAIN, test=TEST, labels=LABELS
     return directory
 
 
+FRUIT = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "peach", "melon", "grape"]
+
+
+def write_fruit_dataset(directory: Path) -> Path:
+    """Ten fruit labels ("apple fruit", ...); 40 training points, four of each fruit with the next one
+    ("small apple and pear" -> apple, pear); one test point of each ("fresh apple" -> apple); no filters."""
+    train = [
+        (f"{size} {w} and {FRUIT[(j + 1) % 10]}", [j, (j + 1) % 10])
+        for j, w in enumerate(FRUIT)
+        for size in ("small", "big", "ripe", "sweet")
+    ]
+    test = [(f"fresh {w}", [j]) for j, w in enumerate(FRUIT)]
+    return write_tiny_dataset(directory, train=train, labels=[f"{w} fruit" for w in FRUIT], test=test, filters=None)
+
+
 def run_cli(args: list[str], capsys) -> tuple[int, str, str]:
     old = sys.argv
     sys.argv = ["gandalf", *args]

@@ -16,22 +16,12 @@ from gandalf_xmc.models.linear import XRLinear
 from gandalf_xmc.models.registry import model_config
 from gandalf_xmc.workflow.fitting import fit_model
 
-from helpers import write_tiny_dataset
-
-WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "peach", "melon", "grape"]
+from helpers import write_fruit_dataset
 
 
 @pytest.fixture
 def fruit(tmp_path):
-    train = [
-        (f"{size} {w} and {WORDS[(j + 1) % 10]}", [j, (j + 1) % 10])
-        for j, w in enumerate(WORDS)
-        for size in ("small", "big", "ripe", "sweet")
-    ]
-    test = [(f"fresh {w}", [j]) for j, w in enumerate(WORDS)]
-    return load_dataset(
-        write_tiny_dataset(tmp_path / "d", train=train, labels=[f"{w} fruit" for w in WORDS], test=test, filters=None)
-    )
+    return load_dataset(write_fruit_dataset(tmp_path / "d"))
 
 
 def test_the_vote_is_the_share_of_neighbour_weight_by_hand():

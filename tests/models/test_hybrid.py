@@ -23,9 +23,7 @@ from gandalf_xmc.models.neural_xmc import FAMILIES, ModelConfig, NeuralXMC
 from gandalf_xmc.models.registry import load_trained, model_config
 from gandalf_xmc.workflow.fitting import fit_model
 
-from helpers import write_tiny_dataset
-
-WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "peach", "melon", "grape"]
+from helpers import FRUIT, write_fruit_dataset
 
 
 @pytest.fixture(autouse=True)
@@ -35,15 +33,7 @@ def private_cache(tmp_path, monkeypatch):
 
 @pytest.fixture
 def fruit(tmp_path):
-    train = [
-        (f"{size} {w} and {WORDS[(j + 1) % 10]}", [j, (j + 1) % 10])
-        for j, w in enumerate(WORDS)
-        for size in ("small", "big", "ripe", "sweet")
-    ]
-    test = [(f"fresh {w}", [j]) for j, w in enumerate(WORDS)] + [(f"a {w} tart", [j]) for j, w in enumerate(WORDS)]
-    return load_dataset(
-        write_tiny_dataset(tmp_path / "d", train=train, labels=[f"{w} fruit" for w in WORDS], test=test, filters=None)
-    )
+    return load_dataset(write_fruit_dataset(tmp_path / "d"))
 
 
 def _config(tune: int = 1, **own) -> HybridConfig:
@@ -68,7 +58,7 @@ def _p1(scores: np.ndarray, Y) -> float:
 def test_the_mix_is_the_best_validation_p1_of_the_two_parts_mixed_by_hand(fruit, tmp_path):
     # "a or b", its target a or b drawn at random (seeded): the two parts often rank a different one first
     pairs = [(a, b) for a in range(10) for b in range(10) if a != b]
-    texts = [f"{WORDS[a]} or {WORDS[b]}" for a, b in pairs]
+    texts = [f"{FRUIT[a]} or {FRUIT[b]}" for a, b in pairs]
     target = [pair[i] for pair, i in zip(pairs, np.random.default_rng(0).integers(0, 2, len(pairs)))]
     Y = sp.csr_matrix((np.ones(len(texts)), (np.arange(len(texts)), target)), shape=(len(texts), 10))
     v = Validation(texts, Y, inverse_propensity(fruit.train.Y))
