@@ -238,8 +238,12 @@ class LinearNgameHybrid(LabelledModel):
         return blend, None if self.ngame is None else sp.csr_matrix(self.ngame.predict(texts, k=k))
 
     def combine(self, blend: sp.csr_matrix, ngame: sp.csr_matrix | None, mix: float, k: int) -> sp.csr_matrix:
-        """The top ``k`` of ``(1 - mix) * blend + mix * ngame`` a row."""
-        scores = (1 - mix) * blend + mix * ngame if mix and ngame is not None else blend
+        """The top ``k`` of ``(1 - mix) * blend + mix * ngame`` a row (each part alone at 0 and 1, as
+        :meth:`predict` ranks them: no zero entries of the other part)."""
+        if not mix or ngame is None:
+            scores = blend
+        else:
+            scores = ngame if mix == 1 else (1 - mix) * blend + mix * ngame
         return top_k_per_row(sp.csr_matrix(scores), min(k, self.n_labels))
 
     @property
