@@ -208,6 +208,11 @@ def test_every_model_class_has_every_member_of_the_written_contract(name):
     from gandalf_xmc.models.registry import config_seed, model_name
 
     assert model_name(model.config) == name and config_seed(model_config(name, seed=7)) == 7
+    # its row says whether it chooses on validation exactly where its module fixes a choice for the refit
+    from gandalf_xmc.models.registry import chooses_on_validation
+
+    row = MODELS[name]
+    assert chooses_on_validation(name) == (row.in_epochs or hasattr(row.load_module(), "refit_config")), name
     # fit takes exactly the capabilities its row declares, beyond the contract's arguments
     fit_parameters = set(inspect.signature(cls.fit).parameters)
     assert set(MODELS[name].takes) <= fit_parameters, (name, set(MODELS[name].takes) - fit_parameters)

@@ -128,6 +128,9 @@ class ModelEntry:
     extra: str | None = None  # the package extra its libraries come with
     on_gpu: bool = False  # trains (and may predict) on a CUDA GPU (``--device`` applies)
     takes: tuple[str, ...] = ()  # what its fit takes besides inputs, Y and sample weights (XMCModel.fit)
+    # chooses something of its own on validation that its module's refit_config fixes (the blend's
+    # weights), besides a model trained in epochs; declared, so that asking loads no extra's libraries
+    chooses: bool = False
 
     def load_module(self):
         try:
@@ -217,6 +220,7 @@ MODELS: dict[str, ModelEntry] = {
             "LinearKnnBlend",
             False,
             takes=("label_points", "positive_weight"),
+            chooses=True,
         ),
         ModelEntry(
             "linear-ngame",
@@ -227,6 +231,7 @@ MODELS: dict[str, ModelEntry] = {
             "neural",
             on_gpu=True,
             takes=("label_points", "positive_weight"),
+            chooses=True,
         ),
     )
 }
@@ -279,7 +284,7 @@ def chooses_on_validation(name: str) -> bool:
     """Whether model ``name`` chooses something of its own on validation (a neural model's epoch
     count and mix, the blend's weights), which :func:`refit_config` then fixes."""
     e = entry(name)
-    return e.in_epochs or hasattr(e.load_module(), "refit_config")
+    return e.in_epochs or e.chooses
 
 
 def new_items_config(config):
