@@ -159,7 +159,7 @@ def run_one(
             said.append(f"knn weight {blend.knn_weight:g}, text weight {blend.text_weight:g}")
         if hasattr(fitted, "ngame_mix"):  # linear-ngame's
             said.append(f"ngame mix {fitted.ngame_mix:g}")
-        neural = getattr(fitted, "ngame", fitted)  # linear-ngame's ngame part (None where its weight is 0)
+        neural = getattr(fitted, "ngame", fitted)  # linear-ngame's ngame part (None where its mix is 0)
         if getattr(getattr(neural, "family", None), "inputs", None) == "minilm":  # the mix it uses, however chosen
             said.append(f"neighbour mix {neural.neighbour_mix:g}")
         mixes_tried = trained.validated.best_record().get("neighbour_mixes_tried")  # each mix's validation P@1

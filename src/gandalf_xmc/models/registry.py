@@ -224,7 +224,7 @@ MODELS: dict[str, ModelEntry] = {
         ),
         ModelEntry(
             "linear-ngame",
-            "linear-knn's blend plus ngame's scores, the weight chosen on validation (both models' training time)",
+            "linear-knn's blend mixed with ngame's scores, the mix chosen on validation (both models' training time)",
             "gandalf_xmc.models.hybrid",
             "LinearNgameHybrid",
             False,
