@@ -64,9 +64,10 @@ def matrix_path(out: Path, dataset: str, seed: int, model: str, split: str) -> P
     return out.with_name(f"{out.stem}-{dataset}-seed{seed}-{model}-{split}.npz")
 
 
-def scored_mixes(out: Path, dataset: str, seed: int) -> dict:
-    """Every mix's scores on both splits, from the saved matrices of run ``out``."""
-    ds, _, valid, inv = scored_split(dataset, seed, "valid", splits=("trn", "tst"))
+def scored_mixes(out: Path, dataset: str, seed: int, loaded: tuple | None = None) -> dict:
+    """Every mix's scores on both splits, from the saved matrices of run ``out``; ``loaded``: the
+    dataset's ``scored_split``, where the caller has it."""
+    ds, _, valid, inv = loaded or scored_split(dataset, seed, "valid", splits=("trn", "tst"))
     grid = {}
     for split_name, split in zip(SPLITS, (valid, ds.test)):
         lk, ng = (sp.load_npz(matrix_path(out, dataset, seed, m, split_name)) for m in MODELS)
@@ -80,13 +81,14 @@ def chosen_mix(grid: dict) -> float:
 
 
 def measure(dataset: str, seed: int, augment: str, threads: int, out: Path) -> dict:
-    ds, rest, valid, inv = scored_split(dataset, seed, "valid", splits=("trn", "tst"))
+    loaded = scored_split(dataset, seed, "valid", splits=("trn", "tst"))
+    ds, rest, valid, _ = loaded
     seconds = {}
     for name, aug in MODELS.items():
         model, seconds[name] = trained(rest, name, aug or augment, seed, threads)
         for split_name, split in zip(SPLITS, (valid, ds.test)):
             sp.save_npz(matrix_path(out, dataset, seed, name, split_name), sp.csr_matrix(model.predict(list(split.texts), k=K)))
-    grid = scored_mixes(out, dataset, seed)
+    grid = scored_mixes(out, dataset, seed, loaded)
     return {
         "dataset": dataset,
         "seed": seed,
