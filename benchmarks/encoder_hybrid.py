@@ -15,6 +15,11 @@ model alone (m = 0 and 1), all three trained on the same points. Writes every gr
 training again). ``--report FILE ...`` prints the tables of result files (or of the JSON lines a
 run printed, saved under the name its ``--out`` had), scored again from the saved matrices, with
 the mix each dataset left out would choose (for a model trained without a validation split).
+
+``--queries new-items`` (the new-items sets) asks the question for a deployment that meets new
+items: each part trains on every training point as ``gandalf train --queries new-items`` trains it
+(its own choices on a share held out as if new; ``--augment auto`` there chooses by its forecast),
+and the set's labelled new items (its ``val`` split) stand for the validation split.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from suite import augment_config, markdown_table, run_grid, scored_split, valid_
 from gandalf_xmc.metrics import evaluate
 from gandalf_xmc.models.registry import model_config
 from gandalf_xmc.sparse_ops import top_k_per_row
+from gandalf_xmc.workflow.forecast import deployment_for
 from gandalf_xmc.workflow.pipeline import train_model
 
 HERE = Path(__file__).resolve().parent
@@ -40,7 +46,7 @@ SPLITS = ("valid", "test")
 MODELS = {"linear-knn": None, "ngame": "none"}  # each model's augmentation (None: --augment)
 
 
-def trained(rest, model: str, augment: str, seed: int, threads: int):
+def trained(rest, model: str, augment: str, seed: int, threads: int, deployment):
     config = model_config(model, seed=seed, threads=threads)
     with tempfile.TemporaryDirectory(prefix="gandalf-hybrid-") as tmp:
         t0 = time.perf_counter()
@@ -51,6 +57,8 @@ def trained(rest, model: str, augment: str, seed: int, threads: int):
             augment_config(augment, seed),
             valid_fraction=valid_fraction(rest.n_original_train or len(rest.train)),
             progress=False,
+            valid_protocol=deployment.valid_protocol,
+            new_items=deployment.new_items,
         )
         return result.model, time.perf_counter() - t0
 
@@ -64,10 +72,16 @@ def matrix_path(out: Path, dataset: str, seed: int, model: str, split: str) -> P
     return out.with_name(f"{out.stem}-{dataset}-seed{seed}-{model}-{split}.npz")
 
 
-def scored_mixes(out: Path, dataset: str, seed: int, loaded: tuple | None = None) -> dict:
+def loaded_splits(dataset: str, seed: int, queries: str) -> tuple:
+    """``scored_split``'s four for the validation split that stands for the deployment's queries:
+    the suite's validation split of ``seed`` (catalogue), or the labelled new items (new-items)."""
+    return scored_split(dataset, seed, "valid" if queries == "catalogue" else "new-items", splits=("trn", "tst"))
+
+
+def scored_mixes(out: Path, dataset: str, seed: int, loaded: tuple | None = None, queries: str = "catalogue") -> dict:
     """Every mix's scores on both splits, from the saved matrices of run ``out``; ``loaded``: the
-    dataset's ``scored_split``, where the caller has it."""
-    ds, _, valid, inv = loaded or scored_split(dataset, seed, "valid", splits=("trn", "tst"))
+    dataset's ``loaded_splits``, where the caller has it."""
+    ds, _, valid, inv = loaded or loaded_splits(dataset, seed, queries)
     grid = {}
     for split_name, split in zip(SPLITS, (valid, ds.test)):
         lk, ng = (sp.load_npz(matrix_path(out, dataset, seed, m, split_name)) for m in MODELS)
@@ -80,12 +94,13 @@ def chosen_mix(grid: dict) -> float:
     return max(MIXES, key=lambda m: (grid["valid"][f"{m:g}"]["P@1"], -m))
 
 
-def measure(dataset: str, seed: int, augment: str, threads: int, out: Path) -> dict:
-    loaded = scored_split(dataset, seed, "valid", splits=("trn", "tst"))
+def measure(dataset: str, seed: int, augment: str, threads: int, out: Path, queries: str = "catalogue") -> dict:
+    loaded = loaded_splits(dataset, seed, queries)
     ds, rest, valid, _ = loaded
+    deployment = deployment_for(ds, queries, None, False)
     seconds = {}
     for name, aug in MODELS.items():
-        model, seconds[name] = trained(rest, name, aug or augment, seed, threads)
+        model, seconds[name] = trained(rest, name, aug or augment, seed, threads, deployment)
         for split_name, split in zip(SPLITS, (valid, ds.test)):
             sp.save_npz(matrix_path(out, dataset, seed, name, split_name), sp.csr_matrix(model.predict(list(split.texts), k=K)))
     grid = scored_mixes(out, dataset, seed, loaded)
@@ -93,6 +108,7 @@ def measure(dataset: str, seed: int, augment: str, threads: int, out: Path) -> d
         "dataset": dataset,
         "seed": seed,
         "augment": augment,
+        "queries": queries,
         "n_valid": int(valid.Y.shape[0]),
         "n_test": int(ds.test.Y.shape[0]),
         "train_seconds": seconds,
@@ -123,7 +139,7 @@ def read_rows(path: Path) -> list[dict]:
     text = path.read_text()
     rows = json.loads(text) if text.lstrip().startswith("[") else [json.loads(x) for x in text.splitlines() if x.startswith("{")]
     for row in rows:
-        row["grid"] = scored_mixes(path, row["dataset"], row["seed"])
+        row["grid"] = scored_mixes(path, row["dataset"], row["seed"], queries=row.get("queries", "catalogue"))
         row["chosen_mix"] = chosen_mix(row["grid"])
     return rows
 
@@ -161,6 +177,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--augment", default="gandalf-tempered-firm")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "encoder-hybrid.json")
+    parser.add_argument(
+        "--queries",
+        choices=("catalogue", "new-items"),
+        default="catalogue",
+        help="what the deployment meets; new-items: each part validates on points held out as if new, and the set's "
+        "labelled new items (its val split) stand for the validation split",
+    )
     parser.add_argument("--report", type=Path, nargs="+", help="print the tables of these result files (nothing trained)")
     args = parser.parse_args()
     if args.report:
@@ -170,7 +193,7 @@ def main() -> None:
     rows = run_grid(
         args.datasets,
         [(seed,) for seed in args.seeds],
-        lambda dataset, seed: measure(dataset, seed, args.augment, args.threads, args.out),
+        lambda dataset, seed: measure(dataset, seed, args.augment, args.threads, args.out, args.queries),
     )
     write_results(args.out, rows)
     report(rows)
