@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import scipy.sparse as sp
-from suite import augment_config, markdown_table, run_grid, scored_split, valid_fraction, write_results
+from suite import augment_config, markdown_table, run_grid, scored_split, valid_fraction, validation_chose, write_results
 
 from gandalf_xmc.metrics import evaluate
 from gandalf_xmc.models.registry import model_config
@@ -60,7 +60,7 @@ def trained(rest, model: str, augment: str, seed: int, threads: int, deployment)
             valid_protocol=deployment.valid_protocol,
             new_items=deployment.new_items,
         )
-        return result.model, time.perf_counter() - t0
+        return result.model, time.perf_counter() - t0, validation_chose(result)
 
 
 def scores(S: sp.csr_matrix, split, inv) -> dict:
@@ -98,9 +98,9 @@ def measure(dataset: str, seed: int, augment: str, threads: int, out: Path, quer
     loaded = loaded_splits(dataset, seed, queries)
     ds, rest, valid, _ = loaded
     deployment = deployment_for(ds, queries, None, False)
-    seconds = {}
+    seconds, chose = {}, {}
     for name, aug in MODELS.items():
-        model, seconds[name] = trained(rest, name, aug or augment, seed, threads, deployment)
+        model, seconds[name], chose[name] = trained(rest, name, aug or augment, seed, threads, deployment)
         for split_name, split in zip(SPLITS, (valid, ds.test)):
             sp.save_npz(matrix_path(out, dataset, seed, name, split_name), sp.csr_matrix(model.predict(list(split.texts), k=K)))
     grid = scored_mixes(out, dataset, seed, loaded)
@@ -112,6 +112,7 @@ def measure(dataset: str, seed: int, augment: str, threads: int, out: Path, quer
         "n_valid": int(valid.Y.shape[0]),
         "n_test": int(ds.test.Y.shape[0]),
         "train_seconds": seconds,
+        "validation_chose": chose,
         "chosen_mix": chosen_mix(grid),
         "grid": grid,
     }

@@ -88,6 +88,26 @@ def scored_split(dataset: str, seed: int, split: str, protocol: str = "random", 
     return ds, rest, target, inverse_propensity(rest.original_train_Y(), *ds.propensity_constants())
 
 
+def validation_chose(trained) -> str | None:
+    """What validation chose for a model ``train_model`` trained, each part where the model has it:
+    auto's augmentation, the blend's weights, linear-ngame's mix, a neural model's neighbour mix and
+    ngame's encoder."""
+    fitted = trained.model
+    said = [trained.search["chosen"] if trained.search else None]
+    blend = getattr(fitted, "blend", fitted)  # linear-ngame's blend part
+    if hasattr(blend, "knn_weight"):
+        said.append(f"knn weight {blend.knn_weight:g}, text weight {blend.text_weight:g}")
+    if hasattr(fitted, "ngame_mix"):  # linear-ngame's
+        said.append(f"ngame mix {fitted.ngame_mix:g}")
+    neural = getattr(fitted, "ngame", fitted)  # linear-ngame's ngame part (None where its mix is 0)
+    if getattr(getattr(neural, "family", None), "inputs", None) == "minilm":  # the mix it uses, however chosen
+        said.append(f"neighbour mix {neural.neighbour_mix:g}")
+    if getattr(getattr(neural, "family", None), "tunes_encoder", False):  # ngame: the encoder validation kept
+        tuned = neural.config.contrastive.epochs  # refit_config's: 0 where the packaged encoder won
+        said.append(f"encoder tuned {tuned} epochs" if tuned else "packaged encoder")
+    return ", ".join(filter(None, said)) or None
+
+
 def run_one(
     dataset: str,
     model: str,
@@ -150,23 +170,10 @@ def run_one(
                 valid_protocol=deployment.valid_protocol,
                 new_items=deployment.new_items,
             )
-        fitted, chosen = trained.model, trained.search["chosen"] if trained.search else None
+        fitted, chosen = trained.model, validation_chose(trained)
         forecast = (trained.search or {}).get("new_items")
         trials = search_trials(trained.search)
-        said = [chosen]  # what validation chose, each part where the model has it
-        blend = getattr(fitted, "blend", fitted)  # linear-ngame's blend part
-        if hasattr(blend, "knn_weight"):
-            said.append(f"knn weight {blend.knn_weight:g}, text weight {blend.text_weight:g}")
-        if hasattr(fitted, "ngame_mix"):  # linear-ngame's
-            said.append(f"ngame mix {fitted.ngame_mix:g}")
-        neural = getattr(fitted, "ngame", fitted)  # linear-ngame's ngame part (None where its mix is 0)
-        if getattr(getattr(neural, "family", None), "inputs", None) == "minilm":  # the mix it uses, however chosen
-            said.append(f"neighbour mix {neural.neighbour_mix:g}")
         mixes_tried = trained.validated.best_record().get("neighbour_mixes_tried")  # each mix's validation P@1
-        if getattr(getattr(neural, "family", None), "tunes_encoder", False):  # ngame: the encoder validation kept
-            tuned = neural.config.contrastive.epochs  # refit_config's: 0 where the packaged encoder won
-            said.append(f"encoder tuned {tuned} epochs" if tuned else "packaged encoder")
-        chosen = ", ".join(filter(None, said)) or None
     elif model == "knn":
         from gandalf_xmc.models.knn import TfidfKNN
 

@@ -1,0 +1,35 @@
+"""What benchmarks/suite.py records as validation's choices, read from models trained as gandalf train trains them."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from gandalf_xmc.augment import AugmentConfig
+from gandalf_xmc.data import load_dataset
+from gandalf_xmc.models.registry import model_config
+from gandalf_xmc.workflow.pipeline import train_model
+
+from helpers import write_fruit_dataset
+
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+spec = importlib.util.spec_from_file_location("suite", BENCHMARKS / "suite.py")
+suite = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(suite)
+
+
+def test_the_blend_s_weights_and_auto_s_choice_are_named_as_the_saved_model_has_them(tmp_path):
+    ds = load_dataset(write_fruit_dataset(tmp_path / "d"))
+    trained = train_model(
+        ds, tmp_path / "m", model_config("linear-knn", seed=0), AugmentConfig("none"), valid_fraction=0.25, progress=False
+    )
+    specs = (json.loads(f.read_text()) for f in (tmp_path / "m").rglob("model.json") if "checkpoints" not in f.parts)
+    saved = next(s for s in specs if "knn_weight" in s)  # the final model's weights as written to disk
+    assert suite.validation_chose(trained) == f"knn weight {saved['knn_weight']:g}, text weight {saved['text_weight']:g}"
+    plain = train_model(
+        ds, tmp_path / "p", model_config("linear", seed=0), AugmentConfig("none"), valid_fraction=0.25, progress=False
+    )
+    assert suite.validation_chose(plain) is None  # nothing chosen: no augmentation searched, no weights
