@@ -18,7 +18,7 @@ from gandalf_xmc.errors import ConfigError
 from gandalf_xmc.metrics import inverse_propensity
 from gandalf_xmc.models.blend import LinearKnnBlend
 from gandalf_xmc.models.contrastive import ContrastiveConfig
-from gandalf_xmc.models.hybrid import UNVALIDATED_MIX, HybridConfig, LinearNgameHybrid, refit_config
+from gandalf_xmc.models.hybrid import UNVALIDATED_MIX, HybridConfig, LinearNgameHybrid, new_items_config, refit_config
 from gandalf_xmc.models.neural_xmc import FAMILIES, ModelConfig, NeuralXMC
 from gandalf_xmc.models.registry import load_trained, model_config
 from gandalf_xmc.workflow.fitting import fit_model
@@ -148,6 +148,30 @@ def test_the_final_model_keeps_the_mix_and_each_parts_choices(fruit):
     assert final.ngame.train.epochs == model.ngame.result.best_epoch + 1
     assert final.ngame.contrastive.epochs in (0, 1)  # 0 where the packaged encoder won
     assert config.ngame_mix is None  # the caller's settings are not changed
+
+
+def test_new_items_train_no_ngame_part_unless_the_caller_fixed_a_mix(fruit, tmp_path, monkeypatch):
+    from gandalf_xmc.augment import AugmentConfig
+    from gandalf_xmc.workflow.forecast import NewItems
+    from gandalf_xmc.workflow.pipeline import train_model
+
+    config = _config(tune=0)
+    for_new = new_items_config(config)
+    assert for_new.mixes == (0.0,) and for_new.blend.text_weights == (0.0,)  # the blend as for new items too
+    assert config.mixes != (0.0,)  # the caller's settings are not changed
+    fixed = new_items_config(_config(tune=0, ngame_mix=0.5))
+    assert fixed.ngame_mix == 0.5 and fixed.mixes == config.mixes
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("ngame trained for new items")
+
+    monkeypatch.setattr(NeuralXMC, "fit", refuse)
+    trained = train_model(
+        fruit, tmp_path / "m", config, AugmentConfig("none"), valid_fraction=0.25, progress=False, new_items=NewItems(None)
+    )
+    assert trained.model.ngame is None and trained.model.ngame_mix == 0.0
+    alone = LinearNgameHybrid(for_new).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, progress=False)
+    assert alone.ngame is None and alone.ngame_mix == 0.0  # one mix to try and no validation: that mix, not 0.8
 
 
 def test_bad_settings_are_refused_in_one_line():

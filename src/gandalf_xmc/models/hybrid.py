@@ -7,7 +7,8 @@ fine-tuned on the points and their labels' texts, its classifiers mixed with the
 vote). Each part ranks its top ``candidates`` labels and the hybrid ranks their union. The mix
 ``m`` is chosen on the validation split among :attr:`HybridConfig.mixes` by P@1 (0 and 1 among
 them, so on that split the hybrid is never below either part alone; on a tie the smaller); without
-a validation split, the configured ``ngame_mix``, else :data:`UNVALIDATED_MIX`. Each part makes its
+a validation split, the configured ``ngame_mix``, else the one mix of ``mixes`` where it has one,
+else :data:`UNVALIDATED_MIX`. For new items (:func:`new_items_config`) the mix is 0. Each part makes its
 own choices on the same validation split first (the blend's weights; ngame's epochs, encoder and
 its own neighbour mix), and a model retrained on every point after validation keeps them all
 (:func:`refit_config`); where ``m`` is 0 the retrained model does not train its ngame part.
@@ -103,10 +104,14 @@ def refit_config(config: HybridConfig, result: TrainResult) -> HybridConfig:
 
 
 def new_items_config(config: HybridConfig) -> HybridConfig:
-    """The blend's part as for new items (its label-text similarity not tried)."""
+    """``config`` for new items: the blend's part as for new items (its label-text similarity not
+    tried) and the mix 0, so that no ngame part trains, unless the caller fixed a mix: no
+    validation of ours foresaw what the encoder's scores do to new items (docs/decisions.md, "The
+    encoder hybrid and new items")."""
     from .blend import new_items_config as blend_new_items
 
-    return replace(config, blend=blend_new_items(config.blend))
+    config = replace(config, blend=blend_new_items(config.blend))
+    return config if config.ngame_mix is not None else replace(config, mixes=(0.0,))
 
 
 def _rows(mask: np.ndarray, *arrays):
@@ -172,7 +177,7 @@ class LinearNgameHybrid(LabelledModel):
         )
         parts: dict = {"linear-knn": asdict(self.blend.result) if self.blend.result else None, "ngame": None}
         mixes = self.config.mixes if self.config.ngame_mix is None else (self.config.ngame_mix,)
-        if valid is None and self.config.ngame_mix is None:
+        if valid is None and len(mixes) > 1:  # nothing to choose on: the mix the dev datasets left out chose
             mixes = (UNVALIDATED_MIX,)
         record: dict = {"epoch": 0}
         if not any(mixes):
