@@ -30,13 +30,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import scipy.sparse as sp
 from suite import augment_config, markdown_table, run_grid, scored_split, valid_fraction, validation_chose, write_results
 
 from gandalf_xmc.metrics import evaluate
 from gandalf_xmc.models.registry import model_config
 from gandalf_xmc.sparse_ops import top_k_per_row
-from gandalf_xmc.workflow.forecast import deployment_for
+from gandalf_xmc.workflow.forecast import deployment_for, namesakes
 from gandalf_xmc.workflow.pipeline import train_model
 
 HERE = Path(__file__).resolve().parent
@@ -63,9 +64,32 @@ def trained(rest, model: str, augment: str, seed: int, threads: int, deployment)
         return result.model, time.perf_counter() - t0, validation_chose(result)
 
 
-def scores(S: sp.csr_matrix, split, inv) -> dict:
-    res = evaluate(top_k_per_row(S, 10), split.Y, inv, (1, 3, 5), split.filter_pairs)
-    return {m: res[m] for m in ("P@1", "P@5", "PSP@1", "PSP@5")}
+def scores(S: sp.csr_matrix, split, inv, has_namesake: np.ndarray | None = None) -> dict:
+    """P@1, P@5, PSP@1 and PSP@5 of ``S`` on ``split``; with ``has_namesake`` (a flag a row), P@1
+    on the rows with a label of their own text and on the rest too (None where there are none)."""
+    top = top_k_per_row(S, 10)
+    res = evaluate(top, split.Y, inv, (1, 3, 5), split.filter_pairs)
+    out = {m: res[m] for m in ("P@1", "P@5", "PSP@1", "PSP@5")}
+    if has_namesake is not None:
+        for key, rows in (("P@1 with a namesake", has_namesake), ("P@1 without", ~has_namesake)):
+            out[key] = subset_p1(top, split, rows)
+    return out
+
+
+def subset_p1(top: sp.csr_matrix, split, rows: np.ndarray) -> float | None:
+    """P@1 of the predictions ``top`` on the rows of ``split`` where ``rows`` holds (its filter
+    pairs renumbered), None where no such row has a label."""
+    index = np.flatnonzero(rows)
+    pairs = split.filter_pairs
+    if pairs is not None and len(pairs):
+        new_row = np.full(len(rows), -1)
+        new_row[index] = np.arange(index.size)
+        pairs = np.asarray(pairs)[rows[np.asarray(pairs)[:, 0]]]
+        pairs = np.column_stack([new_row[pairs[:, 0]], pairs[:, 1]])
+    Y = sp.csr_matrix(split.Y)[index]
+    if not Y.nnz:
+        return None
+    return evaluate(top[index], Y, None, (1,), pairs)["P@1"]
 
 
 def matrix_path(out: Path, dataset: str, seed: int, model: str, split: str) -> Path:
@@ -85,7 +109,9 @@ def scored_mixes(out: Path, dataset: str, seed: int, loaded: tuple | None = None
     grid = {}
     for split_name, split in zip(SPLITS, (valid, ds.test)):
         lk, ng = (sp.load_npz(matrix_path(out, dataset, seed, m, split_name)) for m in MODELS)
-        grid[split_name] = {f"{m:g}": scores((1 - m) * lk + m * ng, split, inv) for m in MIXES}
+        has = namesakes(list(split.texts), ds.label_texts) > 0  # a label of the item's own text (new items: rarely right)
+        grid[split_name] = {f"{m:g}": scores((1 - m) * lk + m * ng, split, inv, has) for m in MIXES}
+        grid[split_name]["namesake share"] = float(has.mean())
     return grid
 
 
@@ -164,6 +190,20 @@ def report(rows: list[dict]) -> None:
             )
     headers = ["dataset", "seed", "split", "linear-knn", "ngame", "hybrid", "mix (chosen on valid)"]
     print(markdown_table(headers, table))
+    print("\nP@1 by mix: validation, test, and test on the items with a label of their own text / the rest\n")
+    by_mix = []
+    for r in rows:
+        test = r["grid"]["test"]
+        for m in MIXES:
+            valid_cell, test_cell = r["grid"]["valid"][f"{m:g}"], test[f"{m:g}"]
+            split_cells = (test_cell.get("P@1 with a namesake"), test_cell.get("P@1 without"))
+            by_mix.append(
+                [r["dataset"], r["seed"], f"{m:g}", f"{valid_cell['P@1']:.2f}", f"{test_cell['P@1']:.2f}"]
+                + ["-" if x is None else f"{x:.2f}" for x in split_cells]
+            )
+        shares = (r["grid"]["valid"].get("namesake share"), test.get("namesake share"))
+        by_mix.append([r["dataset"], r["seed"], "namesake share", *("" if x is None else f"{x:.3f}" for x in shares), "", ""])
+    print(markdown_table(["dataset", "seed", "mix", "valid P@1", "test P@1", "with a namesake", "without"], by_mix))
     if len({r["dataset"] for r in rows}) > 1:
         print("\nEach dataset left out: the mix of best mean validation P@1 on the others\n")
         print(markdown_table(["left out", "mix", "its valid P@1", "its test P@1"], left_out_mixes(rows)))

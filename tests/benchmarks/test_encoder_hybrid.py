@@ -32,3 +32,22 @@ def test_each_left_out_dataset_gets_the_mix_best_on_the_others_the_smaller_on_a_
     ]
     assert encoder_hybrid.chosen_mix(rows[2]["grid"]) == 1.0
     assert encoder_hybrid.chosen_mix(_row("d", 3, {})["grid"]) == 0.0  # all tied: the blend alone
+
+
+def test_p1_on_a_subset_of_rows_renumbers_its_filter_pairs():
+    from types import SimpleNamespace
+
+    import numpy as np
+    import scipy.sparse as sp
+
+    # four rows, labels 0..2; each row's best label first: 0, 1, 2, 0; truth 0, 2, 2, 1
+    top = sp.csr_matrix(np.array([[0.9, 0.1, 0], [0, 0.8, 0.5], [0, 0.2, 0.7], [0.6, 0.3, 0]]))
+    Y = sp.csr_matrix(np.array([[1, 0, 0], [0, 0, 1], [0, 0, 1], [0, 1, 0]]))
+    split = SimpleNamespace(Y=Y, filter_pairs=np.array([[1, 1], [3, 0]]))  # filtered: row 1's label 1, row 3's label 0
+    # rows 1 and 3: filters leave row 1 ranking 2 first (right) and row 3 ranking 1 first (right)
+    assert encoder_hybrid.subset_p1(top, split, np.array([False, True, False, True])) == 100.0
+    # rows 0 and 2 have no filter pair: 0 right, 2 right
+    assert encoder_hybrid.subset_p1(top, split, np.array([True, False, True, False])) == 100.0
+    unfiltered = SimpleNamespace(Y=Y, filter_pairs=None)  # rows 1 and 3 rank 1 and 0 first: both wrong
+    assert encoder_hybrid.subset_p1(top, unfiltered, np.array([False, True, False, True])) == 0.0
+    assert encoder_hybrid.subset_p1(top, unfiltered, np.zeros(4, dtype=bool)) is None
