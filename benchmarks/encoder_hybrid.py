@@ -190,20 +190,22 @@ def report(rows: list[dict]) -> None:
             )
     headers = ["dataset", "seed", "split", "linear-knn", "ngame", "hybrid", "mix (chosen on valid)"]
     print(markdown_table(headers, table))
-    print("\nP@1 by mix: validation, test, and test on the items with a label of their own text / the rest\n")
+    print("\nP@1 by mix on validation and test, each also on its items with a label of their own text / the rest\n")
     by_mix = []
     for r in rows:
-        test = r["grid"]["test"]
         for m in MIXES:
-            valid_cell, test_cell = r["grid"]["valid"][f"{m:g}"], test[f"{m:g}"]
-            split_cells = (test_cell.get("P@1 with a namesake"), test_cell.get("P@1 without"))
-            by_mix.append(
-                [r["dataset"], r["seed"], f"{m:g}", f"{valid_cell['P@1']:.2f}", f"{test_cell['P@1']:.2f}"]
-                + ["-" if x is None else f"{x:.2f}" for x in split_cells]
-            )
-        shares = (r["grid"]["valid"].get("namesake share"), test.get("namesake share"))
-        by_mix.append([r["dataset"], r["seed"], "namesake share", *("" if x is None else f"{x:.3f}" for x in shares), "", ""])
-    print(markdown_table(["dataset", "seed", "mix", "valid P@1", "test P@1", "with a namesake", "without"], by_mix))
+            cells = []
+            for split_name in SPLITS:
+                cell = r["grid"][split_name][f"{m:g}"]
+                parts = (cell.get("P@1 with a namesake"), cell.get("P@1 without"))
+                cells += [f"{cell['P@1']:.2f}", " / ".join("-" if x is None else f"{x:.2f}" for x in parts)]
+            by_mix.append([r["dataset"], r["seed"], f"{m:g}", *cells])
+        shares = [r["grid"][split_name].get("namesake share") for split_name in SPLITS]
+        by_mix.append(
+            [r["dataset"], r["seed"], "namesake share", *(x for v in shares for x in ("", "-" if v is None else f"{v:.3f}"))]
+        )
+    headers = ["dataset", "seed", "mix", "valid P@1", "with a namesake / without", "test P@1", "with a namesake / without"]
+    print(markdown_table(headers, by_mix))
     if len({r["dataset"] for r in rows}) > 1:
         print("\nEach dataset left out: the mix of best mean validation P@1 on the others\n")
         print(markdown_table(["left out", "mix", "its valid P@1", "its test P@1"], left_out_mixes(rows)))
