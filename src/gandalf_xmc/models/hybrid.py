@@ -230,7 +230,8 @@ class LinearNgameHybrid(LabelledModel):
         if progress:
             print(
                 f"hybrid: ngame mix {self.ngame_mix:g}"
-                + (f" (validation P@1 by mix: {record['mixes_tried']})" if "mixes_tried" in record else ""),
+                + (f" (validation P@1 by mix: {record['mixes_tried']})" if "mixes_tried" in record else "")
+                + ("" if self.ngame_mix else ": the blend alone"),
                 flush=True,
             )
         return self
