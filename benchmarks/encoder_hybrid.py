@@ -34,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 from suite import augment_config, markdown_table, run_grid, scored_split, valid_fraction, validation_chose, write_results
 
-from gandalf_xmc.metrics import evaluate
+from gandalf_xmc.metrics import evaluate, prepare
 from gandalf_xmc.models.registry import model_config
 from gandalf_xmc.sparse_ops import top_k_per_row
 from gandalf_xmc.workflow.forecast import deployment_for, namesakes
@@ -77,19 +77,11 @@ def scores(S: sp.csr_matrix, split, inv, has_namesake: np.ndarray | None = None)
 
 
 def subset_p1(top: sp.csr_matrix, split, rows: np.ndarray) -> float | None:
-    """P@1 of the predictions ``top`` on the rows of ``split`` where ``rows`` holds (its filter
-    pairs renumbered), None where no such row has a label."""
-    index = np.flatnonzero(rows)
-    pairs = split.filter_pairs
-    if pairs is not None and len(pairs):
-        new_row = np.full(len(rows), -1)
-        new_row[index] = np.arange(index.size)
-        pairs = np.asarray(pairs)[rows[np.asarray(pairs)[:, 0]]]
-        pairs = np.column_stack([new_row[pairs[:, 0]], pairs[:, 1]])
-    Y = sp.csr_matrix(split.Y)[index]
-    if not Y.nnz:
-        return None
-    return evaluate(top[index], Y, None, (1,), pairs)["P@1"]
+    """P@1 of the predictions ``top`` on the rows of ``split`` where ``rows`` holds (filtered as
+    ``evaluate`` filters), None where no such row has a label."""
+    prepared = prepare(top, split.Y, 1, split.filter_pairs)  # drops the rows without a label left
+    chosen = rows[prepared.kept_rows]
+    return 100.0 * float(prepared.hits[chosen, 0].mean()) if chosen.any() else None
 
 
 def matrix_path(out: Path, dataset: str, seed: int, model: str, split: str) -> Path:
