@@ -181,3 +181,33 @@ def test_bad_settings_are_refused_in_one_line():
         HybridConfig(ngame_mix=True)
     with pytest.raises(ConfigError, match="ngame"):
         HybridConfig(ngame=ModelConfig(family="dual-encoder"))
+
+
+def test_the_label_texts_are_encoded_once_for_both_parts_and_a_retrained_model(fruit, monkeypatch):
+    from gandalf_xmc import sentence
+
+    monkeypatch.setattr(sentence, "CACHE_MIN_TEXTS", 1)  # the fruit's short lists cached as a real set's are
+    monkeypatch.setattr(sentence, "DIRECT_MAX_TEXTS", 10**6)  # every list through the one recorded path
+    encoded: list[list[str]] = []
+    real_direct = sentence._embed_direct
+
+    def recording_direct(texts, *args, **kwargs):  # the encoder itself: what the cache did not serve
+        encoded.append(list(texts))
+        return real_direct(texts, *args, **kwargs)
+
+    monkeypatch.setattr(sentence, "_embed_direct", recording_direct)
+    valid = fruit.test
+    v = Validation(valid.texts, valid.Y, inverse_propensity(fruit.train.Y), valid.filter_pairs)
+    config = _config(tune=0, mixes=(0.5,))
+    config = replace(config, blend=replace(config.blend, text_weights=(0.5,)))  # the blend embeds the label texts too
+    model = LinearNgameHybrid(config).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, valid=v, progress=False)
+    assert model.blend.label_vectors is not None and model.ngame is not None
+    assert encoded.count(list(fruit.label_texts)) == 1  # as one list, the blend's (the cache's key)
+    assert all(sum(batch.count(t) for batch in encoded) == 1 for t in fruit.label_texts)  # and in no other list
+    others = [t for t in dict.fromkeys(fruit.train.texts) if t not in set(fruit.label_texts)]
+    assert encoded.count(others) == 1  # the training texts that are no label's, once
+    encoded.clear()
+    LinearNgameHybrid(refit_config(config, model.result)).fit(
+        fruit.train.texts + valid.texts, sp.vstack([fruit.train.Y, valid.Y]), fruit.label_texts, progress=False
+    )
+    assert list(fruit.label_texts) not in encoded  # a retrained model's label texts come from the cache

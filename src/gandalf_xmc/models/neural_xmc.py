@@ -223,14 +223,19 @@ class NeuralXMC(LabelledModel):
         return network(self.family.build(n_features, cfg.dim, cfg.dropout), cfg.dim, n_labels, n_clusters)
 
     def _points_and_labels(self, texts: list[str], label_texts: list[str], progress: bool):
-        """The features of the training texts and of the label texts; a sentence encoder embeds each
-        distinct text once (a label's text is often a training point's too)."""
+        """The features of the training texts and of the label texts. A sentence encoder embeds the
+        label texts as one list, as every model of the label set does (so the embedding cache serves
+        it again: the linear family's label-text similarity, a retrained model), and then the
+        distinct training texts that are no label's text (a label's text is often a training point's
+        too), so that no text is embedded twice."""
         if self.family.inputs != "minilm":
             return self.features(texts, progress), self.features(label_texts, progress)
-        ids: dict[str, int] = {}
-        rows = np.array([ids.setdefault(t, len(ids)) for t in texts + label_texts], dtype=np.int64)
-        vectors = self.features(list(ids), progress)
-        return vectors[rows[: len(texts)]], vectors[rows[len(texts) :]]
+        label_vectors = self.features(label_texts, progress)
+        ids = {t: i for i, t in reversed(list(enumerate(label_texts)))}  # a text's first label
+        others = list(dict.fromkeys(t for t in texts if t not in ids))
+        ids.update((t, len(label_texts) + i) for i, t in enumerate(others))
+        vectors = label_vectors if not others else np.vstack([label_vectors, self.features(others, progress)])
+        return vectors[np.array([ids[t] for t in texts], dtype=np.int64)], label_vectors
 
     def features(self, texts: list[str], progress: bool = False) -> sp.csr_matrix | np.ndarray:
         """The model's input for texts: TF-IDF rows, sentence embeddings or word ids."""
