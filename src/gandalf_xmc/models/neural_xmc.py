@@ -224,14 +224,14 @@ class NeuralXMC(LabelledModel):
 
     def _points_and_labels(self, texts: list[str], label_texts: list[str], progress: bool):
         """The features of the training texts and of the label texts. A sentence encoder embeds the
-        label texts as one list, as every model of the label set does (so the embedding cache serves
-        it again: the linear family's label-text similarity, a retrained model), and then the
-        distinct training texts that are no label's text (a label's text is often a training point's
-        too), so that no text is embedded twice."""
+        label texts as the one list other models embed too (the embedding cache is keyed by a list),
+        then the distinct training texts that are no label's text: no text twice."""
         if self.family.inputs != "minilm":
             return self.features(texts, progress), self.features(label_texts, progress)
         label_vectors = self.features(label_texts, progress)
-        ids = {t: i for i, t in reversed(list(enumerate(label_texts)))}  # a text's first label
+        ids: dict[str, int] = {}
+        for i, t in enumerate(label_texts):
+            ids.setdefault(t, i)  # a text's first label
         others = list(dict.fromkeys(t for t in texts if t not in ids))
         ids.update((t, len(label_texts) + i) for i, t in enumerate(others))
         vectors = label_vectors if not others else np.vstack([label_vectors, self.features(others, progress)])
