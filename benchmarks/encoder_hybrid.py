@@ -34,6 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 from suite import augment_config, markdown_table, run_grid, scored_split, valid_fraction, validation_chose, write_results
 
+from gandalf_xmc.engine.threads import limit_threads
 from gandalf_xmc.metrics import evaluate, prepare
 from gandalf_xmc.models.registry import model_config
 from gandalf_xmc.sparse_ops import top_k_per_row
@@ -224,6 +225,7 @@ def main() -> None:
     if args.report:
         report([row for path in args.report for row in read_rows(path)])
         return
+    limit_threads(args.threads)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     rows = run_grid(
         args.datasets,

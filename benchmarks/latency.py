@@ -76,11 +76,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=RESULTS / "latency.json")
     args = ap.parse_args(argv)
     if args.threads:
-        import numba
-        import torch
+        from gandalf_xmc.engine.threads import limit_threads
 
-        torch.set_num_threads(args.threads)
-        numba.set_num_threads(args.threads)
+        limit_threads(args.threads)
     from gandalf_xmc.data import load_dataset
 
     texts = load_dataset(args.data, splits=("tst",)).test.texts

@@ -41,6 +41,7 @@ from gandalf_xmc.augment import training_set
 from gandalf_xmc.data.dataset import find_split_file
 from gandalf_xmc.data.suite import NEW_ITEMS_SPLIT, SUITE, suite_path
 from gandalf_xmc.engine.records import Validation, validation_metrics
+from gandalf_xmc.engine.threads import limit_threads
 from gandalf_xmc.models.neighbours import mixed
 from gandalf_xmc.models.neural_xmc import ModelConfig
 from gandalf_xmc.models.registry import build_model, model_config
@@ -250,6 +251,8 @@ def main() -> None:
     args = ap.parse_args()
     if not args.datasets and not args.earlier:
         ap.error("no --datasets and no --with: nothing to choose on")
+    if args.threads:
+        limit_threads(args.threads)
     earlier = [r for path in args.earlier for r in json.loads(path.read_text())["runs"]]
     rows = run_grid(
         args.datasets,

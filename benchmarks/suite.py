@@ -46,6 +46,7 @@ from gandalf_xmc.data import load_dataset
 from gandalf_xmc.data.dataset import find_split_file
 from gandalf_xmc.data.suite import NEW_ITEMS_SPLIT, SUITE, build, is_available, suite_path
 from gandalf_xmc.engine.allocator import reuse_step_memory
+from gandalf_xmc.engine.threads import limit_threads
 from gandalf_xmc.metrics import evaluate, inverse_propensity
 from gandalf_xmc.models.registry import build_model, chooses_on_validation, entry, model_config
 from gandalf_xmc.settings import apply_settings, parse_settings
@@ -368,7 +369,7 @@ def main() -> None:
         "set's labelled new items (its val; every training point kept, the other sets skipped)",
     )
     ap.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=None, help="numba's, torch's and the solver's threads (default: every core)")
     ap.add_argument(
         "--protocol",
         default="random",
@@ -412,6 +413,8 @@ def main() -> None:
     settings = {k: v for k, v in settings.items() if not k.startswith(AUGMENT)}
     if augment_settings and "auto" in args.augments:
         ap.error("--set augment.*: auto chooses among its own candidates; name the augmentations instead")
+    if args.threads:
+        limit_threads(args.threads)
     if any(entry(m).in_epochs for m in args.models):  # as gandalf train does for the neural models
         reuse_step_memory()
     rows = run_grid(

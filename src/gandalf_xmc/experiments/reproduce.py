@@ -24,18 +24,8 @@ import numpy as np
 
 from ..data.atomic import atomic_path
 from ..data.dataset import load_dataset, sample_dataset, write_dataset
+from ..engine.threads import limit_threads
 from .plan import QUICK_EPOCHS, QUICK_SIZES, RUN_METRICS, ReproduceConfig, Run, augment_config, plan
-
-
-def _init_worker(threads: int) -> None:
-    import numba
-
-    numba.set_num_threads(threads)
-    try:
-        import torch
-    except ModuleNotFoundError:  # the core package alone: only models without torch are planned
-        return
-    torch.set_num_threads(threads)
 
 
 def execute(run: Run, data_dir: str | None, runs_dir: str, epochs: int | None, device: str = "auto") -> dict:
@@ -161,7 +151,7 @@ def _reproduce(data_dir: str | Path | None, out: Path, config: ReproduceConfig, 
             report_run(execute(r, data, str(runs_dir), config.epochs, config.device))
     else:
         ctx = multiprocessing.get_context("spawn")  # fresh interpreters: no forked torch/numba thread pools
-        with ProcessPoolExecutor(config.parallel, mp_context=ctx, initializer=_init_worker, initargs=(threads,)) as pool:
+        with ProcessPoolExecutor(config.parallel, mp_context=ctx, initializer=limit_threads, initargs=(threads,)) as pool:
             futures = [pool.submit(execute, r, data, str(runs_dir), config.epochs, config.device) for r in todo]
             for future in as_completed(futures):
                 report_run(future.result())
