@@ -199,7 +199,9 @@ def test_the_label_texts_are_encoded_once_for_both_parts_and_a_retrained_model(f
     valid = fruit.test
     v = Validation(valid.texts, valid.Y, inverse_propensity(fruit.train.Y), valid.filter_pairs)
     config = _config(tune=0, mixes=(0.5,))
-    config = replace(config, blend=replace(config.blend, text_weights=(0.5,)))  # the blend embeds the label texts too
+    # the blend embeds the label texts too, at ngame's precision (as both do at their default, auto; a
+    # precision of its own would be another list to the cache, on a CPU where auto is bfloat16)
+    config = replace(config, blend=replace(config.blend, text_weights=(0.5,), text_precision="float32"))
     model = LinearNgameHybrid(config).fit(fruit.train.texts, fruit.train.Y, fruit.label_texts, valid=v, progress=False)
     assert model.blend.label_vectors is not None and model.ngame is not None
     assert encoded.count(list(fruit.label_texts)) == 1  # as one list, the blend's (the cache's key)
