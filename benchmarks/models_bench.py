@@ -36,11 +36,11 @@ RESULTS = HERE / "results"
 
 CHILD = r"""
 import json, sys, time, tempfile
-import numba, numpy as np, torch
+import numpy as np
+from gandalf_xmc.engine.threads import limit_threads
 threads = int(sys.argv[4])
 if threads:
-    torch.set_num_threads(threads)
-    numba.set_num_threads(threads)
+    limit_threads(threads)
 from gandalf_xmc.augment import AugmentConfig
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.metrics import evaluate, inverse_propensity

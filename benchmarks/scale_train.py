@@ -24,9 +24,10 @@ RESULTS = HERE / "results"
 
 CHILD = r"""
 import json, sys, time
-import numba, numpy as np, torch
+import numpy as np
+from gandalf_xmc.engine.threads import limit_threads
 if int(sys.argv[5]):
-    torch.set_num_threads(int(sys.argv[5])); numba.set_num_threads(int(sys.argv[5]))
+    limit_threads(int(sys.argv[5]))
 from gandalf_xmc.data import load_dataset
 from gandalf_xmc.models.neural_xmc import NeuralXMC
 from gandalf_xmc.models.registry import model_config
