@@ -227,6 +227,12 @@ class TextFeaturizer:
         ids, values = self._row_arrays(text)
         return ids.astype(np.int32), values.astype(np.float32)
 
+    def word_terms(self) -> list[str]:
+        """The word n-gram features' terms in id order (the character block's ids follow them)."""
+        if self.vectorizer is None:
+            raise RuntimeError("fit the featurizer first")
+        return _terms(self.vectorizer)
+
     @property
     def n_features(self) -> int:
         assert self.vectorizer is not None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -398,3 +400,46 @@ def test_mixed_points_stand_for_original_points_with_weight_and_factor_one():
     assert w.tolist() == [1, 1, 1, 0.5, 0.5, 1, 1] and p.tolist() == [1, 1, 1, 8, 8, 1, 1]
     assert points.mask.tolist() == [False] * 3 + [True] * 2 + [False] * 2
     assert append_mixed(mix, X, Y, None, None, None)[2:] == (None, None, None)
+
+
+def test_astec_starts_its_word_and_pair_embeddings_from_minilm_pieces():
+    from tokenizers import Tokenizer
+
+    from gandalf_xmc.errors import ConfigError
+    from gandalf_xmc.models.astec import INIT_STD, BagOfEmbeddings
+    from gandalf_xmc.models.inception import TOKENIZER_FILE, _minilm_dir, pretrained_token_embeddings, term_vectors
+
+    tok = Tokenizer.from_file(str(_minilm_dir() / TOKENIZER_FILE))
+    tok.no_padding()
+    table = pretrained_token_embeddings()
+    pieces = tok.encode("alpha", add_special_tokens=False).ids + tok.encode("gamma", add_special_tokens=False).ids
+    V = term_vectors(["alpha gamma", "alpha", ""])
+    np.testing.assert_allclose(V[0], table[pieces].mean(axis=0), rtol=1e-6)  # a word pair: all its words' pieces
+    assert not V[2].any()  # no pieces
+
+    # the vectors keep their geometry up to one factor that gives them the random start's spread;
+    # rows past them keep the random start
+    vectors = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    bag = BagOfEmbeddings(7, dim=8)
+    rest = bag.embed.weight[5:].detach().clone()
+    bag.init_pretrained(vectors, seed=3)
+    E = bag.embed.weight.detach().numpy()
+    gram, started = vectors @ vectors.T, E[:5] @ E[:5].T  # 4 -> 8 dimensions: an orthonormal map, then zeros
+    np.testing.assert_allclose(started, (started[0, 0] / gram[0, 0]) * gram, rtol=1e-4, atol=1e-6)
+    assert E[:5].std(ddof=1) == pytest.approx(INIT_STD, rel=1e-4)
+    torch.testing.assert_close(bag.embed.weight[5:].detach(), rest)
+    narrow, again = BagOfEmbeddings(5, dim=2), BagOfEmbeddings(5, dim=2)
+    narrow.init_pretrained(vectors, seed=3)
+    again.init_pretrained(vectors, seed=3)
+    assert narrow.embed.weight.std().item() == pytest.approx(INIT_STD, rel=1e-4)
+    torch.testing.assert_close(narrow.embed.weight, again.embed.weight, rtol=0, atol=0)  # same seed, same bytes
+
+    # the featurizer's terms are in id order, so each term's vector lands on its own feature
+    config = replace(small_config(), pretrained_words=True)
+    model = NeuralXMC(config).fit(TEXTS, Y, LABELS, progress=False)
+    terms = model.featurizer.word_terms()
+    assert "alpha gamma" in terms
+    for j, term in enumerate(terms):
+        assert model.featurizer.transform([term])[0, j] > 0
+    with pytest.raises(ConfigError, match="pretrained_words"):
+        ModelConfig(family="inceptionxml", pretrained_words=True)

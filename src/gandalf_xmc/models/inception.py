@@ -83,16 +83,8 @@ class WordVocabulary:
     def pretrained_vectors(self) -> np.ndarray:
         """``vocab_size x 384`` starting vectors: each word's mean all-MiniLM-L6-v2 input word-piece
         embedding (the offline stand-in for GloVe); the unknown word gets the mean of all words."""
-        from tokenizers import Tokenizer
-
-        table = pretrained_token_embeddings()
-        tokenizer = Tokenizer.from_file(str(_minilm_dir() / TOKENIZER_FILE))
-        tokenizer.no_padding()
-        tokenizer.no_truncation()
-        out = np.zeros((self.vocab_size, table.shape[1]), dtype=np.float32)
-        for i, enc in enumerate(tokenizer.encode_batch(self.words, add_special_tokens=False), start=2):
-            if enc.ids:
-                out[i] = table[enc.ids].mean(axis=0)
+        out = np.zeros((self.vocab_size, EMBED_DIM), dtype=np.float32)
+        out[2:] = term_vectors(self.words)
         if self.words:
             out[self.UNKNOWN] = out[2:].mean(axis=0)
         return out
@@ -114,6 +106,22 @@ def token_bags(ids: np.ndarray, vocab_size: int) -> sp.csr_matrix:
     M = sp.csr_matrix((np.ones(int(keep.sum()), dtype=np.float32), (rows[keep], flat[keep])), shape=(ids.shape[0], vocab_size))
     norms = np.sqrt(np.asarray(M.multiply(M).sum(1)).ravel())
     return sp.csr_matrix(sp.diags(1.0 / np.maximum(norms, 1e-12)) @ M)
+
+
+def term_vectors(terms: list[str]) -> np.ndarray:
+    """``len(terms) x 384`` vectors: each term's mean all-MiniLM-L6-v2 input word-piece embedding
+    (a word n-gram's pieces are all its words'); 0 for a term without pieces."""
+    from tokenizers import Tokenizer
+
+    table = pretrained_token_embeddings()
+    tokenizer = Tokenizer.from_file(str(_minilm_dir() / TOKENIZER_FILE))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    out = np.zeros((len(terms), table.shape[1]), dtype=np.float32)
+    for i, enc in enumerate(tokenizer.encode_batch(terms, add_special_tokens=False)):
+        if enc.ids:
+            out[i] = table[enc.ids].mean(axis=0)
+    return out
 
 
 def pretrained_token_embeddings() -> np.ndarray:

@@ -25,7 +25,7 @@ from .astec import BagOfEmbeddings
 from .base import LabelledModel, checked_positive_weights
 from .contrastive import ContrastiveConfig, TunedEncoder, chosen_epochs, fine_tune
 from .dual_encoder import FrozenEmbeddings
-from .inception import EMBED_DIM, InceptionEncoder, WordVocabulary, token_bags
+from .inception import EMBED_DIM, InceptionEncoder, WordVocabulary, term_vectors, token_bags
 from .inception_lf import LabelFeatureNetwork, graph_text_bags, label_text_bags
 from .neighbours import EmbeddingNeighbours, mixed
 from .network import XMCNetwork
@@ -108,6 +108,8 @@ class ModelConfig:
     cluster_dim: int = 64
     init_scale: float = 5.0  # label classifiers start at init_scale x label-text vector (when the family does)
     max_features: int = 1_000_000  # TF-IDF vocabulary cap: the embedding table has this many rows at most
+    # astec: its word and word-pair embeddings start from all-MiniLM-L6-v2's word pieces, not at random
+    pretrained_words: bool = False
     # the dual-encoder's sentence encoder: auto (bfloat16 on CPUs that have it, else float32; fixed
     # at construction, so that a saved model keeps it), float32, bfloat16 or int8
     encoder_precision: str = sentence.AUTO
@@ -147,6 +149,8 @@ class ModelConfig:
             )
         if self.encoder_precision != sentence.AUTO and FAMILIES[self.family].inputs != "minilm":
             raise ConfigError(f"encoder_precision applies to a sentence encoder (dual-encoder, ngame), not {self.family}")
+        if self.pretrained_words and FAMILIES[self.family].inputs != "tfidf":
+            raise ConfigError(f"pretrained_words applies to a family that reads TF-IDF rows (astec), not {self.family}")
         if self.neighbour_mix and FAMILIES[self.family].inputs != "minilm":
             raise ConfigError(f"neighbour_mix applies to a sentence encoder's families (dual-encoder, ngame), not {self.family}")
         if self.encoder_precision == "int8" and FAMILIES[self.family].tunes_encoder:
@@ -349,6 +353,8 @@ class NeuralXMC(LabelledModel):
         encoder: Any = self.network.encoder  # the family's encoder module
         if self.tokens is not None:
             encoder.init_pretrained(self.tokens.pretrained_vectors())
+        if cfg.pretrained_words and self.featurizer is not None:
+            encoder.init_pretrained(term_vectors(self.featurizer.word_terms()), cfg.train.seed)
         if hasattr(encoder, "fit_token_weights"):
             encoder.fit_token_weights(np.concatenate([X, Z]))
         if self.family.init_from_label_text:
