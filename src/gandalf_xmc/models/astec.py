@@ -34,10 +34,9 @@ class BagOfEmbeddings(nn.Module):
         classifiers see the scale they would; features past them keep their random start."""
         V = torch.from_numpy(np.asarray(vectors, dtype=np.float32))
         dim = self.embed.weight.shape[1]
-        if V.shape[1] != dim:
-            generator = torch.Generator().manual_seed(seed)
-            Q, _ = torch.linalg.qr(torch.randn(V.shape[1], max(dim, V.shape[1]), generator=generator))
-            V = V @ Q[:, :dim] if dim <= V.shape[1] else torch.cat([V @ Q, torch.zeros(len(V), dim - V.shape[1])], 1)
+        if V.shape[1] != dim:  # a random rotation, then the first dim coordinates (zeros past the vectors' own)
+            Q, _ = torch.linalg.qr(torch.randn(V.shape[1], V.shape[1], generator=torch.Generator().manual_seed(seed)))
+            V = F.pad(V @ Q, (0, max(dim - V.shape[1], 0)))[:, :dim]
         std = V.std()
         if std > 0:
             self.embed.weight[: len(V)] = V * (INIT_STD / std)
