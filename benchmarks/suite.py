@@ -109,6 +109,15 @@ def validation_chose(trained) -> str | None:
     return ", ".join(filter(None, said)) or None
 
 
+def encoder_precision(fitted) -> str | None:
+    """The fine-tuned or packaged sentence encoder's precision as resolved (auto is bfloat16 on a CPU with it
+    natively), of the model or of its ngame part (linear-ngame); None for a model without one: rows differ by it."""
+    for part in (fitted, getattr(fitted, "ngame", None)):
+        if getattr(getattr(part, "family", None), "inputs", None) == "minilm":
+            return part.config.encoder_precision
+    return None
+
+
 def run_one(
     dataset: str,
     model: str,
@@ -211,10 +220,7 @@ def run_one(
         "n_eval": int(target.Y.shape[0]),
         "train_seconds": seconds,
         "device": result.device if result is not None else "cpu",
-        # the sentence encoder's precision as resolved (auto is bfloat16 on a CPU with it natively): rows differ by it
-        "encoder_precision": fitted.config.encoder_precision
-        if getattr(getattr(fitted, "family", None), "inputs", None) == "minilm"
-        else None,
+        "encoder_precision": encoder_precision(fitted),
         "epochs_run": len(epochs),
         "median_epoch_seconds": float(np.median(epochs)) if epochs else None,
         "encoder_seconds": sum(h.get("seconds", 0.0) for h in result.encoder_history)

@@ -6,6 +6,7 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from gandalf_xmc.augment import AugmentConfig
 from gandalf_xmc.data import load_dataset
@@ -33,3 +34,13 @@ def test_the_blend_s_weights_and_auto_s_choice_are_named_as_the_saved_model_has_
         ds, tmp_path / "p", model_config("linear", seed=0), AugmentConfig("none"), valid_fraction=0.25, progress=False
     )
     assert suite.validation_chose(plain) is None  # nothing chosen: no augmentation searched, no weights
+
+
+def test_the_encoder_precision_is_read_from_the_model_or_from_its_ngame_part():
+    minilm, bag = SimpleNamespace(inputs="minilm"), SimpleNamespace(inputs="words")
+    ngame = SimpleNamespace(family=minilm, config=SimpleNamespace(encoder_precision="bfloat16"))
+    assert suite.encoder_precision(ngame) == "bfloat16"
+    assert suite.encoder_precision(SimpleNamespace(ngame=ngame, config=SimpleNamespace())) == "bfloat16"  # linear-ngame
+    assert suite.encoder_precision(SimpleNamespace(ngame=None, config=SimpleNamespace())) is None  # its blend alone
+    astec = SimpleNamespace(family=bag, config=SimpleNamespace(encoder_precision="float32"))
+    assert suite.encoder_precision(astec) is None  # no sentence encoder: the field does not apply
