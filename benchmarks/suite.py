@@ -89,6 +89,12 @@ def scored_split(dataset: str, seed: int, split: str, protocol: str = "random", 
     return ds, rest, target, inverse_propensity(rest.original_train_Y(), *ds.propensity_constants())
 
 
+def minilm_part(fitted):
+    """The model, or linear-ngame's ngame part (None where its mix is 0), where it has a sentence encoder."""
+    neural = getattr(fitted, "ngame", fitted)
+    return neural if getattr(getattr(neural, "family", None), "inputs", None) == "minilm" else None
+
+
 def validation_chose(trained) -> str | None:
     """What validation chose for a model ``train_model`` trained, each part where the model has it:
     auto's augmentation, the blend's weights, linear-ngame's mix, a neural model's neighbour mix and
@@ -100,8 +106,8 @@ def validation_chose(trained) -> str | None:
         said.append(f"knn weight {blend.knn_weight:g}, text weight {blend.text_weight:g}")
     if hasattr(fitted, "ngame_mix"):  # linear-ngame's
         said.append(f"ngame mix {fitted.ngame_mix:g}")
-    neural = getattr(fitted, "ngame", fitted)  # linear-ngame's ngame part (None where its mix is 0)
-    if getattr(getattr(neural, "family", None), "inputs", None) == "minilm":  # the mix it uses, however chosen
+    neural = minilm_part(fitted)
+    if neural is not None:  # the mix it uses, however chosen
         said.append(f"neighbour mix {neural.neighbour_mix:g}")
     if getattr(getattr(neural, "family", None), "tunes_encoder", False):  # ngame: the encoder validation kept
         tuned = neural.config.contrastive.epochs  # refit_config's: 0 where the packaged encoder won
@@ -112,10 +118,8 @@ def validation_chose(trained) -> str | None:
 def encoder_precision(fitted) -> str | None:
     """The fine-tuned or packaged sentence encoder's precision as resolved (auto is bfloat16 on a CPU with it
     natively), of the model or of its ngame part (linear-ngame); None for a model without one: rows differ by it."""
-    for part in (fitted, getattr(fitted, "ngame", None)):
-        if getattr(getattr(part, "family", None), "inputs", None) == "minilm":
-            return part.config.encoder_precision
-    return None
+    neural = minilm_part(fitted)
+    return neural.config.encoder_precision if neural is not None else None
 
 
 def run_one(
