@@ -109,9 +109,9 @@ def validation_chose(trained) -> str | None:
     neural = minilm_part(fitted)
     if neural is not None:  # the mix it uses, however chosen
         said.append(f"neighbour mix {neural.neighbour_mix:g}")
-    if getattr(getattr(neural, "family", None), "tunes_encoder", False):  # ngame: the encoder validation kept
-        tuned = neural.config.contrastive.epochs  # refit_config's: 0 where the packaged encoder won
-        said.append(f"encoder tuned {tuned} epochs" if tuned else "packaged encoder")
+        if neural.family.tunes_encoder:  # ngame: the encoder validation kept
+            tuned = neural.config.contrastive.epochs  # refit_config's: 0 where the packaged encoder won
+            said.append(f"encoder tuned {tuned} epochs" if tuned else "packaged encoder")
     return ", ".join(filter(None, said)) or None
 
 
