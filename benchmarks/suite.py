@@ -43,6 +43,7 @@ import numpy as np
 
 from gandalf_xmc.augment import AugmentConfig, training_set
 from gandalf_xmc.data import load_dataset
+from gandalf_xmc.data.atomic import terminate_like_interrupt
 from gandalf_xmc.data.dataset import find_split_file
 from gandalf_xmc.data.suite import NEW_ITEMS_SPLIT, SUITE, build, is_available, suite_path
 from gandalf_xmc.engine.allocator import reuse_step_memory
@@ -366,6 +367,7 @@ def query_sample(ds, dataset: str) -> QuerySample | None:
 
 
 def main() -> None:
+    terminate_like_interrupt()  # a killed run removes its temporary directory of checkpoints
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--datasets", nargs="+", default=[d.name for d in SUITE])
     ap.add_argument("--models", nargs="+", default=["linear"])

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -472,6 +473,26 @@ def test_sigterm_during_augment_leaves_nothing(tmp_path):
     assert proc.returncode == 130 and "interrupted" in err
     assert list(tmp_path.iterdir()) == []  # no staging directory, no output
     assert suite_path("debian-bookworm").is_dir()
+
+
+def test_sigterm_removes_a_temporary_directory_like_ctrl_c(tmp_path):
+    """After ``terminate_like_interrupt`` (the CLI's and the benchmark suite's entry points), a
+    SIGTERM unwinds as ``KeyboardInterrupt``, so a ``TemporaryDirectory`` in flight is removed."""
+    import tempfile
+
+    from gandalf_xmc.data.atomic import terminate_like_interrupt
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        terminate_like_interrupt()
+        with pytest.raises(KeyboardInterrupt):
+            with tempfile.TemporaryDirectory(dir=tmp_path) as tmp:
+                (Path(tmp) / "checkpoint.pt").write_bytes(b"x")
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(1.0)  # the handler raises before this ends
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_an_interrupt_while_writer_threads_start_is_handed_over_when_they_have(monkeypatch):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import json
-import signal
 import sys
 import time
 from enum import Enum
@@ -19,6 +18,7 @@ from typing import Any, Optional
 import typer
 
 from .augment.catalog import AUGMENTATIONS
+from .data.atomic import terminate_like_interrupt
 from .errors import GandalfError
 from .graph import GRAPH_KINDS
 from .models.registry import MODELS
@@ -1232,11 +1232,6 @@ def reproduce(
     run_reproduce(data, out, config, log=_say, force=force)
 
 
-def _terminate(signum, frame) -> None:
-    print("interrupted", file=sys.stderr)
-    raise KeyboardInterrupt  # unwinds like Ctrl-C: staging directories and temporary files are removed
-
-
 def _click_exceptions(name: str) -> tuple[type[BaseException], ...]:
     """``name`` from click and from the copy of click that newer typer releases carry
     (``typer._click``), whichever are present."""
@@ -1257,7 +1252,7 @@ _ABORTS = _click_exceptions("Abort")
 
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit status 2 (no traceback)."""
-    signal.signal(signal.SIGTERM, _terminate)
+    terminate_like_interrupt()
     try:
         code = app(standalone_mode=False)  # usage errors come back here, to be told on one line
     except _USAGE_ERRORS as caught:

@@ -210,6 +210,18 @@ def output_lock(out_dir: str | Path) -> Iterator[None]:
         fh.close()
 
 
+def terminate_like_interrupt() -> None:
+    """Make SIGTERM unwind like Ctrl-C (``KeyboardInterrupt``), so that staging directories and
+    temporary directories are removed when a process is stopped with ``kill``. For entry points
+    only: it sets a process-wide handler, from the main thread."""
+
+    def _interrupt(signum, frame) -> None:
+        print("interrupted", file=sys.stderr)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
 @contextlib.contextmanager
 def interrupts_deferred() -> Iterator[None]:
     """SIGINT and SIGTERM that arrive during the block are held and handed to their handlers as it
