@@ -138,13 +138,15 @@ def run_one(
     device: str | None = None,
     queries: str = "catalogue",
     validate_neural: bool = False,
+    auto_budget_minutes: float = 60.0,
 ) -> dict:
     """One trained model scored on ``split``; ``recipe`` (its seed replaced by ``seed``) stands for
     the augmentation named ``augment`` where a script compares variants the suite has no name for;
     ``device`` is where a model that can use a GPU trains and predicts (the others run on the CPU);
     ``queries`` what the deployment meets (``new-items``: auto chooses by its forecast, a model
     that chooses on validation on points held out as if new);
-    ``validate_neural``: a model trained in epochs goes through ``train_model`` too."""
+    ``validate_neural``: a model trained in epochs goes through ``train_model`` too;
+    ``auto_budget_minutes``: ``gandalf train --auto-budget``."""
     given = valid_split if valid_split and find_split_file(suite_path(dataset), valid_split) else None
     splits = ("trn", "tst") if split == "test" else ("trn",)
     if given:
@@ -161,10 +163,11 @@ def run_one(
     device = device if entry(model).on_gpu else None
     gpu = _reset_gpu_peak(device)
     t0 = time.perf_counter()
-    chosen, forecast, trials, mixes_tried = None, None, None, None
+    chosen, forecast, trials, mixes_tried, skipped = None, None, None, None, None
     if augment == "auto" or chooses:  # validation chooses for it (the blend's weights); a neural model trains once unless asked
         import tempfile
 
+        from gandalf_xmc.workflow.auto import AutoConfig
         from gandalf_xmc.workflow.pipeline import train_model
 
         config = (
@@ -184,10 +187,12 @@ def run_one(
                 # as gandalf train reads --queries new-items: the val split's texts, by family where groups are families
                 valid_protocol=deployment.valid_protocol,
                 new_items=deployment.new_items,
+                auto_config=AutoConfig(budget_seconds=60 * auto_budget_minutes),
             )
         fitted, chosen = trained.model, validation_chose(trained)
         forecast = (trained.search or {}).get("new_items")
         trials = search_trials(trained.search)
+        skipped = (trained.search or {}).get("skipped")
         mixes_tried = trained.validated.best_record().get("neighbour_mixes_tried")  # each mix's validation P@1
     elif model == "knn":
         from gandalf_xmc.models.knn import TfidfKNN
@@ -217,6 +222,7 @@ def run_one(
         "validated": bool(augment == "auto" or chooses),
         "new_items_forecast": forecast,
         "auto_trials": trials,
+        "auto_skipped": skipped,  # the candidates auto's budget left untried
         "neighbour_mixes_tried": mixes_tried,
         "n_train": len(rest.train),
         "hold_out": hold_out,
@@ -418,6 +424,13 @@ def main() -> None:
         help="the neural models train as gandalf train trains them: validation chooses their epoch and settings, "
         "then the final model on every training point (default: once, without validation)",
     )
+    ap.add_argument(
+        "--auto-budget",
+        type=float,
+        default=60.0,
+        metavar="MINUTES",
+        help="as gandalf train --auto-budget: minutes auto may spend on its candidates",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     settings = parse_settings(args.settings)
@@ -451,6 +464,7 @@ def main() -> None:
                     device=args.device,
                     queries=args.queries,
                     validate_neural=args.validate_neural,
+                    auto_budget_minutes=args.auto_budget,
                 ),
                 "augment_settings": augment_settings,
             }

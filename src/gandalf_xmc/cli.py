@@ -767,6 +767,8 @@ def _augment_config(
 
 
 def _say_auto_choice(search: dict, out: Path) -> None:
+    from .workflow.auto import skipped_note
+
     chosen = search["chosen"]
     gain = search.get("p1_gain_over_none", {}).get(chosen)
     shares = f" on {search['folds']} validation shares" if search.get("folds", 1) > 1 else ""
@@ -788,6 +790,8 @@ def _say_auto_choice(search: dict, out: Path) -> None:
     _say(f"auto chose {chosen}{sure} (search recorded in {out / 'auto.json'})")
     if not search.get("decided", {"sure": True})["sure"]:
         _say(f"note: {search['decided']['why']}")
+    elif search.get("skipped"):
+        _say(f"note: {skipped_note(search['skipped'], search['budget_seconds'])}")
 
 
 @app.command()

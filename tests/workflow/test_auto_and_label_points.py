@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -214,6 +215,13 @@ def test_auto_search_budget_resume_and_cleanup(tmp_path):
     # a budget of 0 s: the first trial runs (nothing to estimate from), the rest are skipped
     model, chosen, record = auto.search(fit_one, save, load, tmp_path / "a", auto.AutoConfig(0.0, 0.2, names), log=lambda _: None)
     assert fitted == ["none"] and record["chosen"] == "none" and chosen.augmentation == "none"
+    # none was kept without a comparison: the record says so rather than passing it off as validation's choice
+    assert record["skipped"] == ["identity", "gandalf-tempered", "gandalf"]
+    assert record["decided"] == {
+        "sure": False,
+        "why": "the budget of 0 min ran out before identity, gandalf-tempered, gandalf "
+        "(not tried: raise --auto-budget to try them); none was kept untested",
+    }
     # resuming with a larger budget runs only the missing trials
     fitted.clear()
     model, chosen, record = auto.search(
@@ -222,6 +230,14 @@ def test_auto_search_budget_resume_and_cleanup(tmp_path):
     assert fitted == ["identity", "gandalf-tempered", "gandalf"]
     assert model.name == "gandalf" and record["chosen"] == "gandalf" and chosen == auto.AUTO_CANDIDATES["gandalf"]
     assert [t["name"] for t in json.loads((tmp_path / "a" / "trials.json").read_text())] == list(names)
+    assert record["skipped"] == [] and "decided" not in record  # every candidate tried (no hits: no interval to judge)
+    # a budget that ends after two trials: a real choice between them, the untried two named
+    fitted.clear()
+    clock = iter([0.0, 0.0, 10.0, 10.0, 20.0, 25.0, 25.0, 25.0])  # perf_counter's readings, in the search's order
+    with mock.patch.object(auto.time, "perf_counter", lambda: next(clock)):
+        _, _, record = auto.search(fit_one, save, load, tmp_path / "b", auto.AutoConfig(24.0, 0.2, names), log=lambda _: None)
+    assert fitted == ["none", "identity"] and record["chosen"] == "identity"
+    assert record["skipped"] == ["gandalf-tempered", "gandalf"] and "decided" not in record
     kept = sorted(p.parent.name for p in (tmp_path / "a").glob("*/model"))
     assert kept == ["gandalf"]  # only the winner's model stays
 
@@ -358,6 +374,18 @@ def test_gain_interval_by_hand():
     assert got["gain"] == 10.0 and 0.0 < got["interval"][0] < 10.0 < got["interval"][1] < 20.0
     # a constant difference has no spread
     assert auto.gain_interval(np.zeros(50, bool), np.ones(50, bool))["interval"] == [100.0, 100.0]
+
+
+def test_cli_says_when_the_budget_left_auto_nothing_to_compare(tiny_dir, tmp_path, capsys):
+    args = ["train", "--data", str(tiny_dir), "--augment", "auto", "--valid-fraction", "0.25"]
+    code, out, err = run_cli([*args, "--auto-budget", "0", "--out", str(tmp_path / "m")], capsys)
+    assert code == 0, err
+    record = json.loads((tmp_path / "m" / "auto.json").read_text())
+    untried = list(auto.candidates_for(MODELS["linear"]))[1:]
+    assert record["chosen"] == "none" and record["skipped"] == untried
+    assert f"auto chose none (search recorded in {tmp_path / 'm' / 'auto.json'})" in out
+    assert f"note: the budget of 0 min ran out before {', '.join(untried)} (not tried: raise --auto-budget" in out
+    assert "none was kept untested" in out
 
 
 def test_cli_train_auto_and_extra_options(tiny_dir, tmp_path, capsys):

@@ -318,12 +318,14 @@ def search(
     done = {t["name"] for t in trials if not t.get("fold")}
     started = time.perf_counter()
     spent, n_ran = 0.0, 0  # training seconds and count of the trials run in this call
-    for name in candidates:
+    skipped: list[str] = []  # the candidates the budget left untried
+    for at, name in enumerate(candidates):
         if name in done:
             continue
         estimate = spent / n_ran if n_ran else 0.0
         if trials and time.perf_counter() - started + estimate > config.budget_seconds:  # the first always runs
-            log(f"auto: budget of {config.budget_seconds:.0f} s reached; skipping {name} and the rest")
+            skipped = [n for n in candidates[at:] if n not in done]
+            log(f"auto: budget of {config.budget_seconds:.0f} s reached; skipping {', '.join(skipped)}")
             break
         augment = replace(AUTO_CANDIDATES[name], seed=seed)
         t0 = time.perf_counter()
@@ -380,7 +382,13 @@ def search(
         rule = f"highest valid PSP@5 among trials with valid P@1 >= P@1(none) - {config.p1_tolerance:g}"
     chosen = next(t for t in scored if t["name"] == winner)
     model = load(work_dir / winner / "model")
-    record: dict[str, Any] = {"rule": rule, "chosen": winner, "budget_seconds": config.budget_seconds, "trials": trials}
+    record: dict[str, Any] = {
+        "rule": rule,
+        "chosen": winner,
+        "budget_seconds": config.budget_seconds,
+        "skipped": skipped,
+        "trials": trials,
+    }
     if folds > 1:
         record["folds"] = folds
         record["pooled"] = {t["name"]: t["valid"] for t in scored}  # what the rule read, on every share
@@ -405,10 +413,20 @@ def search(
             record["decided"] = decided(
                 winner, record["p1_gain_over_none"].get(winner), base["p1_hits"]["n"], config.p1_tolerance
             )
+    if skipped and len(scored) == 1:  # nothing to compare the winner with: not a choice validation made
+        record["decided"] = {"sure": False, "why": f"{skipped_note(skipped, config.budget_seconds)}; {winner} was kept untested"}
     for t in trials:  # only the winner's model is worth keeping
         if t["name"] != winner and not t.get("fold"):
             shutil.rmtree(work_dir / t["name"] / "model", ignore_errors=True)
     return model, AugmentConfig.from_dict(chosen["augment"]), record
+
+
+def skipped_note(skipped: list[str], budget_seconds: float) -> str:
+    """The line that says which candidates a search's budget left untried (``record["skipped"]``)."""
+    return (
+        f"the budget of {budget_seconds / 60:g} min ran out before {', '.join(skipped)} "
+        "(not tried: raise --auto-budget to try them)"
+    )
 
 
 def _trial_record(name: str, augment: AugmentConfig, seconds: float, model) -> dict:
