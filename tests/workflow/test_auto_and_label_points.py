@@ -220,7 +220,7 @@ def test_auto_search_budget_resume_and_cleanup(tmp_path):
     assert record["decided"] == {
         "sure": False,
         "why": "the budget of 0 min ran out before identity, gandalf-tempered, gandalf "
-        "(not tried: raise --auto-budget to try them); none was kept untested",
+        "(not tried: raise --auto-budget to try them); none was kept without a comparison",
     }
     # resuming with a larger budget runs only the missing trials
     fitted.clear()
@@ -385,7 +385,7 @@ def test_cli_says_when_the_budget_left_auto_nothing_to_compare(tiny_dir, tmp_pat
     assert record["chosen"] == "none" and record["skipped"] == untried
     assert f"auto chose none (search recorded in {tmp_path / 'm' / 'auto.json'})" in out
     assert f"note: the budget of 0 min ran out before {', '.join(untried)} (not tried: raise --auto-budget" in out
-    assert "none was kept untested" in out
+    assert "none was kept without a comparison" in out
 
 
 def test_cli_train_auto_and_extra_options(tiny_dir, tmp_path, capsys):

@@ -413,8 +413,9 @@ def search(
             record["decided"] = decided(
                 winner, record["p1_gain_over_none"].get(winner), base["p1_hits"]["n"], config.p1_tolerance
             )
-    if skipped and len(scored) == 1:  # nothing to compare the winner with: not a choice validation made
-        record["decided"] = {"sure": False, "why": f"{skipped_note(skipped, config.budget_seconds)}; {winner} was kept untested"}
+    if skipped and sum(not t.get("fold") for t in trials) == 1:  # nothing to compare the winner with
+        why = f"{skipped_note(skipped, config.budget_seconds)}; {winner} was kept without a comparison"
+        record["decided"] = {"sure": False, "why": why}
     for t in trials:  # only the winner's model is worth keeping
         if t["name"] != winner and not t.get("fold"):
             shutil.rmtree(work_dir / t["name"] / "model", ignore_errors=True)
