@@ -349,7 +349,10 @@ def table(rows: list[dict]) -> str:
             groups.setdefault((r["model"], name, json.dumps(changed)), []).append(r)
         for (model, augment, settings), rs in groups.items():
             if any(r.get("chosen") for r in rs):
-                augment += " (chose " + ", ".join(r["chosen"] for r in rs) + ")"
+                said = [
+                    r["chosen"] + (f" [budget: {len(r['auto_skipped'])} untried]" if r.get("auto_skipped") else "") for r in rs
+                ]
+                augment += " (chose " + ", ".join(said) + ")"
             cells = []
             for m in METRICS:
                 v = np.array([r[m] for r in rs])

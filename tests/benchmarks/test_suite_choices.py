@@ -44,3 +44,20 @@ def test_the_encoder_precision_is_read_from_the_model_or_from_its_ngame_part():
     assert suite.encoder_precision(SimpleNamespace(ngame=None, config=SimpleNamespace())) is None  # its blend alone
     astec = SimpleNamespace(family=bag, config=SimpleNamespace(encoder_precision="float32"))
     assert suite.encoder_precision(astec) is None  # no sentence encoder: the field does not apply
+
+
+def test_the_table_marks_an_auto_row_whose_budget_left_candidates_untried():
+    metrics = {m: 10.0 for m in suite.METRICS}
+    row = {
+        "dataset": "d",
+        "split": "valid",
+        "n_eval": 5,
+        "model": "linear",
+        "augment": "auto",
+        "settings": {},
+        "train_seconds": 1.0,
+    }
+    cut = {**row, **metrics, "chosen": "none", "auto_skipped": ["identity", "gandalf"]}
+    whole = {**row, **metrics, "chosen": "identity", "auto_skipped": []}
+    assert "| linear | auto (chose none [budget: 2 untried], identity) |" in suite.table([cut, whole])
+    assert "| linear | auto (chose identity) |" in suite.table([whole])
