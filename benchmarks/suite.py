@@ -190,9 +190,9 @@ def run_one(
                 auto_config=AutoConfig(budget_seconds=60 * auto_budget_minutes),
             )
         fitted, chosen = trained.model, validation_chose(trained)
-        forecast = (trained.search or {}).get("new_items")
+        search = trained.search or {}
+        forecast, skipped = search.get("new_items"), search.get("skipped")
         trials = search_trials(trained.search)
-        skipped = (trained.search or {}).get("skipped")
         mixes_tried = trained.validated.best_record().get("neighbour_mixes_tried")  # each mix's validation P@1
     elif model == "knn":
         from gandalf_xmc.models.knn import TfidfKNN
