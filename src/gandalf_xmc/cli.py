@@ -788,10 +788,12 @@ def _say_auto_choice(search: dict, out: Path) -> None:
             else f" for new items (namesakes {low:.3f} to {high:.3f} of queries)"
         )
     _say(f"auto chose {chosen}{sure} (search recorded in {out / 'auto.json'})")
-    if not search.get("decided", {"sure": True})["sure"]:
-        _say(f"note: {search['decided']['why']}")
-    elif search.get("skipped"):
-        _say(f"note: {skipped_note(search['skipped'], search['budget_seconds'])}")
+    why = search["decided"]["why"] if not search.get("decided", {"sure": True})["sure"] else ""
+    if why:
+        _say(f"note: {why}")
+    untried = skipped_note(search["skipped"], search["budget_seconds"]) if search.get("skipped") else ""
+    if untried and untried not in why:  # an undecided note may already name the untried candidates
+        _say(f"note: {untried}")
 
 
 @app.command()

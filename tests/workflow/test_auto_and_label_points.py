@@ -388,6 +388,28 @@ def test_cli_says_when_the_budget_left_auto_nothing_to_compare(tiny_dir, tmp_pat
     assert "none was kept without a comparison" in out
 
 
+def test_cli_prints_an_undecided_choice_and_the_untried_candidates_both(tmp_path, capsys):
+    from gandalf_xmc.cli import _say_auto_choice
+
+    record = {
+        "chosen": "identity",
+        "budget_seconds": 600.0,
+        "skipped": ["gandalf"],
+        "decided": {"sure": False, "why": "identity's valid P@1 gain is within noise"},
+    }
+    _say_auto_choice(record, tmp_path)
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")]
+    assert notes == [
+        "note: identity's valid P@1 gain is within noise",
+        "note: the budget of 10 min ran out before gandalf (not tried: raise --auto-budget to try them)",
+    ]
+    # where the undecided note is the budget's own, it is not said twice
+    record["decided"]["why"] = f"{auto.skipped_note(['gandalf'], 600.0)}; identity was kept without a comparison"
+    _say_auto_choice(record, tmp_path)
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")]
+    assert notes == [f"note: {record['decided']['why']}"]
+
+
 def test_cli_train_auto_and_extra_options(tiny_dir, tmp_path, capsys):
     code, out, err = run_cli(
         [
