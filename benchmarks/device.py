@@ -17,10 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 from pathlib import Path
 
-from suite import HERE, run_grid, run_one
+from suite import HERE, cpu_model, run_grid, run_one
 
 from gandalf_xmc.settings import parse_settings
 
@@ -32,7 +31,7 @@ def machine() -> dict:
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
     }

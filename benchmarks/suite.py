@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -59,6 +60,20 @@ from gandalf_xmc.workflow.validation import BENCHMARK_PROTOCOLS, PROTOCOLS, carv
 HERE = Path(__file__).resolve().parent
 AUGMENT = "augment."  # --set names with this prefix are the augmentation's
 METRICS = ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5")
+
+
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The processor's name, as Linux gives it ("model name"), else what ``platform`` knows: the
+    neural models' float32 sums round by the kernels torch picks for the instruction set, so a row's
+    figures and seconds belong to its CPU."""
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and value.strip():
+                return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def valid_fraction(n: int) -> float:
@@ -231,6 +246,7 @@ def run_one(
         "n_eval": int(target.Y.shape[0]),
         "train_seconds": seconds,
         "device": result.device if result is not None else "cpu",
+        "cpu": cpu_model(),
         "encoder_precision": encoder_precision(fitted),
         "epochs_run": len(epochs),
         "median_epoch_seconds": float(np.median(epochs)) if epochs else None,

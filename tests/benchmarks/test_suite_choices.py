@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import platform
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -61,3 +62,12 @@ def test_the_table_marks_an_auto_row_whose_budget_left_candidates_untried():
     whole = {**row, **metrics, "chosen": "identity", "auto_skipped": []}
     assert "| linear | auto (chose none [budget: 2 untried], identity) |" in suite.table([cut, whole])
     assert "| linear | auto (chose identity) |" in suite.table([whole])
+
+
+def test_a_row_names_its_cpu_as_linux_gives_it_else_as_platform_does(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\nflags\t\t: avx avx2\n")
+    assert suite.cpu_model(info) == "AMD EPYC 7B13"
+    info.write_text("processor\t: 0\nmodel name\t:   \n")  # a blank name is no name
+    assert suite.cpu_model(info) == (platform.processor() or platform.machine())
+    assert suite.cpu_model(tmp_path / "missing") == (platform.processor() or platform.machine())
