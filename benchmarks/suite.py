@@ -24,11 +24,11 @@ the dataset's group key names families; no label is read), else none.
 every training point. ``--hold-out F`` trains on the training part less a random share F, as a
 final model that is not trained again after its validation run. ``--device`` says where the
 neural models train (each row records the device, the CPU's name, its GPU's peak memory and the
-median epoch time); they train once, for their configured epochs, without validation (the dual-encoder's and
-ngame's neighbour mix then its unvalidated default), unless ``--validate-neural`` runs them through
-``train_model`` as ``gandalf train`` does (validation chooses their epoch and mix, ngame its encoder,
-then the final model on every training point). Writes ``benchmarks/results/suite-<split>.json``
-(or ``--out``).
+median epoch time); they train once, for their configured epochs, without validation (the
+dual-encoder's and ngame's neighbour mix then its unvalidated default), unless ``--validate-neural``
+runs them through ``train_model`` as ``gandalf train`` does (validation chooses their epoch and mix,
+ngame its encoder, then the final model on every training point). Writes
+``benchmarks/results/suite-<split>.json`` (or ``--out``).
 """
 
 from __future__ import annotations
