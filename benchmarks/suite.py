@@ -27,8 +27,9 @@ neural models train (each row records the device, the CPU's name, its GPU's peak
 median epoch time); they train once, for their configured epochs, without validation (the
 dual-encoder's and ngame's neighbour mix then its unvalidated default), unless ``--validate-neural``
 runs them through ``train_model`` as ``gandalf train`` does (validation chooses their epoch and mix,
-ngame its encoder, then the final model on every training point). Writes
-``benchmarks/results/suite-<split>.json`` (or ``--out``).
+ngame its encoder, then the final model on every training point). A row validated keeps its
+validation run's figures (``validation_run``). Writes ``benchmarks/results/suite-<split>.json``
+(or ``--out``).
 """
 
 from __future__ import annotations
@@ -131,6 +132,15 @@ def validation_chose(trained) -> str | None:
     return ", ".join(filter(None, said)) or None
 
 
+def validation_run(trained) -> dict | None:
+    """The validation run of a model ``train_model`` trained, as its ``training.json`` records it
+    (points trained and validated on, seconds, the epoch kept and the epochs run, the kept epoch's
+    metrics): what the final model's choices were read from; auto's winning trial where auto
+    searched. ``None`` where nothing was validated."""
+    run = trained.info.get("validation_run")
+    return None if run is None else {k: v for k, v in run.items() if k != "encoder"}  # encoder_seconds sums that
+
+
 def encoder_precision(fitted) -> str | None:
     """The fine-tuned or packaged sentence encoder's precision as resolved (auto is bfloat16 on a CPU with it
     natively), of the model or of its ngame part (linear-ngame); None for a model without one: rows differ by it."""
@@ -178,7 +188,7 @@ def run_one(
     device = device if entry(model).on_gpu else None
     gpu = _reset_gpu_peak(device)
     t0 = time.perf_counter()
-    chosen, forecast, trials, mixes_tried, skipped = None, None, None, None, None
+    chosen, forecast, trials, mixes_tried, skipped, validation = None, None, None, None, None, None
     if augment == "auto" or chooses:  # validation chooses for it (the blend's weights); a neural model trains once unless asked
         import tempfile
 
@@ -209,6 +219,7 @@ def run_one(
         forecast, skipped = search.get("new_items"), search.get("skipped")
         trials = search_trials(trained.search)
         mixes_tried = trained.validated.best_record().get("neighbour_mixes_tried")  # each mix's validation P@1
+        validation = validation_run(trained)
     elif model == "knn":
         from gandalf_xmc.models.knn import TfidfKNN
 
@@ -239,6 +250,7 @@ def run_one(
         "auto_trials": trials,
         "auto_skipped": skipped,  # the candidates auto's budget left untried
         "neighbour_mixes_tried": mixes_tried,
+        "validation_run": validation,
         "n_train": len(rest.train),
         "hold_out": hold_out,
         "chosen": chosen,

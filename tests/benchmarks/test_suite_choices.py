@@ -9,10 +9,13 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from gandalf_xmc.augment import AugmentConfig
+from gandalf_xmc.augment import AugmentConfig, training_set
 from gandalf_xmc.data import load_dataset
-from gandalf_xmc.models.registry import model_config
+from gandalf_xmc.metrics import evaluate, inverse_propensity
+from gandalf_xmc.models.registry import build_model, model_config
+from gandalf_xmc.workflow.fitting import fit_model
 from gandalf_xmc.workflow.pipeline import train_model
+from gandalf_xmc.workflow.validation import carve_validation
 
 from helpers import write_fruit_dataset
 
@@ -71,3 +74,17 @@ def test_a_row_names_its_cpu_as_linux_gives_it_else_as_platform_does(tmp_path):
     info.write_text("processor\t: 0\nmodel name\t:   \n")  # a blank name is no name
     assert suite.cpu_model(info) == (platform.processor() or platform.machine())
     assert suite.cpu_model(tmp_path / "missing") == (platform.processor() or platform.machine())
+
+
+def test_a_validated_row_carries_its_validation_run_as_scored_apart(tmp_path):
+    ds = load_dataset(write_fruit_dataset(tmp_path / "d"))
+    config = model_config("linear", seed=0)
+    trained = train_model(ds, tmp_path / "m", config, AugmentConfig("none"), valid_fraction=0.25, progress=False)
+    run = suite.validation_run(trained)
+    rest, valid = carve_validation(ds, 0.25, 0, "random")  # the share train_model carves for seed 0
+    apart = fit_model(build_model(config), training_set(rest, AugmentConfig("none")), rest.label_texts, progress=False)
+    inv = inverse_propensity(rest.original_train_Y(), *ds.propensity_constants())
+    scored = evaluate(apart.predict(valid.texts, k=10), valid.Y, inv, (1, 3, 5), valid.filter_pairs)
+    assert (run["n_train"], run["n_valid"]) == (len(rest.train), len(valid))
+    assert run["metrics"]["P@1"] == scored["P@1"] and run["metrics"]["PSP@5"] == scored["PSP@5"]
+    assert suite.validation_run(SimpleNamespace(info={})) is None  # trained once: nothing validated
