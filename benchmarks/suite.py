@@ -138,7 +138,7 @@ def validation_run(trained) -> dict | None:
     metrics): what the final model's choices were read from; auto's winning trial where auto
     searched. ``None`` where nothing was validated."""
     run = trained.info.get("validation_run")
-    return None if run is None else {k: v for k, v in run.items() if k != "encoder"}  # encoder_seconds sums that
+    return None if run is None else {k: v for k, v in run.items() if k != "encoder"}  # figures, not histories
 
 
 def encoder_precision(fitted) -> str | None:
